@@ -1,0 +1,89 @@
+//! Command-line surface: the global kubectl-style flags and one module per subcommand.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Exit code for errors podline could not attribute to a task (bad config, unreachable API...).
+pub const EXIT_ERROR: u8 = 2;
+/// Exit code for invalid usage (bad flag or environment value), as in sysexits' EX_USAGE.
+pub const EXIT_USAGE: u8 = 64;
+
+/// podline runs Kubernetes pods as tasks and records what every pod did, and keeps doing both
+/// when the Kubernetes API misbehaves.
+#[derive(Debug, Parser)]
+#[command(name = "podline", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every subcommand understands, spelled like kubectl's.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Global {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long, global = true, env = "KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: the current context).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Namespace to act in (default: the context's namespace, else "default").
+    #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// More log output (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
+    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    pub verbosity: u8,
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Human-readable columns.
+    Table,
+    /// Columns plus extra detail.
+    Wide,
+    /// Machine-readable JSON.
+    Json,
+    /// Machine-readable YAML.
+    Yaml,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Placeholder until the subcommands land.
+    Version,
+}
+
+/// Sets up tracing to stderr: warnings by default, louder with -v, or as RUST_LOG says.
+pub fn init_tracing(global: &Global) {
+    let default = match global.verbosity {
+        0 => "warn,podline=info",
+        1 => "info",
+        2 => "debug,hyper=info,h2=info,rustls=info",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+/// Runs the chosen subcommand.
+pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Version => {
+            println!("podline {}", env!("CARGO_PKG_VERSION"));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! The `podline` binary: parses flags, starts tracing, dispatches to a subcommand and maps errors
+//! to exit codes. Everything else lives in the library crates (`podline-sim`, `podline-launch`,
+//! `podline-record`, `podline-store`, `podline-client`).
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    cli::init_tracing(&cli.global);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::from(cli::EXIT_USAGE);
+        }
+    };
+    match runtime.block_on(cli::dispatch(cli)) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(cli::EXIT_ERROR)
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! An embedded, fault-injecting Kubernetes API server (pods, events, leases, watch, logs) with a simulated kubelet.

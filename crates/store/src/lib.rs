@@ -1,0 +1,1 @@
+//! The pod lifecycle store: idempotent, monotonic records of what every pod did (SQLite and PostgreSQL).

@@ -1,0 +1,1 @@
+//! Test helpers for podline: the sim on a random port, tracing for tests, wait-until helpers.
