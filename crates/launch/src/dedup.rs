@@ -62,11 +62,11 @@ impl Dedup {
         if self.replaying {
             match self.last {
                 Some(last) if ts < last => return false,
-                Some(last) if ts == last => {
-                    if self.expect.front().is_some_and(|e| e.as_slice() == text) {
-                        self.expect.pop_front();
-                        return false;
-                    }
+                Some(last)
+                    if ts == last && self.expect.front().is_some_and(|e| e.as_slice() == text) =>
+                {
+                    self.expect.pop_front();
+                    return false;
                 }
                 _ => {}
             }
@@ -85,6 +85,7 @@ impl Dedup {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -39,6 +39,7 @@ pub fn from_container(code: i32) -> u8 {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -269,6 +269,7 @@ fn container_result(cs: &ContainerStatus) -> ContainerResult {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{

@@ -552,6 +552,7 @@ pub fn load_template(path: &std::path::Path) -> Result<Pod, SpecError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

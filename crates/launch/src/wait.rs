@@ -182,16 +182,15 @@ impl StartTracker {
                 .spec
                 .as_ref()
                 .is_some_and(|s| s.node_name.as_deref().is_some_and(|n| !n.is_empty()));
-        if !scheduled {
-            if let Some(cond) = status
+        if !scheduled
+            && let Some(cond) = status
                 .and_then(|s| s.conditions.as_deref())
                 .unwrap_or(&[])
                 .iter()
                 .find(|c| c.type_ == "PodScheduled")
-                && let Some(msg) = &cond.message
-            {
-                self.last_detail = Some(msg.clone());
-            }
+            && let Some(msg) = &cond.message
+        {
+            self.last_detail = Some(msg.clone());
         }
         match self.stage {
             Stage::Unscheduled { .. } if scheduled => {
@@ -259,6 +258,7 @@ pub fn container_terminated(pod: &Pod, container: &str) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{
