@@ -14,7 +14,9 @@ pub enum ObserveError {
     },
     /// Without a numeric resourceVersion the store cannot order updates, so it would risk moving
     /// the pod backwards.
-    #[error("pod {namespace}/{name} has resourceVersion {value:?}, expected a decimal number; skipped")]
+    #[error(
+        "pod {namespace}/{name} has resourceVersion {value:?}, expected a decimal number; skipped"
+    )]
     BadResourceVersion {
         /// The pod's namespace.
         namespace: String,
@@ -24,6 +26,8 @@ pub enum ObserveError {
         value: String,
     },
     /// The run label is empty: no pod would ever be grouped into a run.
-    #[error("the run label is empty: expected a label key such as \"workflows.argoproj.io/workflow\"")]
+    #[error(
+        "the run label is empty: expected a label key such as \"workflows.argoproj.io/workflow\""
+    )]
     EmptyRunLabel,
 }

@@ -22,7 +22,9 @@ use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::error::ObserveError;
-use crate::store_shim::{ContainerObservation, PodObservation};
+use crate::store_shim::{
+    ContainerObservation, ContainerState as StoredState, PhaseTransition, PodObservation,
+};
 
 /// The default label whose value names the run a pod belongs to: Argo Workflows' workflow label,
 /// the label Kubeflow Pipelines groups pods by.
@@ -96,13 +98,14 @@ pub fn observe(pod: &Pod, config: &LifecycleConfig) -> Result<PodObservation, Ob
         Some(uid) if !uid.is_empty() => uid.to_owned(),
         _ => return Err(ObserveError::MissingUid { namespace, name }),
     };
-    let resource_version = parse_resource_version(meta.resource_version.as_deref()).ok_or_else(|| {
-        ObserveError::BadResourceVersion {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            value: meta.resource_version.clone().unwrap_or_default(),
-        }
-    })?;
+    let resource_version =
+        parse_resource_version(meta.resource_version.as_deref()).ok_or_else(|| {
+            ObserveError::BadResourceVersion {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                value: meta.resource_version.clone().unwrap_or_default(),
+            }
+        })?;
 
     let labels = meta.labels.clone().unwrap_or_default();
     let run = labels
@@ -137,13 +140,13 @@ pub fn observe(pod: &Pod, config: &LifecycleConfig) -> Result<PodObservation, Ob
 
     let mut transitions = Vec::with_capacity(3);
     if let Some(at) = created_at {
-        transitions.push((phase::PENDING.to_owned(), at));
+        transitions.push(PhaseTransition::new(phase::PENDING, at));
     }
     if let Some(at) = started_at {
-        transitions.push((phase::RUNNING.to_owned(), at));
+        transitions.push(PhaseTransition::new(phase::RUNNING, at));
     }
     if let Some(at) = finished_at {
-        transitions.push((phase.clone(), at));
+        transitions.push(PhaseTransition::new(phase.clone(), at));
     }
 
     let containers = containers_of(pod, statuses);
@@ -152,7 +155,9 @@ pub fn observe(pod: &Pod, config: &LifecycleConfig) -> Result<PodObservation, Ob
         // cannot start (ErrImagePull) or that failed (Error, OOMKilled).
         containers
             .iter()
-            .filter(|c| c.state == "waiting" || c.exit_code.is_some_and(|code| code != 0))
+            .filter(|c| {
+                c.state == Some(StoredState::Waiting) || c.exit_code.is_some_and(|code| code != 0)
+            })
             .find_map(|c| c.reason.clone())
     });
 
@@ -227,7 +232,12 @@ fn earliest_start(statuses: &[ContainerStatus]) -> Option<Timestamp> {
                 .running
                 .as_ref()
                 .and_then(|r| r.started_at.as_ref())
-                .or_else(|| state.terminated.as_ref().and_then(|t| t.started_at.as_ref()))
+                .or_else(|| {
+                    state
+                        .terminated
+                        .as_ref()
+                        .and_then(|t| t.started_at.as_ref())
+                })
         })
         .map(ts)
         .min()
@@ -243,7 +253,11 @@ fn latest_finish(statuses: &[ContainerStatus]) -> Option<Timestamp> {
 }
 
 fn containers_of(pod: &Pod, statuses: &[ContainerStatus]) -> Vec<ContainerObservation> {
-    let spec_containers = pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or(&[]);
+    let spec_containers = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or(&[]);
     let mut out: Vec<ContainerObservation> = statuses.iter().map(container_of).collect();
     // Containers without a status yet (unscheduled pod): still record name and image.
     for container in spec_containers {
@@ -251,7 +265,7 @@ fn containers_of(pod: &Pod, statuses: &[ContainerStatus]) -> Vec<ContainerObserv
             out.push(ContainerObservation {
                 name: container.name.clone(),
                 image: container.image.clone().unwrap_or_default(),
-                state: "waiting".to_owned(),
+                state: None,
                 ..ContainerObservation::default()
             });
         }
@@ -261,24 +275,27 @@ fn containers_of(pod: &Pod, statuses: &[ContainerStatus]) -> Vec<ContainerObserv
 
 fn container_of(status: &ContainerStatus) -> ContainerObservation {
     let state = status.state.as_ref();
-    let last_terminated = status.last_state.as_ref().and_then(|s| s.terminated.as_ref());
+    let last_terminated = status
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref());
     let mut obs = ContainerObservation {
         name: status.name.clone(),
         image: status.image.clone(),
         image_id: Some(status.image_id.clone()).filter(|id| !id.is_empty()),
-        state: "waiting".to_owned(),
+        state: Some(StoredState::Waiting),
         restarts: u32::try_from(status.restart_count).unwrap_or(0),
         ..ContainerObservation::default()
     };
     if let Some(terminated) = state.and_then(|s| s.terminated.as_ref()) {
-        obs.state = "terminated".to_owned();
+        obs.state = Some(StoredState::Terminated);
         obs.reason = terminated.reason.clone();
         obs.message = terminated.message.clone();
         obs.exit_code = Some(terminated.exit_code);
         obs.started_at = terminated.started_at.as_ref().map(ts);
         obs.finished_at = terminated.finished_at.as_ref().map(ts);
     } else if let Some(running) = state.and_then(|s| s.running.as_ref()) {
-        obs.state = "running".to_owned();
+        obs.state = Some(StoredState::Running);
         obs.started_at = running.started_at.as_ref().map(ts);
     } else {
         if let Some(waiting) = state.and_then(|s| s.waiting.as_ref()) {
@@ -336,14 +353,29 @@ mod tests {
         assert_eq!(obs.uid, "u-1");
         assert_eq!((obs.namespace.as_str(), obs.name.as_str()), ("ns", "p1"));
         assert_eq!(obs.resource_version, 42);
-        assert_eq!(obs.run.as_deref(), Some("r1"), "falls back to podline's run label");
-        assert_eq!(obs.owner.as_deref(), Some("Workflow/wf-1"), "controller owner wins");
+        assert_eq!(
+            obs.run.as_deref(),
+            Some("r1"),
+            "falls back to podline's run label"
+        );
+        assert_eq!(
+            obs.owner.as_deref(),
+            Some("Workflow/wf-1"),
+            "controller owner wins"
+        );
         assert_eq!(obs.node.as_deref(), Some("sim-node-1"));
         assert_eq!(obs.phase, "Pending");
-        assert_eq!(obs.transitions, vec![("Pending".to_owned(), t("2026-01-01T00:00:00Z"))]);
-        assert_eq!(obs.containers.len(), 1, "spec container recorded before it has a status");
+        assert_eq!(
+            obs.transitions,
+            vec![PhaseTransition::new("Pending", t("2026-01-01T00:00:00Z"))]
+        );
+        assert_eq!(
+            obs.containers.len(),
+            1,
+            "spec container recorded before it has a status"
+        );
         assert_eq!(obs.containers[0].image, "busybox");
-        assert_eq!(obs.containers[0].state, "waiting");
+        assert_eq!(obs.containers[0].state, None);
     }
 
     #[test]
@@ -351,8 +383,14 @@ mod tests {
         let obs = observe(&pod(base()), &LifecycleConfig::default()).unwrap();
         let dump = format!("{obs:?}");
         assert!(!dump.contains("hunter2"), "env value leaked: {dump}");
-        assert!(!dump.contains("SECRET"), "last-applied-configuration leaked: {dump}");
-        assert_eq!(obs.annotations.get("note").map(String::as_str), Some("kept"));
+        assert!(
+            !dump.contains("SECRET"),
+            "last-applied-configuration leaked: {dump}"
+        );
+        assert_eq!(
+            obs.annotations.get("note").map(String::as_str),
+            Some("kept")
+        );
     }
 
     #[test]
@@ -363,7 +401,10 @@ mod tests {
         assert_eq!(obs.run.as_deref(), Some("wf-9"));
         let custom = LifecycleConfig::new("team/run").unwrap();
         value["metadata"]["labels"]["team/run"] = json!("t-3");
-        assert_eq!(observe(&pod(value), &custom).unwrap().run.as_deref(), Some("t-3"));
+        assert_eq!(
+            observe(&pod(value), &custom).unwrap().run.as_deref(),
+            Some("t-3")
+        );
         assert!(LifecycleConfig::new(" ").is_err());
     }
 
@@ -389,15 +430,19 @@ mod tests {
         assert_eq!(
             obs.transitions,
             vec![
-                ("Pending".to_owned(), t("2026-01-01T00:00:00Z")),
-                ("Running".to_owned(), t("2026-01-01T00:00:02Z")),
-                ("Failed".to_owned(), t("2026-01-01T00:00:08Z")),
+                PhaseTransition::new("Pending", t("2026-01-01T00:00:00Z")),
+                PhaseTransition::new("Running", t("2026-01-01T00:00:02Z")),
+                PhaseTransition::new("Failed", t("2026-01-01T00:00:08Z")),
             ]
         );
         assert_eq!(obs.scheduled_at, Some(t("2026-01-01T00:00:01Z")));
         assert_eq!(obs.started_at, Some(t("2026-01-01T00:00:02Z")));
         assert_eq!(obs.finished_at, Some(t("2026-01-01T00:00:08Z")));
-        assert_eq!(obs.reason.as_deref(), Some("Error"), "the failing container's reason");
+        assert_eq!(
+            obs.reason.as_deref(),
+            Some("Error"),
+            "the failing container's reason"
+        );
         assert_eq!(obs.containers[0].exit_code, Some(3));
         assert_eq!(obs.containers[0].image_id.as_deref(), Some("sha256:abc"));
         assert_eq!(obs.containers[1].image_id, None);
@@ -419,8 +464,8 @@ mod tests {
         assert_eq!(
             obs.transitions,
             vec![
-                ("Pending".to_owned(), t("2026-01-01T00:00:00Z")),
-                ("Failed".to_owned(), t("2026-01-01T00:00:05Z")),
+                PhaseTransition::new("Pending", t("2026-01-01T00:00:00Z")),
+                PhaseTransition::new("Failed", t("2026-01-01T00:00:05Z")),
             ]
         );
         assert_eq!(obs.reason.as_deref(), Some("DeadlineExceeded"));
@@ -440,9 +485,13 @@ mod tests {
         });
         let obs = observe(&pod(value), &LifecycleConfig::default()).unwrap();
         assert_eq!(obs.transitions.len(), 2);
-        assert_eq!(obs.transitions[1], ("Running".to_owned(), t("2026-01-01T00:00:04Z")), "earliest start, incl. last state");
+        assert_eq!(
+            obs.transitions[1],
+            PhaseTransition::new("Running", t("2026-01-01T00:00:04Z")),
+            "earliest start, incl. last state"
+        );
         assert_eq!(obs.finished_at, None);
-        assert_eq!(obs.containers[0].state, "running");
+        assert_eq!(obs.containers[0].state, Some(StoredState::Running));
     }
 
     #[test]
