@@ -34,7 +34,9 @@ impl OnFinish {
             "keep" => Ok(OnFinish::Keep),
             other => Err(crate::SpecError::OutOfRange {
                 flag: "--on-finish",
-                message: format!("{other:?} is invalid (expected delete, delete-succeeded or keep)"),
+                message: format!(
+                    "{other:?} is invalid (expected delete, delete-succeeded or keep)"
+                ),
             }),
         }
     }
@@ -89,7 +91,10 @@ mod tests {
         );
         assert_eq!(OnFinish::parse("keep").unwrap(), OnFinish::Keep);
         let err = OnFinish::parse("remove").unwrap_err().to_string();
-        assert!(err.contains("--on-finish") && err.contains("remove"), "{err}");
+        assert!(
+            err.contains("--on-finish") && err.contains("remove"),
+            "{err}"
+        );
         assert!(OnFinish::Delete.should_delete(false));
         assert!(OnFinish::DeleteSucceeded.should_delete(true));
         assert!(!OnFinish::DeleteSucceeded.should_delete(false));

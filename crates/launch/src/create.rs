@@ -41,7 +41,8 @@ pub async fn create_idempotent(
 ) -> Result<Created, LaunchError> {
     let started = Instant::now();
     let params = PostParams::default();
-    let outcome = retry::retry_counted(policy, "create pod", || api.create(&params, &built.pod)).await;
+    let outcome =
+        retry::retry_counted(policy, "create pod", || api.create(&params, &built.pod)).await;
     let attempts = outcome.attempts;
     let err = match outcome.result {
         Ok(pod) => {
@@ -71,12 +72,14 @@ async fn adopt(
     policy: &RetryPolicy,
     attempts: u32,
 ) -> Result<Created, LaunchError> {
-    let existing = retry::retry(policy, "get pod after AlreadyExists", || api.get(&built.name))
-        .await
-        .map_err(|source| LaunchError::Api {
-            action: "reading the pod that holds our name",
-            source,
-        })?;
+    let existing = retry::retry(policy, "get pod after AlreadyExists", || {
+        api.get(&built.name)
+    })
+    .await
+    .map_err(|source| LaunchError::Api {
+        action: "reading the pod that holds our name",
+        source,
+    })?;
     let theirs = existing
         .metadata
         .labels

@@ -142,7 +142,11 @@ enum Stop {
 
 impl Launcher {
     /// A launcher acting in `default_namespace` unless a task names another.
-    pub fn new(client: kube::Client, default_namespace: impl Into<String>, config: LaunchConfig) -> Self {
+    pub fn new(
+        client: kube::Client,
+        default_namespace: impl Into<String>,
+        config: LaunchConfig,
+    ) -> Self {
         Self {
             client,
             default_namespace: default_namespace.into(),
@@ -157,7 +161,12 @@ impl Launcher {
 
     /// Runs one task to the end and returns its result; never panics on API trouble. The
     /// result's `exit_code` is the process exit code (see [`crate::exit`]).
-    pub async fn run(&self, spec: &TaskSpec, sink: Arc<dyn LogSink>, cancel: &Cancel) -> TaskResult {
+    pub async fn run(
+        &self,
+        spec: &TaskSpec,
+        sink: Arc<dyn LogSink>,
+        cancel: &Cancel,
+    ) -> TaskResult {
         let mut result = TaskResult::default();
         let built = match spec.build_pod(&self.default_namespace) {
             Ok(built) => built,
@@ -243,9 +252,7 @@ impl Launcher {
 
         // 2. Watch the pod; await start.
         let mut state = podwatch::spawn(api.clone(), &built.name);
-        let stop = self
-            .await_start(&built, &mut state, cancel, overall)
-            .await;
+        let stop = self.await_start(&built, &mut state, cancel, overall).await;
         let mut log_tasks = Vec::new();
         let stop = match stop {
             Some(failure) => failure,
@@ -282,7 +289,8 @@ impl Launcher {
                         .in_current_span(),
                     ));
                 }
-                self.await_completion(&built, &mut state, cancel, overall).await
+                self.await_completion(&built, &mut state, cancel, overall)
+                    .await
             }
         };
 
@@ -303,21 +311,19 @@ impl Launcher {
             result.absorb_pod(&pod);
         }
         match stop {
-            Stop::Finished => {
-                match result.container_exit_code() {
-                    Some(code) => result.exit_code = exit::from_container(code),
-                    None if result.phase == "Succeeded" => result.exit_code = 0,
-                    None => {
-                        result.exit_code = 1;
-                        result.error = Some(format!(
-                            "pod {} failed without a container exit code (phase {}, reason {})",
-                            built.name,
-                            result.phase,
-                            result.reason.as_deref().unwrap_or("unknown")
-                        ));
-                    }
+            Stop::Finished => match result.container_exit_code() {
+                Some(code) => result.exit_code = exit::from_container(code),
+                None if result.phase == "Succeeded" => result.exit_code = 0,
+                None => {
+                    result.exit_code = 1;
+                    result.error = Some(format!(
+                        "pod {} failed without a container exit code (phase {}, reason {})",
+                        built.name,
+                        result.phase,
+                        result.reason.as_deref().unwrap_or("unknown")
+                    ));
                 }
-            }
+            },
             Stop::Failed(err) => {
                 result.exit_code = err.exit_code();
                 result.error = Some(err.to_string());
@@ -458,14 +464,13 @@ impl Launcher {
     /// Finds the live (not finished, not deleting) pod of `task_id`, if exactly one.
     async fn find_live(&self, api: &Api<Pod>, task_id: &str) -> Result<Option<Pod>, LaunchError> {
         let lp = ListParams::default().labels(&format!("{TASK_ID_LABEL}={task_id}"));
-        let list = podline_client::retry::retry(&self.config.calls, "list task pods", || {
-            api.list(&lp)
-        })
-        .await
-        .map_err(|source| LaunchError::Api {
-            action: "listing pods of the task for --reattach",
-            source,
-        })?;
+        let list =
+            podline_client::retry::retry(&self.config.calls, "list task pods", || api.list(&lp))
+                .await
+                .map_err(|source| LaunchError::Api {
+                    action: "listing pods of the task for --reattach",
+                    source,
+                })?;
         let mut live: Vec<Pod> = list
             .items
             .into_iter()
@@ -495,7 +500,13 @@ impl Launcher {
         if !ours || self.config.on_finish == OnFinish::Keep {
             return false;
         }
-        cleanup::delete_pod(api, &built.name, self.config.delete_grace, &self.config.calls).await
+        cleanup::delete_pod(
+            api,
+            &built.name,
+            self.config.delete_grace,
+            &self.config.calls,
+        )
+        .await
     }
 
     /// Reads the pod's Warning events into the result (best effort).

@@ -46,10 +46,10 @@ pub mod wait;
 
 pub use cleanup::OnFinish;
 pub use dedup::Dedup;
+pub use error::{LaunchError, SpecError, StatusCause};
 pub use launcher::{Cancel, CancelReason, LaunchConfig, Launcher, LogMode};
 pub use logs::{BufferSink, LogConfig, LogSink, NullSink, StdoutSink};
 pub use many::{Summary, run_many};
-pub use error::{LaunchError, SpecError, StatusCause};
 pub use report::{ContainerResult, EventSummary, TaskResult, Timings};
 pub use spec::{BuiltPod, LAUNCH_ID_LABEL, PullPolicy, RUN_LABEL, TASK_ID_LABEL, TaskSpec};
 pub use wait::{StartStep, StartTracker, WaitingKind};

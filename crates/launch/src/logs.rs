@@ -216,7 +216,11 @@ async fn read_stream(
                     // come again, whole, on the next stream.
                     return (StreamEnd::Eof, progressed);
                 }
-                let line = if complete { &buf[..buf.len() - 1] } else { &buf[..] };
+                let line = if complete {
+                    &buf[..buf.len() - 1]
+                } else {
+                    &buf[..]
+                };
                 let (text, new) = match split_timestamp(line) {
                     Some((ts, text)) => (text, dedup.accept(ts, text)),
                     None => (line, true),

@@ -9,11 +9,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::SpecError;
 use crate::launcher::{Cancel, Launcher};
 use crate::logs::{LogSink, NullSink};
 use crate::report::TaskResult;
 use crate::spec::TaskSpec;
-use crate::SpecError;
 
 /// The outcome of a many-task run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -215,9 +215,15 @@ mod tests {
         assert_eq!(list.len(), 2);
         assert_eq!(list[0].task_id.as_deref(), Some("a"));
         assert_eq!(list[1].image.as_deref(), Some("alpine"));
-        let wrapped = parse_tasks("t.json", r#"{"tasks":[{"image":"x","activeDeadline":30}]}"#).unwrap();
-        assert_eq!(wrapped[0].active_deadline, Some(std::time::Duration::from_secs(30)));
-        let err = parse_tasks("t.yaml", "- imgae: typo\n").unwrap_err().to_string();
+        let wrapped =
+            parse_tasks("t.json", r#"{"tasks":[{"image":"x","activeDeadline":30}]}"#).unwrap();
+        assert_eq!(
+            wrapped[0].active_deadline,
+            Some(std::time::Duration::from_secs(30))
+        );
+        let err = parse_tasks("t.yaml", "- imgae: typo\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("t.yaml"), "{err}");
     }
 
@@ -240,6 +246,9 @@ mod tests {
         assert_eq!((s.succeeded, s.failed, s.retries), (2, 1, 4));
         assert_eq!(s.p50_time_to_running_ms, Some(10));
         let table = s.table();
-        assert!(table.contains("SUCCEEDED") && table.contains("failed: p exit 1"), "{table}");
+        assert!(
+            table.contains("SUCCEEDED") && table.contains("failed: p exit 1"),
+            "{table}"
+        );
     }
 }
