@@ -21,7 +21,9 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod backoff;
+pub mod connect;
 pub mod error;
 pub mod retry;
+pub mod timeouts;
 
 pub use error::InvalidBackoff;
