@@ -367,10 +367,16 @@ impl Launcher {
             Instant::now(),
         );
         loop {
-            let (pod, gone) = {
+            let (pod, gone, fatal) = {
                 let s = state.borrow_and_update();
-                (s.pod.clone(), s.gone)
+                (s.pod.clone(), s.gone, s.fatal.clone())
             };
+            if let Some(message) = fatal {
+                return Some(Stop::Failed(LaunchError::Watch {
+                    pod: built.name.clone(),
+                    message,
+                }));
+            }
             if gone {
                 return Some(Stop::Failed(LaunchError::PodGone {
                     pod: built.name.clone(),
@@ -426,6 +432,12 @@ impl Launcher {
                 if s.gone {
                     return Stop::Failed(LaunchError::PodGone {
                         pod: built.name.clone(),
+                    });
+                }
+                if let Some(message) = &s.fatal {
+                    return Stop::Failed(LaunchError::Watch {
+                        pod: built.name.clone(),
+                        message: message.clone(),
                     });
                 }
             }

@@ -9,9 +9,7 @@
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
-use tokio::sync::watch;
+use podline_client::watch::{self, Event, WatchConfig};
 use tracing::Instrument;
 
 /// The latest knowledge about the pod.
@@ -23,18 +21,21 @@ pub struct PodState {
     pub gone: bool,
     /// Watch errors so far (each retried with backoff); for the report only.
     pub errors: u32,
+    /// The watch failed with an error no retry can fix (e.g. 403): the run cannot follow the
+    /// pod any more.
+    pub fatal: Option<String>,
 }
 
 /// Starts watching `name` in the background. The task ends when the receiver is dropped or
 /// the pod is gone.
-pub fn spawn(api: Api<Pod>, name: &str) -> watch::Receiver<PodState> {
-    let (tx, rx) = watch::channel(PodState::default());
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+pub fn spawn(api: Api<Pod>, name: &str) -> tokio::sync::watch::Receiver<PodState> {
+    let (tx, rx) = tokio::sync::watch::channel(PodState::default());
+    let cfg = WatchConfig::default().fields(&format!("metadata.name={name}"));
     let pod_name = name.to_owned();
     let span = tracing::debug_span!("pod_watch", pod = %pod_name);
     tokio::spawn(
         async move {
-            let mut stream = std::pin::pin!(watcher::watcher(api, cfg).default_backoff());
+            let mut stream = std::pin::pin!(watch::watch(api, cfg));
             let mut listed = false;
             loop {
                 let next = tokio::select! {
@@ -64,8 +65,14 @@ pub fn spawn(api: Api<Pod>, name: &str) -> watch::Receiver<PodState> {
                         });
                         return;
                     }
+                    Ok(Event::Bookmark(_) | Event::Connected { .. }) => {}
+                    Err(err) if err.is_fatal() => {
+                        tracing::warn!(error = %err, "pod watch failed for good");
+                        tx.send_modify(|s| s.fatal = Some(err.to_string()));
+                        return;
+                    }
                     Err(err) => {
-                        tracing::debug!(error = %err, "pod watch interrupted; resuming");
+                        tracing::debug!(error = %err, reason = err.reason(), "pod watch interrupted; resuming");
                         tx.send_modify(|s| s.errors += 1);
                     }
                 }

@@ -9,7 +9,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use podline_launch::{
     Cancel, CancelReason, LaunchConfig, Launcher, LogConfig, LogMode, LogSink, OnFinish,
     PullPolicy, StdoutSink, TaskResult, TaskSpec, exit, spec,
@@ -185,28 +184,10 @@ fn parse_on_finish(s: &str) -> Result<OnFinish, String> {
     OnFinish::parse(s).map_err(spec_err)
 }
 
-/// Strict duration parser: `90` (seconds), `90s`, `2m`, `1h`, `500ms`; zero and garbage are
-/// rejected with the expected form.
+/// Strict duration parser (the client crate's: `90` = seconds, `90s`, `2m`, `1m30s`, `500ms`,
+/// `1h`); zero is rejected here because every knob it feeds must be positive.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => t.split_at(i),
-        None => (t, "s"),
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (expected e.g. 90, 90s, 2m, 500ms)"))?;
-    let d = match unit {
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.saturating_mul(60)),
-        "h" => Duration::from_secs(n.saturating_mul(3600)),
-        _ => {
-            return Err(format!(
-                "{s:?} has an unknown unit (expected e.g. 90, 90s, 2m, 500ms)"
-            ));
-        }
-    };
+    let d = podline_client::timeouts::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))?;
     if d.is_zero() {
         return Err(format!("{s:?} must be greater than zero"));
     }
@@ -282,32 +263,18 @@ impl RunArgs {
     }
 }
 
-/// Builds a client like kubectl: --kubeconfig / $KUBECONFIG, else ~/.kube/config, else
-/// in-cluster; --context picks the context. Returns the client and its default namespace.
+/// Builds a client like kubectl (the client crate's `connect`): --kubeconfig, KUBECONFIG,
+/// ~/.kube/config, in-cluster; --context and -n as given. Returns the client and the namespace.
 async fn connect(global: &Global) -> anyhow::Result<(kube::Client, String)> {
-    use kube::config::{KubeConfigOptions, Kubeconfig};
-    let options = KubeConfigOptions {
+    let options = podline_client::connect::ConnectOptions {
+        kubeconfig: global.kubeconfig.clone(),
         context: global.context.clone(),
-        ..KubeConfigOptions::default()
+        namespace: global.namespace.clone(),
+        ..podline_client::connect::ConnectOptions::default()
     };
-    let config = match &global.kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .with_context(|| format!("--kubeconfig {}: cannot read", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &options)
-                .await
-                .with_context(|| format!("--kubeconfig {}: invalid", path.display()))?
-        }
-        None if global.context.is_some() => kube::Config::from_kubeconfig(&options)
-            .await
-            .context("--context: cannot load the kubeconfig")?,
-        None => kube::Config::infer()
-            .await
-            .context("no cluster configuration found (use --kubeconfig or KUBECONFIG)")?,
-    };
-    let namespace = config.default_namespace.clone();
-    let client = kube::Client::try_from(config).context("cannot build the Kubernetes client")?;
-    Ok((client, namespace))
+    let connected = podline_client::connect::connect(&options).await?;
+    tracing::debug!(source = %connected.source, namespace = %connected.namespace, "connected");
+    Ok((connected.client, connected.namespace))
 }
 
 /// Cancels `cancel` on SIGINT or SIGTERM.
@@ -527,7 +494,7 @@ mod tests {
             (vec!["--image-pull-policy", "maybe"], "--image-pull-policy"),
             (vec!["--schedule-timeout", "0"], "greater than zero"),
             (vec!["--startup-timeout", "soon"], "not a duration"),
-            (vec!["--create-backoff-cap", "5x"], "unknown unit"),
+            (vec!["--create-backoff-cap", "5x"], "not a duration"),
             (vec!["--count", "0"], "--count"),
         ] {
             let err = parse(&args).unwrap_err();
@@ -546,6 +513,7 @@ mod tests {
         assert!(parse_duration("").is_err());
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("1.5s").is_err());
+        assert!(parse_duration("0s").is_err());
     }
 
     #[test]
