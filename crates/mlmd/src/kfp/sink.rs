@@ -174,11 +174,11 @@ impl KfpSink {
     }
 
     async fn handle_kfp(&self, pod: &Pod, mut kfp: KfpPod, deleted: bool) -> Outcome {
-        if is_terminal(kfp.state(deleted)) && kfp.outputs.is_none() && !deleted {
-            if let Some(doc) = self.task_result_outputs(&kfp).await {
-                let outputs = kfp.parse_outputs(&doc);
-                kfp.outputs = Some(outputs);
-            }
+        let wants_task_result =
+            is_terminal(kfp.state(deleted)) && kfp.outputs.is_none() && !deleted;
+        if wants_task_result && let Some(doc) = self.task_result_outputs(&kfp).await {
+            let outputs = kfp.parse_outputs(&doc);
+            kfp.outputs = Some(outputs);
         }
         for w in &kfp.warnings {
             self.stats.warnings.fetch_add(1, Ordering::Relaxed);
@@ -200,7 +200,8 @@ impl KfpSink {
         let mut patched = false;
         // Cache hits keep the webhook's markers; deleted pods cannot be patched.
         if !deleted && !kfp.cached {
-            let mut patch = PodPatch::started(recorded.execution_id, recorded.context_id, &recorded.inputs);
+            let mut patch =
+                PodPatch::started(recorded.execution_id, recorded.context_id, &recorded.inputs);
             if let Some(outputs) = &recorded.outputs {
                 patch = patch.merge(PodPatch::finished(outputs));
             }
@@ -263,8 +264,9 @@ impl KfpSink {
         for attempt in 1..=self.config.patch_attempts {
             match api.get_opt(name).await {
                 Ok(found) => return found.and_then(|o| o.data.get("outputs").cloned()),
-                Err(e) if attempt < self.config.patch_attempts
-                    && podline_client::retry::classify(&e).is_retryable() =>
+                Err(e)
+                    if attempt < self.config.patch_attempts
+                        && podline_client::retry::classify(&e).is_retryable() =>
                 {
                     tokio::time::sleep(backoff.next().unwrap_or(self.config.backoff.cap())).await;
                 }
@@ -286,14 +288,23 @@ impl KfpSink {
         body["metadata"]["uid"] = Json::String(kfp.uid.clone());
         let mut backoff = self.config.backoff.clone().build();
         for attempt in 1..=self.config.patch_attempts {
-            match api.patch(&kfp.name, &PatchParams::default(), &Patch::Merge(&body)).await {
-                Ok(pod) if pod.metadata.uid.as_deref() == Some(&kfp.uid)
-                    && patch.applied_to(pod.metadata.labels.as_ref(), pod.metadata.annotations.as_ref()) =>
+            match api
+                .patch(&kfp.name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+            {
+                Ok(pod)
+                    if pod.metadata.uid.as_deref() == Some(&kfp.uid)
+                        && patch.applied_to(
+                            pod.metadata.labels.as_ref(),
+                            pod.metadata.annotations.as_ref(),
+                        ) =>
                 {
                     self.stats.patches.fetch_add(1, Ordering::Relaxed);
                     return true;
                 }
-                Ok(_) => tracing::warn!(attempt, "pod patch answered without the markers; retrying"),
+                Ok(_) => {
+                    tracing::warn!(attempt, "pod patch answered without the markers; retrying")
+                }
                 Err(kube::Error::Api(s)) if s.code == 404 => {
                     // The pod is gone: nothing left to mark.
                     return false;
@@ -333,7 +344,9 @@ pub async fn run(sink: &KfpSink, pods: Api<Pod>, config: WatchConfig) -> Result<
             }
             Ok(_) => {}
             Err(e) if e.is_fatal() => return Err(e),
-            Err(e) => tracing::debug!(reason = e.reason(), error = %e, "pod watch interrupted; resuming"),
+            Err(e) => {
+                tracing::debug!(reason = e.reason(), error = %e, "pod watch interrupted; resuming")
+            }
         }
     }
     Ok(())
