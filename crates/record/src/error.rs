@@ -31,3 +31,16 @@ pub enum ObserveError {
     )]
     EmptyRunLabel,
 }
+
+/// A label selector (`-l`) that does not parse; startup stops with this message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid label selector {selector:?}: cannot parse {requirement:?}; expected comma-separated \
+     requirements like \"app=web\", \"tier!=db\", \"env in (a,b)\", \"env notin (a)\", \"key\" or \"!key\""
+)]
+pub struct SelectorError {
+    /// The whole selector as given.
+    pub selector: String,
+    /// The requirement that does not parse.
+    pub requirement: String,
+}

@@ -15,9 +15,12 @@ pub mod lifecycle;
 pub mod metrics;
 #[allow(dead_code)] // wired into the recorder once the watch and store crates land
 mod queue;
+pub mod reconcile;
+pub mod selector;
 mod store_shim;
 
-pub use error::ObserveError;
+pub use error::{ObserveError, SelectorError};
 pub use health::Health;
 pub use lifecycle::{LifecycleConfig, observe};
 pub use metrics::Metrics;
+pub use selector::LabelSelector;

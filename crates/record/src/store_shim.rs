@@ -241,3 +241,12 @@ pub struct RejectedOp {
     /// Why it was rejected, for the log line.
     pub reason: String,
 }
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LivePod {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub resource_version: u64,
+    pub labels: BTreeMap<String, String>,
+}
