@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use jiff::Timestamp;
 
 use crate::selector::LabelSelector;
-use crate::store_shim::{LivePod, StoreOp};
+use podline_store::{LivePod, StoreOp};
 
 /// The `Vanished` ops for pods in `live` that the relist (`seen`) did not return.
 ///

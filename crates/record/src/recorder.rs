@@ -472,13 +472,13 @@ impl Writer {
     async fn write(&self, mut drained: Drained) -> Result<(), ()> {
         let seen = drained.reconcile.take();
         let mut ops = std::mem::take(&mut drained.ops);
-        if let Some(seen) = &seen {
+        if let Some(seen_set) = &seen {
             match self.store.live_pods(&self.scope).await {
                 Ok(live) => {
                     let in_batch: HashSet<&str> = ops.iter().map(StoreOp::uid).collect();
                     let vanished = reconcile::vanished(
                         &live,
-                        seen,
+                        seen_set,
                         &in_batch,
                         self.selector.as_ref(),
                         jiff::Timestamp::now(),
