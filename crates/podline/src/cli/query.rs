@@ -17,7 +17,12 @@ use crate::cli::{EXIT_ERROR, Global, Output};
 #[derive(Debug, Clone, clap::Args)]
 pub struct DbArgs {
     /// The store to read: a SQLite file path (or sqlite://PATH) or postgres://USER@HOST/DB.
-    #[arg(long, env = "PODLINE_DB", default_value = "podline.db", value_name = "DB")]
+    #[arg(
+        long,
+        env = "PODLINE_DB",
+        default_value = "podline.db",
+        value_name = "DB"
+    )]
     pub db: String,
 }
 
@@ -125,7 +130,15 @@ pub fn render_runs(runs: &[RunSummary], output: Output) -> anyhow::Result<String
         return Ok(text);
     }
     let wide = output == Output::Wide;
-    let mut header = vec!["NAMESPACE", "RUN", "PODS", "SUCCEEDED", "FAILED", "RUNNING", "PENDING"];
+    let mut header = vec![
+        "NAMESPACE",
+        "RUN",
+        "PODS",
+        "SUCCEEDED",
+        "FAILED",
+        "RUNNING",
+        "PENDING",
+    ];
     if wide {
         header.extend(["DELETED", "FIRST CREATED", "LAST FINISHED"]);
     }
@@ -141,7 +154,11 @@ pub fn render_runs(runs: &[RunSummary], output: Output) -> anyhow::Result<String
             n("Pending"),
         ];
         if wide {
-            row.extend([r.deleted.to_string(), time(r.first_created_at), time(r.last_finished_at)]);
+            row.extend([
+                r.deleted.to_string(),
+                time(r.first_created_at),
+                time(r.last_finished_at),
+            ]);
         }
         row
     });
@@ -154,7 +171,15 @@ pub fn render_pods(pods: &[PodRecord], output: Output) -> anyhow::Result<String>
         return Ok(text);
     }
     let wide = output == Output::Wide;
-    let mut header = vec!["NAMESPACE", "NAME", "RUN", "PHASE", "EXIT", "CREATED", "DURATION"];
+    let mut header = vec![
+        "NAMESPACE",
+        "NAME",
+        "RUN",
+        "PHASE",
+        "EXIT",
+        "CREATED",
+        "DURATION",
+    ];
     if wide {
         header.extend(["NODE", "REASON", "DELETED", "UID"]);
     }
@@ -228,7 +253,8 @@ pub fn render_pod(pod: &PodRecord, output: Output) -> anyhow::Result<String> {
     }
     events.sort_by_key(|(at, _)| *at);
     for (at, what) in events {
-        let offset = start.map_or_else(String::new, |s| format!("+{}", human(at.duration_since(s))));
+        let offset =
+            start.map_or_else(String::new, |s| format!("+{}", human(at.duration_since(s))));
         let _ = writeln!(out, "  {:<22} {:>9}  {what}", at.to_string(), offset);
     }
     if !pod.containers.is_empty() {
@@ -243,7 +269,12 @@ pub fn render_pod(pod: &PodRecord, output: Output) -> anyhow::Result<String> {
                 dash(&c.reason),
             ]
         });
-        for line in table(&["NAME", "IMAGE", "STATE", "EXIT", "RESTARTS", "REASON"], rows).lines() {
+        for line in table(
+            &["NAME", "IMAGE", "STATE", "EXIT", "RESTARTS", "REASON"],
+            rows,
+        )
+        .lines()
+        {
             let _ = writeln!(out, "  {line}");
         }
     }
@@ -256,7 +287,11 @@ fn exit_codes(p: &PodRecord) -> String {
         .iter()
         .filter_map(|c| c.exit_code.map(|e| e.to_string()))
         .collect();
-    if codes.is_empty() { "-".into() } else { codes.join(",") }
+    if codes.is_empty() {
+        "-".into()
+    } else {
+        codes.join(",")
+    }
 }
 
 fn deleted(p: &PodRecord) -> String {
@@ -268,7 +303,13 @@ fn deleted(p: &PodRecord) -> String {
 }
 
 fn time(t: Option<Timestamp>) -> String {
-    t.map_or_else(|| "-".into(), |t| t.round(jiff::Unit::Second).map_or_else(|_| t.to_string(), |t| t.to_string()))
+    t.map_or_else(
+        || "-".into(),
+        |t| {
+            t.round(jiff::Unit::Second)
+                .map_or_else(|_| t.to_string(), |t| t.to_string())
+        },
+    )
 }
 
 fn duration(from: Option<Timestamp>, to: Option<Timestamp>) -> String {
@@ -320,6 +361,7 @@ fn table(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use podline_store::{ContainerObservation, ContainerState, PhaseTransition};
@@ -372,9 +414,12 @@ mod tests {
         let text = render_pod(&record(), Output::Table).unwrap();
         let pending = text.find("Pending").unwrap();
         let scheduled = text.find("Scheduled").unwrap();
-        let failed = text.find("  Failed").unwrap();
+        let failed = text.find("+5.0s  Failed").unwrap();
         let deleted = text.find("Deleted (vanished").unwrap();
-        assert!(pending < scheduled && scheduled < failed && failed < deleted, "{text}");
+        assert!(
+            pending < scheduled && scheduled < failed && failed < deleted,
+            "{text}"
+        );
         assert!(text.contains("+5.0s"), "{text}");
         assert!(text.contains("Phase:      Failed (Error)"), "{text}");
         assert!(text.contains("terminated"), "{text}");
@@ -387,11 +432,19 @@ mod tests {
         let mut lines = table.lines();
         assert!(lines.next().unwrap().starts_with("NAMESPACE   NAME"));
         let row = lines.next().unwrap();
-        assert!(row.contains("train-1") && row.contains("Failed") && row.contains("3.0s"), "{row}");
+        assert!(
+            row.contains("train-1") && row.contains("Failed") && row.contains("3.0s"),
+            "{row}"
+        );
         let wide = render_pods(&pods, Output::Wide).unwrap();
         assert!(wide.contains("vanished") && wide.contains("u-1"), "{wide}");
-        let json: serde_json::Value = serde_json::from_str(&render_pods(&pods, Output::Json).unwrap()).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(&render_pods(&pods, Output::Json).unwrap()).unwrap();
         assert_eq!(json[0]["name"], "train-1");
-        assert!(render_pods(&pods, Output::Yaml).unwrap().contains("name: train-1"));
+        assert!(
+            render_pods(&pods, Output::Yaml)
+                .unwrap()
+                .contains("name: train-1")
+        );
     }
 }

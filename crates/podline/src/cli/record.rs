@@ -11,9 +11,9 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use podline_client::connect::{ConnectOptions, connect};
 use podline_client::timeouts::WatchTimeouts;
+use podline_record::CancellationToken;
 use podline_record::lifecycle::DEFAULT_RUN_LABEL;
 use podline_record::{LabelSelector, LifecycleConfig, Recorder, RecorderConfig, health};
-use podline_record::CancellationToken;
 
 use crate::cli::{EXIT_USAGE, Global};
 
@@ -27,7 +27,12 @@ pub struct RecordArgs {
     #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
     pub selector: Option<String>,
     /// Where to store records: a SQLite file path (or sqlite://PATH) or postgres://USER@HOST/DB.
-    #[arg(long, env = "PODLINE_DB", default_value = "podline.db", value_name = "DB")]
+    #[arg(
+        long,
+        env = "PODLINE_DB",
+        default_value = "podline.db",
+        value_name = "DB"
+    )]
     pub db: String,
     /// The label whose value names a pod's run (pods without it fall back to podline.io/run).
     #[arg(long, default_value = DEFAULT_RUN_LABEL, value_name = "LABEL")]
@@ -56,7 +61,12 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(timeouts) => timeouts,
         Err(err) => return usage(err),
     };
-    let selector = match args.selector.as_deref().map(LabelSelector::parse).transpose() {
+    let selector = match args
+        .selector
+        .as_deref()
+        .map(LabelSelector::parse)
+        .transpose()
+    {
         Ok(selector) => selector,
         Err(err) => return usage(err),
     };
@@ -140,6 +150,7 @@ async fn cancel_on_signal(token: CancellationToken) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use clap::Parser;
@@ -157,10 +168,19 @@ mod tests {
         assert_eq!(h.args.selector.as_deref(), Some("app=web"));
         assert_eq!(h.args.db, "/tmp/x.db");
         assert_eq!(h.args.run_label, DEFAULT_RUN_LABEL);
-        assert_eq!(h.args.listen, "127.0.0.1:9464".parse::<SocketAddr>().unwrap());
+        assert_eq!(
+            h.args.listen,
+            "127.0.0.1:9464".parse::<SocketAddr>().unwrap()
+        );
         assert_eq!(h.args.watch_client_timeout, None);
-        let h = Harness::try_parse_from(["x", "--watch-client-timeout", "2s", "--watch-server-timeout", "30"])
-            .unwrap();
+        let h = Harness::try_parse_from([
+            "x",
+            "--watch-client-timeout",
+            "2s",
+            "--watch-server-timeout",
+            "30",
+        ])
+        .unwrap();
         assert_eq!(h.args.watch_client_timeout.as_deref(), Some("2s"));
         assert_eq!(h.args.watch_server_timeout.as_deref(), Some("30"));
     }
