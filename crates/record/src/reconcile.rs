@@ -71,7 +71,13 @@ mod tests {
     fn pods_outside_the_selector_are_not_ours_to_reconcile() {
         let live = vec![live("a", "x"), live("b", "other")];
         let selector = LabelSelector::parse("app=x").unwrap();
-        let ops = vanished(&live, &HashSet::new(), &HashSet::new(), Some(&selector), Timestamp::UNIX_EPOCH);
+        let ops = vanished(
+            &live,
+            &HashSet::new(),
+            &HashSet::new(),
+            Some(&selector),
+            Timestamp::UNIX_EPOCH,
+        );
         assert_eq!(uids(&ops), vec!["a"]);
     }
 

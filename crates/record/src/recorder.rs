@@ -163,7 +163,8 @@ impl Recorder {
         let Some(resume) = self.resume_point(&key, &shutdown).await? else {
             return Ok(()); // shut down while waiting for the store
         };
-        self.health.set_store_writable(self.store.health().await.is_ok());
+        self.health
+            .set_store_writable(self.store.health().await.is_ok());
 
         let queue = Arc::new(Queue::new(
             self.config.queue_capacity,
@@ -290,7 +291,10 @@ impl Recorder {
     fn routine_error(&self, err: &WatchError) {
         self.health.set_watch_established(false);
         if err.is_gone() {
-            tracing::info!(reason = err.reason(), "watch history expired, re-listing: {err}");
+            tracing::info!(
+                reason = err.reason(),
+                "watch history expired, re-listing: {err}"
+            );
         } else {
             tracing::debug!(reason = err.reason(), "watch interrupted, resuming: {err}");
         }
@@ -315,7 +319,10 @@ impl Recorder {
                 self.metrics.event("init_done");
                 state.relisting = false;
                 let seen = std::mem::take(&mut state.seen);
-                tracing::info!(pods = seen.len(), "list complete: reconciling with the store");
+                tracing::info!(
+                    pods = seen.len(),
+                    "list complete: reconciling with the store"
+                );
                 queue.reconcile(seen, jiff::Timestamp::now());
             }
             Event::Apply(obj) => {
@@ -608,7 +615,10 @@ fn describe_dropped(op: &StoreOp, err: &podline_store::StoreError) {
             "cannot store this pod change; dropped"
         ),
         StoreOp::Deleted {
-            namespace, name, uid, ..
+            namespace,
+            name,
+            uid,
+            ..
         } => tracing::error!(
             %namespace, pod = %name, %uid, error = %err,
             "cannot store this pod deletion; dropped"

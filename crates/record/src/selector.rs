@@ -129,13 +129,32 @@ mod tests {
 
     #[test]
     fn every_kubectl_form_parses_and_matches() {
-        let s = LabelSelector::parse("app=web, tier!=db,env in (prod, stage),!legacy,team,x notin (a)").unwrap();
+        let s =
+            LabelSelector::parse("app=web, tier!=db,env in (prod, stage),!legacy,team,x notin (a)")
+                .unwrap();
         assert!(s.matches(&labels(&[("app", "web"), ("env", "prod"), ("team", "t")])));
         assert!(!s.matches(&labels(&[("app", "web"), ("env", "dev"), ("team", "t")])));
-        assert!(!s.matches(&labels(&[("app", "web"), ("env", "prod"), ("team", "t"), ("legacy", "1")])));
-        assert!(!s.matches(&labels(&[("app", "web"), ("env", "prod")])), "team must exist");
-        assert!(!s.matches(&labels(&[("app", "web"), ("env", "prod"), ("team", "t"), ("x", "a")])));
-        assert!(LabelSelector::parse("podline.io/run==r1").unwrap().matches(&labels(&[("podline.io/run", "r1")])));
+        assert!(!s.matches(&labels(&[
+            ("app", "web"),
+            ("env", "prod"),
+            ("team", "t"),
+            ("legacy", "1")
+        ])));
+        assert!(
+            !s.matches(&labels(&[("app", "web"), ("env", "prod")])),
+            "team must exist"
+        );
+        assert!(!s.matches(&labels(&[
+            ("app", "web"),
+            ("env", "prod"),
+            ("team", "t"),
+            ("x", "a")
+        ])));
+        assert!(
+            LabelSelector::parse("podline.io/run==r1")
+                .unwrap()
+                .matches(&labels(&[("podline.io/run", "r1")]))
+        );
         assert!(LabelSelector::parse("").unwrap().matches(&labels(&[])));
     }
 
