@@ -1,5 +1,7 @@
 //! Command-line surface: the global kubectl-style flags and one module per subcommand.
 
+mod bench;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -57,8 +59,8 @@ pub enum Output {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Placeholder until the subcommands land.
-    Version,
+    /// Measure podline against the issues' targets; prints a table and writes docs/benchmarks.md.
+    Bench(bench::BenchArgs),
 }
 
 /// Sets up tracing to stderr: warnings by default, louder with -v, or as RUST_LOG says.
@@ -81,9 +83,6 @@ pub fn init_tracing(global: &Global) {
 /// Runs the chosen subcommand.
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Version => {
-            println!("podline {}", env!("CARGO_PKG_VERSION"));
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Bench(args) => bench::run(args).await,
     }
 }
