@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub mod run;
+
 /// Exit code for errors podline could not attribute to a task (bad config, unreachable API...).
 pub const EXIT_ERROR: u8 = 2;
 /// Exit code for invalid usage (bad flag or environment value), as in sysexits' EX_USAGE.
@@ -61,6 +63,8 @@ pub enum Output {
 pub enum Command {
     /// Measure podline against the issues' targets; prints a table and writes docs/benchmarks.md.
     Bench(bench::BenchArgs),
+    /// Run a command as a pod, follow its logs, exit with its exit code.
+    Run(Box<run::RunArgs>),
 }
 
 /// Sets up tracing to stderr: warnings by default, louder with -v, or as RUST_LOG says.
@@ -84,5 +88,6 @@ pub fn init_tracing(global: &Global) {
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Bench(args) => bench::run(args).await,
+        Command::Run(args) => run::run(*args, &cli.global).await,
     }
 }
