@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod run;
+pub mod sim;
 
 /// Exit code for errors podline could not attribute to a task (bad config, unreachable API...).
 pub const EXIT_ERROR: u8 = 2;
@@ -61,6 +62,8 @@ pub enum Output {
 pub enum Command {
     /// Run a command as a pod, follow its logs, exit with its exit code.
     Run(Box<run::RunArgs>),
+    /// Serve the embedded, fault-injecting Kubernetes API server (and its kubelet) until Ctrl-C.
+    Sim(Box<sim::SimArgs>),
     /// Placeholder until the subcommands land.
     Version,
 }
@@ -86,6 +89,7 @@ pub fn init_tracing(global: &Global) {
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run::run(*args, &cli.global).await,
+        Command::Sim(args) => sim::run(*args, &cli.global).await,
         Command::Version => {
             println!("podline {}", env!("CARGO_PKG_VERSION"));
             Ok(ExitCode::SUCCESS)
