@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod run;
+pub mod sim;
 
 /// Exit code for errors podline could not attribute to a task (bad config, unreachable API...).
 pub const EXIT_ERROR: u8 = 2;
@@ -65,6 +66,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Run a command as a pod, follow its logs, exit with its exit code.
     Run(Box<run::RunArgs>),
+    /// Serve the embedded, fault-injecting Kubernetes API server (and its kubelet) until Ctrl-C.
+    Sim(Box<sim::SimArgs>),
 }
 
 /// Sets up tracing to stderr: warnings by default, louder with -v, or as RUST_LOG says.
@@ -89,5 +92,6 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Bench(args) => bench::run(args).await,
         Command::Run(args) => run::run(*args, &cli.global).await,
+        Command::Sim(args) => sim::run(*args, &cli.global).await,
     }
 }
