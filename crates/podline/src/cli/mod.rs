@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub mod query;
+pub mod record;
 pub mod run;
 pub mod sim;
 
@@ -68,6 +70,14 @@ pub enum Command {
     Run(Box<run::RunArgs>),
     /// Serve the embedded, fault-injecting Kubernetes API server (and its kubelet) until Ctrl-C.
     Sim(Box<sim::SimArgs>),
+    /// Record every pod's lifecycle into a store (a daemon with /metrics, /healthz, /readyz).
+    Record(Box<record::RecordArgs>),
+    /// List recorded runs (pods grouped by their run label).
+    Runs(query::RunsArgs),
+    /// List recorded pods (filter with --run, --phase, -n).
+    Pods(query::PodsArgs),
+    /// Show one recorded pod and its timeline.
+    Show(query::ShowArgs),
 }
 
 /// Sets up tracing to stderr: warnings by default, louder with -v, or as RUST_LOG says.
@@ -93,5 +103,9 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench::run(args).await,
         Command::Run(args) => run::run(*args, &cli.global).await,
         Command::Sim(args) => sim::run(*args, &cli.global).await,
+        Command::Record(args) => record::run(*args, &cli.global).await,
+        Command::Runs(args) => query::runs(args, &cli.global).await,
+        Command::Pods(args) => query::pods(args, &cli.global).await,
+        Command::Show(args) => query::show(args, &cli.global).await,
     }
 }
