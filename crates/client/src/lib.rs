@@ -21,8 +21,8 @@
 //! | fault | what the watch sees | what it does | item(s) yielded |
 //! |---|---|---|---|
 //! | server ends the watch at `timeoutSeconds` | clean end of body, at the timeout | re-watch from last RV at once, no LIST, no backoff | `Connected { reason: "server_timeout" }` |
-//! | connection silent (stall, frozen proxy) | nothing within the client timeout | drop it, back off, re-watch from last RV | `Err(ClientTimeout { phase: Stream })`, `Connected { reason: "client_timeout" }` |
-//! | reset mid-chunk / ended early | body ends (or errors) before the timeout | back off, re-watch from last RV | `Err(StreamFailed{reset})` or none, `Connected { reason: "reset" }` |
+//! | connection silent (stall, frozen proxy) | nothing within the client timeout | drop it, re-watch from last RV at once (a quiet cluster is silent too; a failed re-watch backs off) | `Err(ClientTimeout { phase: Stream })`, `Connected { reason: "client_timeout" }` |
+//! | reset mid-chunk / ended early | body ends (or errors) before the timeout | back off (restarting from the smallest step if events arrived since the last failure), re-watch from last RV | `Err(StreamFailed{reset})` or none, `Connected { reason: "reset" }` |
 //! | 5xx / 429 on the watch request | HTTP error status | back off (at least Retry-After, capped), re-watch from last RV | `Err(WatchStartFailed{http_5xx / too_many_requests})` |
 //! | API server down / restarting | connection refused | back off, retry the same step | `Err(..{refused})` |
 //! | watch request hangs before headers | nothing within the client timeout | back off, retry | `Err(ClientTimeout { phase: WatchStart })` |
@@ -30,8 +30,9 @@
 //! | 410 in-stream ERROR, 410 on watch start, 410 on LIST continue | Status 410 | re-list | `Err(..{gone})`, `Init`, `InitApply`..., `InitDone` |
 //! | `resume_from` RV too old (after a restart) | 410 | re-list | as above |
 //! | 401 / 403 / 404 / 400 / 422 | HTTP error status | stop | `Err(e)` with `e.is_fatal()`, then the stream ends |
-//! Every row is covered by a test: unit tests of the step function in paused time
-//! (`watch::state::tests`), and integration tests against the sim (`tests/`).
+//!
+//! Every row is covered by a unit test of the step function in paused time
+//! (`watch::state::tests`); the sim's faults exercise them over real sockets in `tests/`.
 //!
 //! # Example
 //!

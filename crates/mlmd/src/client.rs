@@ -211,6 +211,9 @@ impl MlmdClient {
         /// Executions by id.
         get_executions_by_id, "GetExecutionsByID", GetExecutionsByIdRequest, GetExecutionsByIdResponse);
     rpc!(
+        /// Artifacts by id.
+        get_artifacts_by_id, "GetArtifactsByID", GetArtifactsByIdRequest, GetArtifactsByIdResponse);
+    rpc!(
         /// Artifacts by URI.
         get_artifacts_by_uri, "GetArtifactsByURI", GetArtifactsByUriRequest, GetArtifactsByUriResponse);
     rpc!(

@@ -4,7 +4,7 @@
 //! - [`client`]: [`MlmdClient`], a typed tonic client for the part of
 //!   `ml_metadata.MetadataStoreService` podline uses ([`proto`] holds the
 //!   hand-written wire messages, specified by `proto/mlmd_subset.proto`).
-//! - `kfp` (in progress): KFP mode. Pure parsing and mapping of Argo/KFP pods
+//! - [`kfp`]: KFP mode. Pure parsing and mapping of Argo/KFP pods
 //!   (skip rules, `ARGO_TEMPLATE`, `component_spec`, URIs, outputs), the
 //!   environment configuration with KFP's names and defaults, and the writer
 //!   that records pods into MLMD idempotently.
@@ -20,6 +20,7 @@
 
 pub mod client;
 pub mod error;
+pub mod kfp;
 pub mod proto;
 
 pub use client::{MlmdClient, MlmdClientConfig, MlmdTls};

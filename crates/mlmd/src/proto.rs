@@ -496,6 +496,16 @@ message!(
     #[prost(message, repeated, tag = "1")] executions: Vec<Execution>,
 });
 message!(
+    /// Artifacts by id.
+    GetArtifactsByIdRequest {
+    #[prost(int64, repeated, tag = "1")] artifact_ids: Vec<i64>,
+});
+message!(
+    /// The artifacts found.
+    GetArtifactsByIdResponse {
+    #[prost(message, repeated, tag = "1")] artifacts: Vec<Artifact>,
+});
+message!(
     /// Artifacts by URI: how KFP links a step's inputs to upstream outputs.
     GetArtifactsByUriRequest {
     #[prost(string, repeated, tag = "2")] uris: Vec<String>,

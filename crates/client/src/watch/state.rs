@@ -55,6 +55,9 @@ struct Ctx<K: Clone> {
     /// with the next `Connected`.
     ended_because: Option<&'static str>,
     pending: VecDeque<Event<K>>,
+    /// An event or bookmark arrived since the last failure: the next failure starts the backoff
+    /// from the beginning (reset lazily, so a busy stream costs nothing per event).
+    saw_progress: bool,
 }
 
 impl<K: Clone> Ctx<K> {
@@ -65,6 +68,9 @@ impl<K: Clone> Ctx<K> {
 
     /// Records a failure; the server's Retry-After (capped at the backoff cap) lengthens the delay.
     fn fail_after(&mut self, reason: &'static str, retry_after: Option<Duration>) {
+        if std::mem::take(&mut self.saw_progress) {
+            self.backoff.reset();
+        }
         let cap = self.config.backoff.cap();
         let mut delay = self.backoff.next().unwrap_or(cap);
         if let Some(after) = retry_after {
@@ -113,6 +119,7 @@ where
         delay: None,
         ended_because: Some(first),
         pending: VecDeque::new(),
+        saw_progress: false,
     };
     futures::stream::unfold((ctx, state), |(mut ctx, state)| async move {
         if matches!(state, State::Done) {
@@ -223,7 +230,11 @@ where
                 mut stream,
             } => match timeout(ctx.client_timeout(), stream.next()).await {
                 Err(_elapsed) => {
-                    ctx.fail("client_timeout");
+                    // A quiet cluster sends nothing for minutes, so this is routine: reconnect at
+                    // once (a dead server then fails the reconnect, and that backs off). Backing
+                    // off here would let quiet periods push the delay towards the cap and past
+                    // the server's ~75 s of watch history.
+                    ctx.note_end("client_timeout");
                     let err = WatchError::ClientTimeout {
                         phase: Phase::Stream,
                         timeout: ctx.client_timeout(),
@@ -231,7 +242,11 @@ where
                     return (Err(err), State::Resume { resource_version });
                 }
                 Ok(None) => {
-                    if started.elapsed() + SERVER_END_SLACK >= ctx.config.timeouts.server {
+                    let lived = started.elapsed();
+                    let server = ctx.config.timeouts.server;
+                    // (The second test keeps a tiny server timeout from turning an immediately
+                    // closing server into a busy loop.)
+                    if lived + SERVER_END_SLACK >= server && lived >= server / 2 {
                         // The routine end at timeoutSeconds: re-watch at once.
                         ctx.note_end("server_timeout");
                     } else {
@@ -242,6 +257,7 @@ where
                     State::Resume { resource_version }
                 }
                 Ok(Some(Ok(event))) => {
+                    ctx.saw_progress = true;
                     let item = match event {
                         WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
                             advance(&mut resource_version, obj.resource_version());

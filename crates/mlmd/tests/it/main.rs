@@ -5,3 +5,4 @@
 mod support;
 
 mod client_real;
+mod writer_real;

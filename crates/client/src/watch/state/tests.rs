@@ -686,3 +686,63 @@ async fn early_end_should_resume_after_backoff() {
         "{event:?}"
     );
 }
+
+/// Quiet periods (client timeouts on an open stream) reconnect at once, every time: they must not
+/// push the backoff up, or a quiet watch would fall behind the server's watch history.
+#[tokio::test(start_paused = true)]
+async fn quiet_stalls_should_not_grow_the_backoff() {
+    let (mut w, mut server) = start(config());
+    let mut tx = list_then_watch(&mut w, &mut server).await;
+    for _ in 0..6 {
+        let connected_at = Instant::now();
+        let err = next(&mut w).await.unwrap_err();
+        assert_eq!(err.reason(), "client_timeout");
+        assert_eq!(connected_at.elapsed(), CLIENT);
+        let (new_tx, event) = tokio::join!(
+            async {
+                let call = server.next_watch("10").await;
+                assert_eq!(
+                    connected_at.elapsed(),
+                    CLIENT,
+                    "no backoff after a quiet period"
+                );
+                call.stream()
+            },
+            next(&mut w)
+        );
+        assert!(matches!(
+            event,
+            Ok(Event::Connected {
+                reason: "client_timeout",
+                ..
+            })
+        ));
+        drop(std::mem::replace(&mut tx, new_tx));
+    }
+}
+
+/// Retry-After on a 429 watch answer is honoured (capped at the backoff cap).
+#[tokio::test(start_paused = true)]
+async fn retry_after_should_delay_the_next_watch() {
+    let (mut w, mut server) = start(config().resume_from(Some("8".into())));
+    let t0 = Instant::now();
+    let script = async {
+        server.next_watch("8").await.json(
+            429,
+            json!({"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429,"details":{"retryAfterSeconds":1}}),
+        );
+        let call = server.next_watch("8").await;
+        let waited = t0.elapsed();
+        assert!(waited >= Duration::from_secs(1), "{waited:?}");
+        assert!(waited <= Duration::from_secs(2), "{waited:?}");
+        call.stream()
+    };
+    let consume = async {
+        assert_eq!(
+            next(&mut w).await.unwrap_err().reason(),
+            "too_many_requests"
+        );
+        assert!(matches!(next(&mut w).await, Ok(Event::Connected { .. })));
+    };
+    let (_tx, ()) = tokio::join!(script, consume);
+}
