@@ -20,7 +20,9 @@ pub enum KfpError {
     #[error(transparent)]
     Env(#[from] EnvError),
     /// `--mlmd-address` is not `host:port`.
-    #[error("invalid MLMD address {0:?}: expected HOST:PORT, e.g. metadata-grpc-service.kubeflow:8080")]
+    #[error(
+        "invalid MLMD address {0:?}: expected HOST:PORT, e.g. metadata-grpc-service.kubeflow:8080"
+    )]
     Address(String),
     /// The watch timeouts are inconsistent.
     #[error("invalid watch timeouts: {0}")]
@@ -60,7 +62,11 @@ pub async fn run_daemon(
 ) -> Result<(), KfpError> {
     let timeouts = WatchTimeouts::try_new(env.server_side_timeout, env.client_side_timeout)
         .map_err(|e| KfpError::Timeouts(e.to_string()))?;
-    let writer = KfpWriter::new(MlmdClient::new(mlmd)?, env.pod_cache_size, env.context_cache_size);
+    let writer = KfpWriter::new(
+        MlmdClient::new(mlmd)?,
+        env.pod_cache_size,
+        env.context_cache_size,
+    );
     let sink = KfpSink::new(writer, kube.clone(), SinkConfig::default());
     let pods: Api<Pod> = match &env.namespace_to_watch {
         Some(ns) => Api::namespaced(kube, ns),
@@ -88,13 +94,19 @@ mod tests {
     fn mlmd_address_should_override_host_and_port() {
         let env = KfpEnv::from_lookup(|_| None).expect("defaults");
         let c = mlmd_config(&env, None).expect("default");
-        assert_eq!(c.url(), "http://metadata-grpc-service.kubeflow.svc.cluster.local:8080");
+        assert_eq!(
+            c.url(),
+            "http://metadata-grpc-service.kubeflow.svc.cluster.local:8080"
+        );
         let c = mlmd_config(&env, Some("127.0.0.1:9090")).expect("override");
         assert_eq!(c.url(), "http://127.0.0.1:9090");
         let c = mlmd_config(&env, Some("[::1]:9090")).expect("ipv6");
         assert_eq!(c.url(), "http://[::1]:9090");
         for bad in ["nohost", ":80", "host:port", "host:99999"] {
-            assert!(matches!(mlmd_config(&env, Some(bad)), Err(KfpError::Address(_))), "{bad}");
+            assert!(
+                matches!(mlmd_config(&env, Some(bad)), Err(KfpError::Address(_))),
+                "{bad}"
+            );
         }
     }
 }
