@@ -67,6 +67,8 @@ impl ContainerLog {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Lines> {
         // Every mutation is a push or a flag set: a poisoned lock still guards valid data.
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -86,8 +86,11 @@ impl LogQuery {
 /// Cheap to share by reference (the `Cluster` owns one); all methods take `&self`.
 #[derive(Debug, Default)]
 pub struct LogStore {
-    pods: Mutex<HashMap<String, Vec<(String, Arc<ContainerLog>)>>>,
+    pods: Mutex<PodLogs>,
 }
+
+/// Pod uid -> its containers' logs (few per pod, so a small vector beats a nested map).
+type PodLogs = HashMap<String, Vec<(String, Arc<ContainerLog>)>>;
 
 impl LogStore {
     /// Creates an empty store.
@@ -119,7 +122,8 @@ impl LogStore {
 
     /// Whether the container's output is complete (false if it never logged nor finished).
     pub fn is_finished(&self, uid: &str, container: &str) -> bool {
-        self.get(uid, container).is_some_and(|log| log.is_finished())
+        self.get(uid, container)
+            .is_some_and(|log| log.is_finished())
     }
 
     /// Number of lines stored for the container (0 if none); handy for tests and metrics.
@@ -165,12 +169,15 @@ impl LogStore {
         log
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Vec<(String, Arc<ContainerLog>)>>> {
+    fn lock(&self) -> MutexGuard<'_, PodLogs> {
         // A panic while holding this lock leaves the map consistent (every operation is a
         // single insert/remove), so a poisoned lock is safe to keep using.
-        self.pods.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.pods
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests;

@@ -44,7 +44,9 @@ pub(crate) fn follow(
         end: (!query.follow).then_some(len),
         since: query.since(now),
         timestamps: query.timestamps,
-        remaining: query.limit_bytes.map(|n| u64::try_from(n.max(0)).unwrap_or(0)),
+        remaining: query
+            .limit_bytes
+            .map(|n| u64::try_from(n.max(0)).unwrap_or(0)),
         done: query.limit_bytes.is_some_and(|n| n <= 0),
     };
     Box::pin(futures::stream::unfold(reader, |mut reader| async move {

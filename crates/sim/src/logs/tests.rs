@@ -33,13 +33,19 @@ fn three_lines() -> LogStore {
 #[tokio::test]
 async fn stream_should_return_all_lines_with_newlines() {
     let store = three_lines();
-    assert_eq!(read_all(&store, LogQuery::default()).await, "one\ntwo\nthree\n");
+    assert_eq!(
+        read_all(&store, LogQuery::default()).await,
+        "one\ntwo\nthree\n"
+    );
 }
 
 #[tokio::test]
 async fn stream_should_prefix_fixed_width_timestamps() {
     let store = three_lines();
-    let query = LogQuery { timestamps: true, ..LogQuery::default() };
+    let query = LogQuery {
+        timestamps: true,
+        ..LogQuery::default()
+    };
     assert_eq!(
         read_all(&store, query).await,
         "2026-01-01T00:00:01.500000000Z one\n\
@@ -51,18 +57,30 @@ async fn stream_should_prefix_fixed_width_timestamps() {
 #[tokio::test]
 async fn tail_lines_should_keep_the_last_n() {
     let store = three_lines();
-    let query = LogQuery { tail_lines: Some(2), ..LogQuery::default() };
+    let query = LogQuery {
+        tail_lines: Some(2),
+        ..LogQuery::default()
+    };
     assert_eq!(read_all(&store, query).await, "two\nthree\n");
-    let query = LogQuery { tail_lines: Some(0), ..LogQuery::default() };
+    let query = LogQuery {
+        tail_lines: Some(0),
+        ..LogQuery::default()
+    };
     assert_eq!(read_all(&store, query).await, "");
-    let query = LogQuery { tail_lines: Some(10), ..LogQuery::default() };
+    let query = LogQuery {
+        tail_lines: Some(10),
+        ..LogQuery::default()
+    };
     assert_eq!(read_all(&store, query).await, "one\ntwo\nthree\n");
 }
 
 #[tokio::test]
 async fn since_time_should_be_inclusive() {
     let store = three_lines();
-    let query = LogQuery { since_time: Some(t("2026-01-01T00:00:02Z")), ..LogQuery::default() };
+    let query = LogQuery {
+        since_time: Some(t("2026-01-01T00:00:02Z")),
+        ..LogQuery::default()
+    };
     assert_eq!(read_all(&store, query).await, "two\nthree\n");
 }
 
@@ -70,7 +88,10 @@ async fn since_time_should_be_inclusive() {
 async fn since_time_at_second_precision_should_include_later_fractions() {
     let store = three_lines();
     // A client sends sinceTime with whole seconds: a line at 00:00:01.5 is after 00:00:01.
-    let query = LogQuery { since_time: Some(t("2026-01-01T00:00:01Z")), ..LogQuery::default() };
+    let query = LogQuery {
+        since_time: Some(t("2026-01-01T00:00:01Z")),
+        ..LogQuery::default()
+    };
     assert_eq!(read_all(&store, query).await, "one\ntwo\nthree\n");
 }
 
@@ -91,14 +112,20 @@ async fn since_seconds_should_filter_relative_to_now() {
     let now = Timestamp::now();
     store.append("u", "c", "old", now - SignedDuration::from_secs(120));
     store.append("u", "c", "new", now - SignedDuration::from_secs(5));
-    let query = LogQuery { since_seconds: Some(60), ..LogQuery::default() };
+    let query = LogQuery {
+        since_seconds: Some(60),
+        ..LogQuery::default()
+    };
     assert_eq!(read_all(&store, query).await, "new\n");
 }
 
 #[tokio::test]
 async fn limit_bytes_should_cut_the_output() {
     let store = three_lines();
-    let query = LogQuery { limit_bytes: Some(6), ..LogQuery::default() };
+    let query = LogQuery {
+        limit_bytes: Some(6),
+        ..LogQuery::default()
+    };
     assert_eq!(read_all(&store, query).await, "one\ntw");
 }
 
@@ -120,7 +147,10 @@ async fn unknown_container_should_stream_nothing() {
 async fn follow_should_deliver_new_lines_and_end_at_finish() {
     let store = Arc::new(LogStore::new());
     store.append("u", "c", "first", Timestamp::now());
-    let query = LogQuery { follow: true, ..LogQuery::default() };
+    let query = LogQuery {
+        follow: true,
+        ..LogQuery::default()
+    };
     let mut stream = store.stream("u", "c", query);
     assert_eq!(stream.next().await.unwrap(), Bytes::from("first\n"));
 
@@ -140,7 +170,10 @@ async fn follow_should_deliver_new_lines_and_end_at_finish() {
 #[tokio::test]
 async fn follow_before_first_line_should_wait_for_it() {
     let store = Arc::new(LogStore::new());
-    let query = LogQuery { follow: true, ..LogQuery::default() };
+    let query = LogQuery {
+        follow: true,
+        ..LogQuery::default()
+    };
     let stream = store.stream("u", "c", query);
     store.append("u", "c", "late", Timestamp::now());
     store.finish("u", "c");
@@ -153,7 +186,10 @@ async fn follow_before_first_line_should_wait_for_it() {
 #[tokio::test]
 async fn removing_the_pod_should_end_followers() {
     let store = LogStore::new();
-    let query = LogQuery { follow: true, ..LogQuery::default() };
+    let query = LogQuery {
+        follow: true,
+        ..LogQuery::default()
+    };
     let stream = store.stream("u", "c", query);
     store.remove_pod("u");
     let all: Vec<Bytes> = tokio::time::timeout(Duration::from_secs(5), stream.collect())

@@ -35,6 +35,7 @@ pub(crate) fn write_rfc3339_nano_fixed(out: &mut String, at: Timestamp) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
