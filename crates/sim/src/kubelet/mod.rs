@@ -170,8 +170,8 @@ impl Driver {
         tracing::debug!(node = %self.cfg.node_name, exec = self.cfg.exec, "simulated kubelet started");
         self.resync();
         loop {
+            // Unbiased: a flood of pod changes must not starve the timers (or the reverse).
             tokio::select! {
-                biased;
                 _ = &mut stop => break,
                 change = changes.recv() => match change {
                     Ok(change) => self.on_change(change),
