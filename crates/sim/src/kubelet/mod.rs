@@ -446,3 +446,7 @@ fn pod_ip(n: u32) -> String {
         n & 0xff
     )
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

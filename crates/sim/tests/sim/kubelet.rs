@@ -514,11 +514,14 @@ async fn ground_truth_should_equal_the_times_in_the_status() {
 
 #[tokio::test]
 async fn exec_mode_should_run_the_command_with_its_env_and_exit_code() {
-    let (_sim, api) = sim(KubeletConfig::default().exec(true)).await;
+    let (sim, api) = sim(KubeletConfig::default().exec(true)).await;
     let spec = serde_json::json!({"restartPolicy": "Never", "containers": [{
         "name": "main", "image": "busybox",
         "command": ["sh", "-c"], "args": ["echo hi $GREETING; echo err >&2; exit 3"],
-        "env": [{"name": "GREETING", "value": "there"}],
+        "env": [
+            {"name": "GREETING", "value": "there"},
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+        ],
     }]});
     create(&api, scripted("exec", &[], spec)).await;
     let pod = wait_phase(&api, "exec", "Failed").await;
@@ -528,6 +531,13 @@ async fn exec_mode_should_run_the_command_with_its_env_and_exit_code() {
     let mut lines: Vec<&str> = logs.lines().collect();
     lines.sort_unstable();
     assert_eq!(lines, ["err", "hi there"]);
+    let events = events(&sim, "exec").await;
+    let skipped = events
+        .iter()
+        .find(|e| e.1 == "EnvValueFromUnsupported")
+        .expect("a warning about valueFrom");
+    assert_eq!(skipped.0, "Warning");
+    assert!(skipped.2.contains("\"TOKEN\""), "{}", skipped.2);
 }
 
 #[tokio::test]
