@@ -1,1 +1,43 @@
-//! Launch Kubernetes pods as tasks: idempotent create under 409 storms, await start, follow logs, report, clean up.
+//! Launch Kubernetes pods as tasks: idempotent create under 409 storms, await start, follow
+//! logs, report, clean up.
+//!
+//! This is the job of Airflow's KubernetesPodOperator, without its known failure modes
+//! (duplicate pods on retry, orphans after a kill, stalled or lossy logs, opaque failures).
+//!
+//! # Main types
+//!
+//! - [`TaskSpec`]: what to run (image, command, env, labels, resources, template...).
+//!   [`TaskSpec::build_pod`] turns it into a [`BuiltPod`] with a unique name and a launch id.
+//! - [`StartTracker`]: the start state machine (schedule timeout, startup timeout, permanent
+//!   image errors fail fast).
+//! - [`Dedup`]: exactly-once log lines across stream reconnects.
+//! - [`TaskResult`]: the outcome, serialisable for `-o json`, with a readable failure report.
+//! - [`exit`]: the documented exit codes.
+//!
+//! # Example
+//!
+//! ```
+//! use podline_launch::TaskSpec;
+//!
+//! let spec = TaskSpec {
+//!     image: Some("busybox:1.36".into()),
+//!     command: vec!["sh".into(), "-c".into(), "echo hello".into()],
+//!     ..TaskSpec::default()
+//! };
+//! let built = spec.build_pod("default").unwrap();
+//! assert!(built.name.starts_with("busybox-"));
+//! assert_eq!(built.pod.spec.unwrap().restart_policy.as_deref(), Some("Never"));
+//! ```
+
+pub mod dedup;
+pub mod error;
+pub mod exit;
+pub mod report;
+pub mod spec;
+pub mod wait;
+
+pub use dedup::Dedup;
+pub use error::{LaunchError, SpecError, StatusCause};
+pub use report::{ContainerResult, EventSummary, TaskResult, Timings};
+pub use spec::{BuiltPod, LAUNCH_ID_LABEL, PullPolicy, RUN_LABEL, TASK_ID_LABEL, TaskSpec};
+pub use wait::{StartStep, StartTracker, WaitingKind};

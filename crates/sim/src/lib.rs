@@ -1,3 +1,59 @@
-//! An embedded, fault-injecting Kubernetes API server (pods, events, leases, watch, logs) with a simulated kubelet.
+//! An embedded, fault-injecting Kubernetes API server (pods, events, leases, watch, logs) with a
+//! simulated kubelet, faithful enough to the real kube-apiserver that kubectl and kube-rs use it
+//! as they would a cluster.
+//!
+//! # Overview
+//! - [`Sim`] is the running server: [`Sim::start`] binds 127.0.0.1 (HTTPS with a fresh CA by
+//!   default), requires a bearer token, and gives you a URL and a kubeconfig.
+//! - [`Cluster`] is the object store behind it: one resourceVersion clock, a bounded watch
+//!   history per resource, and the write path that keeps the [ground truth](Sim::ground_truth).
+//! - The kubelet ([`kubelet`]) moves pods through their phases and writes their logs.
+//! - Faults ([`FaultRule`]) make requests fail the way real servers and networks do: Status
+//!   answers, latency, stalls, resets in the middle of a chunk, early ends, commit-then-drop;
+//!   plus [`Sim::restart`] and [`Sim::compact`].
+//! - [`app`] is the whole API as an axum router, for in-process tests.
+//!
+//! # Example
+//! ```no_run
+//! # async fn demo() -> Result<(), podline_sim::SimError> {
+//! use podline_sim::{FaultAction, FaultRule, FaultVerb, Sim, SimConfig};
+//!
+//! let sim = Sim::start(SimConfig::default().tls(false)).await?;
+//! // Every second pod create answers the quota-style 409 Conflict.
+//! sim.faults().push(
+//!     FaultRule::new(FaultAction::status(409))
+//!         .verb(FaultVerb::Create)
+//!         .resource("pods")
+//!         .probability(0.5),
+//! );
+//! std::fs::write("sim.kubeconfig", sim.kubeconfig_yaml())?;
+//! // ... point a client at it, then check what really happened:
+//! let creates = sim.counts().get("create", "pods");
+//! let pods = sim.ground_truth();
+//! # let _ = (creates, pods);
+//! sim.shutdown().await;
+//! # Ok(()) }
+//! ```
 
+pub mod api;
+pub mod cluster;
+mod config;
+mod counts;
+mod error;
+pub mod fault;
+pub mod kubelet;
 pub mod logs;
+pub mod server;
+mod status;
+
+pub use api::{AppState, app};
+pub use cluster::{ChangeKind, Cluster, PodChange, PodHistory};
+pub use config::{
+    DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_MAX_EVENTS, DEFAULT_HISTORY_WINDOW, SimConfig,
+};
+pub use counts::RequestCounts;
+pub use error::SimError;
+pub use fault::{FaultAction, FaultHandle, FaultPlan, FaultRule, FaultVerb};
+pub use kubelet::KubeletConfig;
+pub use server::Sim;
+pub use status::ApiError;

@@ -1,0 +1,543 @@
+//! Build a [`kube::Client`] the way kubectl finds its cluster, with podline's timeouts.
+//!
+//! Where the configuration comes from, first match wins (like kubectl):
+//! 1. `--kubeconfig FILE` (explicit; an error if unreadable),
+//! 2. `KUBECONFIG`, a list of files separated by `:` (`;` on Windows), merged by kubectl's rules,
+//! 3. `~/.kube/config` if it exists,
+//! 4. in-cluster (service account token and `KUBERNETES_SERVICE_HOST`).
+//!
+//! `--context` picks a context from the kubeconfig; the namespace defaults to the context's
+//! (or `default`) unless `-n` overrides it.
+//!
+//! What [`client_from_config`] changes from kube's defaults, and why:
+//! - kube's own `RetryLayer` is **off**: retries are ours ([`crate::retry`]), bounded and logged,
+//!   instead of up to 15 silent retries per call.
+//! - connect, read and write timeouts are derived from the client timeout, so no unary call can
+//!   hang on a dead connection (kube 5 has no read timeout by default). The read timeout is a little
+//!   longer than the client timeout so the watch's own per-item timer fires first, with a clear
+//!   reason; `reset_reader_on_write` keeps a pooled connection's idle time from counting.
+//! - a `Retry-After` header on an error answer is copied into the `Status` body
+//!   (`details.retryAfterSeconds`), because kube drops headers when it builds `Error::Api`.
+//! - TLS verification stays on; only a kubeconfig's `insecure-skip-tls-verify: true` turns it off,
+//!   and that is logged as a warning. Tokens are never logged.
+//!
+//! The layer stack is assembled in [`client_from_config`] only, so a different transport (HTTP/2
+//! with PING health checks, a later issue) replaces one function.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use kube::client::{Body, ClientBuilder, DynBody};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tower::{BoxError, ServiceExt};
+
+use crate::timeouts::DEFAULT_CLIENT_TIMEOUT;
+
+/// What the user asked for on the command line (kubectl-style flags), plus the client timeout.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// `--kubeconfig`: an explicit file, which wins over `KUBECONFIG` and `~/.kube/config`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context`: a context name from the kubeconfig (default: its current-context).
+    pub context: Option<String>,
+    /// `-n/--namespace`: overrides the context's namespace.
+    pub namespace: Option<String>,
+    /// Bounds connecting and every read and write of unary calls (see the module doc).
+    pub client_timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            kubeconfig: None,
+            context: None,
+            namespace: None,
+            client_timeout: DEFAULT_CLIENT_TIMEOUT,
+        }
+    }
+}
+
+/// Where the configuration was found, for a one-line startup log and for error messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// From `--kubeconfig`.
+    Flag(PathBuf),
+    /// From the `KUBECONFIG` list.
+    Env(OsString),
+    /// From `~/.kube/config`.
+    Home(PathBuf),
+    /// From the pod's service account.
+    InCluster,
+}
+
+impl std::fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigSource::Flag(p) => write!(f, "--kubeconfig {}", p.display()),
+            ConfigSource::Env(v) => write!(f, "KUBECONFIG={}", v.to_string_lossy()),
+            ConfigSource::Home(p) => write!(f, "{}", p.display()),
+            ConfigSource::InCluster => write!(f, "in-cluster service account"),
+        }
+    }
+}
+
+/// A ready client and what it resolved to.
+#[derive(Clone)]
+pub struct Connected {
+    /// The client, with podline's stack (see the module doc).
+    pub client: kube::Client,
+    /// The namespace to use when the user gave none: `-n`, else the context's, else `default`.
+    pub namespace: String,
+    /// The API server's URL.
+    pub cluster_url: http::Uri,
+    /// Where the configuration came from.
+    pub source: ConfigSource,
+}
+
+impl std::fmt::Debug for Connected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connected")
+            .field("namespace", &self.namespace)
+            .field("cluster_url", &self.cluster_url)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why no client could be built. Messages name the file or source that failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// A kubeconfig was found but could not be read, parsed or used (e.g. unknown context).
+    #[error("cannot use kubeconfig from {source_name}: {error}")]
+    Kubeconfig {
+        /// Where it came from.
+        source_name: ConfigSource,
+        /// What kube said.
+        #[source]
+        error: kube::config::KubeconfigError,
+    },
+    /// `--context` makes no sense without a kubeconfig.
+    #[error(
+        "--context {0} was given, but no kubeconfig was found (--kubeconfig, KUBECONFIG, ~/.kube/config)"
+    )]
+    ContextWithoutKubeconfig(String),
+    /// No kubeconfig anywhere and not running in a cluster.
+    #[error(
+        "no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run in a pod ({0})"
+    )]
+    NoConfig(#[source] kube::config::InClusterError),
+    /// The configuration was read but the client could not be built (TLS material, auth...).
+    #[error("cannot build a Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+}
+
+/// Where to look, injected so tests need not touch the process environment.
+#[derive(Debug, Clone, Default)]
+pub struct Lookup {
+    /// The `--kubeconfig` flag.
+    pub flag: Option<PathBuf>,
+    /// The `KUBECONFIG` variable.
+    pub kubeconfig_env: Option<OsString>,
+    /// `$HOME` (for `~/.kube/config`).
+    pub home: Option<PathBuf>,
+}
+
+impl Lookup {
+    /// The real process environment, plus the flag.
+    pub fn from_env(flag: Option<PathBuf>) -> Self {
+        Self {
+            flag,
+            kubeconfig_env: std::env::var_os("KUBECONFIG"),
+            home: std::env::home_dir(),
+        }
+    }
+}
+
+/// Connects like kubectl (see the module doc) and returns the client and its default namespace.
+pub async fn connect(opts: &ConnectOptions) -> Result<Connected, ConnectError> {
+    let lookup = Lookup::from_env(opts.kubeconfig.clone());
+    let (config, source) = load_config(&lookup, opts.context.as_deref()).await?;
+    finish(config, source, opts)
+}
+
+/// Builds a client from an already loaded kubeconfig (tests, the sim's own kubeconfig).
+pub async fn connect_with_kubeconfig(
+    kubeconfig: Kubeconfig,
+    source: ConfigSource,
+    opts: &ConnectOptions,
+) -> Result<Connected, ConnectError> {
+    let config = config_from_kubeconfig(kubeconfig, opts.context.as_deref(), &source).await?;
+    finish(config, source, opts)
+}
+
+fn finish(
+    mut config: kube::Config,
+    source: ConfigSource,
+    opts: &ConnectOptions,
+) -> Result<Connected, ConnectError> {
+    if let Some(ns) = &opts.namespace {
+        config.default_namespace = ns.clone();
+    }
+    let namespace = config.default_namespace.clone();
+    let cluster_url = config.cluster_url.clone();
+    if config.accept_invalid_certs {
+        tracing::warn!(
+            cluster = %cluster_url,
+            "TLS certificate verification is OFF (insecure-skip-tls-verify in the kubeconfig)"
+        );
+    }
+    let client = client_from_config(config, opts.client_timeout)?;
+    tracing::debug!(%source, cluster = %cluster_url, %namespace, "kubernetes client ready");
+    Ok(Connected {
+        client,
+        namespace,
+        cluster_url,
+        source,
+    })
+}
+
+/// Finds and loads the configuration (kubectl's order) without building a client.
+pub async fn load_config(
+    lookup: &Lookup,
+    context: Option<&str>,
+) -> Result<(kube::Config, ConfigSource), ConnectError> {
+    let found = find_kubeconfig(lookup)?;
+    match found {
+        Some((kubeconfig, source)) => {
+            let config = config_from_kubeconfig(kubeconfig, context, &source).await?;
+            Ok((config, source))
+        }
+        None => {
+            if let Some(ctx) = context {
+                return Err(ConnectError::ContextWithoutKubeconfig(ctx.to_string()));
+            }
+            let config = kube::Config::incluster().map_err(ConnectError::NoConfig)?;
+            Ok((config, ConfigSource::InCluster))
+        }
+    }
+}
+
+/// Reads the kubeconfig chosen by `lookup`, or `None` when there is none (use in-cluster).
+fn find_kubeconfig(lookup: &Lookup) -> Result<Option<(Kubeconfig, ConfigSource)>, ConnectError> {
+    let read = |path: &Path, source: &ConfigSource| {
+        Kubeconfig::read_from(path).map_err(|error| ConnectError::Kubeconfig {
+            source_name: source.clone(),
+            error,
+        })
+    };
+    if let Some(path) = &lookup.flag {
+        let source = ConfigSource::Flag(path.clone());
+        return read(path, &source).map(|k| Some((k, source)));
+    }
+    if let Some(value) = &lookup.kubeconfig_env {
+        let paths: Vec<PathBuf> = std::env::split_paths(value)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect();
+        if !paths.is_empty() {
+            let source = ConfigSource::Env(value.clone());
+            let mut merged = Kubeconfig::default();
+            for path in &paths {
+                let next = read(path, &source)?;
+                merged = merged
+                    .merge(next)
+                    .map_err(|error| ConnectError::Kubeconfig {
+                        source_name: source.clone(),
+                        error,
+                    })?;
+            }
+            return Ok(Some((merged, source)));
+        }
+    }
+    if let Some(home) = &lookup.home {
+        let path = home.join(".kube").join("config");
+        if path.exists() {
+            let source = ConfigSource::Home(path.clone());
+            return read(&path, &source).map(|k| Some((k, source)));
+        }
+    }
+    Ok(None)
+}
+
+async fn config_from_kubeconfig(
+    kubeconfig: Kubeconfig,
+    context: Option<&str>,
+    source: &ConfigSource,
+) -> Result<kube::Config, ConnectError> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..Default::default()
+    };
+    kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .map_err(|error| ConnectError::Kubeconfig {
+            source_name: source.clone(),
+            error,
+        })
+}
+
+/// Margin of the socket read timeout over the client timeout, so the watch's own timer (with a
+/// precise reason label) fires first on a silent stream.
+const READ_TIMEOUT_MARGIN: Duration = Duration::from_secs(5);
+/// Upper bound on the TCP/TLS connect timeout.
+const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The one place podline's client stack is assembled (see the module doc). Swap this function's
+/// body to change the transport.
+pub fn client_from_config(
+    mut config: kube::Config,
+    client_timeout: Duration,
+) -> Result<kube::Client, ConnectError> {
+    config.default_retry = false;
+    config.connect_timeout = Some(client_timeout.min(MAX_CONNECT_TIMEOUT));
+    config.read_timeout = Some(client_timeout + READ_TIMEOUT_MARGIN);
+    config.reset_reader_on_write = true;
+    config.write_timeout = Some(client_timeout + READ_TIMEOUT_MARGIN);
+    let builder = ClientBuilder::try_from(config).map_err(ConnectError::Client)?;
+    Ok(builder
+        .with_layer(&tower::layer::layer_fn(retry_after_into_status))
+        .build())
+}
+
+/// Wraps a service so error answers carry their `Retry-After` header inside the Status body.
+fn retry_after_into_status<S>(
+    inner: S,
+) -> impl tower::Service<
+    Request<Body>,
+    Response = Response<Box<DynBody>>,
+    Error = BoxError,
+    Future = impl Future<Output = Result<Response<Box<DynBody>>, BoxError>> + Send,
+> + Send
+where
+    S: tower::Service<Request<Body>, Response = Response<Box<DynBody>>, Error = BoxError>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    inner.and_then(copy_retry_after)
+}
+
+/// If `resp` is an error with a `Retry-After: <seconds>` header and a JSON Status body without
+/// `details.retryAfterSeconds`, puts the header's value there. Anything else passes unchanged.
+pub async fn copy_retry_after(
+    resp: Response<Box<DynBody>>,
+) -> Result<Response<Box<DynBody>>, BoxError> {
+    let status = resp.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return Ok(resp);
+    }
+    let Some(seconds) = resp
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u32>().ok())
+    else {
+        return Ok(resp);
+    };
+    let (parts, body) = resp.into_parts();
+    let bytes = body.collect().await?.to_bytes();
+    let patched = patch_status_body(&bytes, seconds).unwrap_or(bytes);
+    let body: Box<DynBody> = Box::new(
+        http_body_util::Full::new(patched).map_err(|never| -> BoxError { match never {} }),
+    );
+    Ok(Response::from_parts(parts, body))
+}
+
+/// The Status JSON with `details.retryAfterSeconds` set, or `None` if the body is not a Status
+/// object or already has a value.
+fn patch_status_body(bytes: &Bytes, seconds: u32) -> Option<Bytes> {
+    let mut value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let object = value.as_object_mut()?;
+    let details = object
+        .entry("details")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()?;
+    if details
+        .get("retryAfterSeconds")
+        .and_then(serde_json::Value::as_u64)
+        .is_some_and(|s| s > 0)
+    {
+        return None;
+    }
+    details.insert("retryAfterSeconds".into(), seconds.into());
+    serde_json::to_vec(&value).ok().map(Bytes::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retry::{Disposition, classify};
+
+    const KUBECONFIG_A: &str = r#"
+apiVersion: v1
+kind: Config
+current-context: a
+clusters:
+- name: a
+  cluster: { server: "http://127.0.0.1:1" }
+- name: b
+  cluster: { server: "https://127.0.0.1:2", insecure-skip-tls-verify: true }
+contexts:
+- name: a
+  context: { cluster: a, user: u, namespace: team-a }
+- name: b
+  context: { cluster: b, user: u }
+users:
+- name: u
+  user: { token: "secret-token" }
+"#;
+
+    const KUBECONFIG_C: &str = r#"
+apiVersion: v1
+kind: Config
+current-context: c
+clusters:
+- name: c
+  cluster: { server: "http://127.0.0.1:3" }
+contexts:
+- name: c
+  context: { cluster: c, user: u, namespace: team-c }
+users:
+- name: u
+  user: { token: "other" }
+"#;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[tokio::test]
+    async fn explicit_kubeconfig_should_win_and_give_the_context_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a", KUBECONFIG_A);
+        let c = write(dir.path(), "c", KUBECONFIG_C);
+        let lookup = Lookup {
+            flag: Some(a.clone()),
+            kubeconfig_env: Some(c.into_os_string()),
+            home: None,
+        };
+        let (config, source) = load_config(&lookup, None).await.unwrap();
+        assert_eq!(source, ConfigSource::Flag(a));
+        assert_eq!(config.default_namespace, "team-a");
+        assert_eq!(config.cluster_url, "http://127.0.0.1:1/");
+        assert!(!config.accept_invalid_certs);
+    }
+
+    #[tokio::test]
+    async fn context_should_select_cluster_and_default_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a", KUBECONFIG_A);
+        let lookup = Lookup {
+            flag: Some(a),
+            ..Default::default()
+        };
+        let (config, _) = load_config(&lookup, Some("b")).await.unwrap();
+        assert_eq!(config.default_namespace, "default");
+        assert!(
+            config.accept_invalid_certs,
+            "insecure only when the kubeconfig says so"
+        );
+        let err = load_config(&lookup, Some("nope")).await.unwrap_err();
+        assert!(matches!(err, ConnectError::Kubeconfig { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn kubeconfig_env_list_should_merge_first_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a", KUBECONFIG_A);
+        let c = write(dir.path(), "c", KUBECONFIG_C);
+        let list = std::env::join_paths([c, a]).unwrap();
+        let lookup = Lookup {
+            flag: None,
+            kubeconfig_env: Some(list.clone()),
+            home: None,
+        };
+        let (config, source) = load_config(&lookup, None).await.unwrap();
+        assert_eq!(source, ConfigSource::Env(list.clone()));
+        assert_eq!(
+            config.default_namespace, "team-c",
+            "first file's current-context"
+        );
+        // Contexts of the second file are reachable too.
+        let (config, _) = load_config(&lookup, Some("a")).await.unwrap();
+        assert_eq!(config.default_namespace, "team-a");
+    }
+
+    #[tokio::test]
+    async fn home_config_should_be_used_last_and_missing_files_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".kube")).unwrap();
+        write(&dir.path().join(".kube"), "config", KUBECONFIG_C);
+        let lookup = Lookup {
+            home: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        };
+        let (config, source) = load_config(&lookup, None).await.unwrap();
+        assert!(matches!(source, ConfigSource::Home(_)));
+        assert_eq!(config.default_namespace, "team-c");
+
+        let lookup = Lookup {
+            flag: Some(dir.path().join("missing")),
+            ..Default::default()
+        };
+        let err = load_config(&lookup, None).await.unwrap_err();
+        assert!(err.to_string().contains("missing"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn connect_should_apply_namespace_override_and_never_print_the_token() {
+        let kubeconfig = Kubeconfig::from_yaml(KUBECONFIG_A).unwrap();
+        let opts = ConnectOptions {
+            namespace: Some("override".into()),
+            ..Default::default()
+        };
+        let connected = connect_with_kubeconfig(kubeconfig, ConfigSource::InCluster, &opts)
+            .await
+            .unwrap();
+        assert_eq!(connected.namespace, "override");
+        assert!(!format!("{connected:?}").contains("secret-token"));
+    }
+
+    #[tokio::test]
+    async fn retry_after_header_should_reach_classify() {
+        let service = tower::service_fn(|_req: Request<Body>| async {
+            let body: Box<DynBody> = Box::new(
+                http_body_util::Full::new(Bytes::from_static(
+                    br#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429}"#,
+                ))
+                .map_err(|never| -> BoxError { match never {} }),
+            );
+            Ok::<_, BoxError>(
+                Response::builder()
+                    .status(429)
+                    .header("Retry-After", "7")
+                    .body(body)
+                    .unwrap(),
+            )
+        });
+        let client = kube::Client::new(retry_after_into_status(service), "default");
+        let api: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::default_namespaced(client);
+        let err = api.get("x").await.unwrap_err();
+        assert_eq!(
+            classify(&err),
+            Disposition::Retry {
+                reason: "too_many_requests",
+                retry_after: Some(Duration::from_secs(7))
+            }
+        );
+    }
+
+    #[test]
+    fn patch_should_keep_a_retry_after_already_in_the_body() {
+        let body = Bytes::from_static(br#"{"code":429,"details":{"retryAfterSeconds":3}}"#);
+        assert_eq!(patch_status_body(&body, 9), None);
+        let not_json = Bytes::from_static(b"too many requests");
+        assert_eq!(patch_status_body(&not_json, 9), None);
+    }
+}

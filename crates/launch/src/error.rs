@@ -1,0 +1,279 @@
+//! Errors of the launcher, each mapped to a documented exit code.
+//!
+//! Two families: [`SpecError`] (the task as given cannot become a valid pod: a bad flag value,
+//! template or label) and [`LaunchError`] (something went wrong while creating, starting or
+//! following the pod). Every variant says what was wrong and, where it helps, what was expected.
+
+use std::time::Duration;
+
+use crate::exit;
+
+/// The task description cannot be turned into a pod. Raised before any API call, so nothing
+/// has been created when it is returned.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// A `KEY=VALUE` style flag value without `=` or with an empty key.
+    #[error("{flag}: {value:?} is not KEY=VALUE (expected e.g. {flag} {example})")]
+    NotKeyValue {
+        /// The flag, e.g. `--env`.
+        flag: &'static str,
+        /// What was given.
+        value: String,
+        /// A valid example of the flag's form.
+        example: &'static str,
+    },
+    /// A label key or value that Kubernetes would reject.
+    #[error("{flag}: {what} {value:?} is invalid: {why}")]
+    InvalidLabel {
+        /// The flag (or `label` for generated ones).
+        flag: &'static str,
+        /// "key" or "value".
+        what: &'static str,
+        /// What was given.
+        value: String,
+        /// Which rule it breaks.
+        why: &'static str,
+    },
+    /// A resource quantity such as `500m` or `1Gi` that does not parse.
+    #[error("{flag}: {value:?} is not a Kubernetes quantity (expected e.g. cpu=500m,memory=1Gi)")]
+    InvalidQuantity {
+        /// `--requests` or `--limits`.
+        flag: &'static str,
+        /// What was given.
+        value: String,
+    },
+    /// A pod name that is not a DNS-1123 subdomain (only checked with `--exact-name`).
+    #[error(
+        "--name: {value:?} is not a valid pod name: {why} (expected lower-case a-z, 0-9, '-' and '.', starting and ending alphanumeric, at most 253 characters)"
+    )]
+    InvalidName {
+        /// What was given.
+        value: String,
+        /// Which rule it breaks.
+        why: &'static str,
+    },
+    /// Neither `--image` nor the template gives the main container an image.
+    #[error("no image: pass --image IMAGE or give the first container an image in --pod-template")]
+    MissingImage,
+    /// The pod template file cannot be read.
+    #[error("--pod-template {path}: cannot read: {source}")]
+    TemplateRead {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The pod template file is neither a valid Pod in YAML nor in JSON.
+    #[error("--pod-template {path}: not a Pod manifest in YAML or JSON: {message}")]
+    TemplateParse {
+        /// The file.
+        path: String,
+        /// The parser's message (line/column where available).
+        message: String,
+    },
+    /// The tasks file (`-f`) cannot be read or parsed.
+    #[error("-f {path}: {message}")]
+    TasksFile {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// An invalid image pull policy.
+    #[error("--image-pull-policy: {value:?} is invalid (expected Always, IfNotPresent or Never)")]
+    InvalidPullPolicy {
+        /// What was given.
+        value: String,
+    },
+    /// A numeric or duration knob out of range.
+    #[error("{flag}: {message}")]
+    OutOfRange {
+        /// The flag or environment variable.
+        flag: &'static str,
+        /// What was expected.
+        message: String,
+    },
+}
+
+impl SpecError {
+    /// The process exit code for this error: always [`exit::USAGE`].
+    pub fn exit_code(&self) -> u8 {
+        exit::USAGE
+    }
+}
+
+/// One cause attached to a Kubernetes `Status` (e.g. which field of the pod was invalid).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StatusCause {
+    /// The field, e.g. `spec.containers[0].image`.
+    pub field: String,
+    /// The server's message for that field.
+    pub message: String,
+}
+
+/// Why a launch failed. Each variant maps to one exit code (see [`LaunchError::exit_code`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The task description was invalid.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// The API server rejected the create with an error no retry can fix (400, 401, 403, 404,
+    /// 422...). Carries the server's own message and causes.
+    #[error(
+        "create rejected by the API server: HTTP {code} {reason}: {message}{}",
+        fmt_causes(causes)
+    )]
+    CreateRejected {
+        /// HTTP status code.
+        code: u16,
+        /// The Status `reason`, e.g. `Invalid` or `Forbidden`.
+        reason: String,
+        /// The Status `message`.
+        message: String,
+        /// The Status `details.causes`.
+        causes: Vec<StatusCause>,
+    },
+    /// Retryable errors continued until the attempts or the deadline ran out.
+    #[error("create failed after {attempts} attempts over {elapsed:?}: last error: {last}")]
+    CreateExhausted {
+        /// Attempts made.
+        attempts: u32,
+        /// Time spent.
+        elapsed: Duration,
+        /// The last error seen.
+        last: String,
+    },
+    /// A pod with our name exists but carries a different launch id: someone else's pod. It was
+    /// not touched.
+    #[error(
+        "pod {namespace}/{name} already exists and was not created by this run (launch id {theirs:?}, ours {ours}); it was left untouched. Choose another --name or drop --exact-name"
+    )]
+    ForeignPod {
+        /// Namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+        /// The launch id found on the existing pod (if any).
+        theirs: Option<String>,
+        /// Our launch id.
+        ours: String,
+    },
+    /// The pod was not scheduled in time.
+    #[error("pod {pod} was not scheduled within {timeout:?}{}", fmt_detail(detail))]
+    ScheduleTimeout {
+        /// Pod name.
+        pod: String,
+        /// The limit.
+        timeout: Duration,
+        /// Last scheduler message, if any.
+        detail: Option<String>,
+    },
+    /// The pod was scheduled but its containers did not start in time.
+    #[error(
+        "pod {pod} did not start within {timeout:?} after scheduling{}",
+        fmt_detail(detail)
+    )]
+    StartupTimeout {
+        /// Pod name.
+        pod: String,
+        /// The limit.
+        timeout: Duration,
+        /// Last waiting reason/message, if any.
+        detail: Option<String>,
+    },
+    /// The image can never be pulled (not found, invalid name, unauthorized).
+    #[error("pod {pod}: container {container} cannot start: {reason}: {message}")]
+    ImageError {
+        /// Pod name.
+        pod: String,
+        /// Container name.
+        container: String,
+        /// Waiting reason, e.g. `ErrImagePull`.
+        reason: String,
+        /// Waiting message.
+        message: String,
+    },
+    /// The pod vanished (deleted by someone else) before it finished.
+    #[error("pod {pod} disappeared before it finished (deleted by someone else?)")]
+    PodGone {
+        /// Pod name.
+        pod: String,
+    },
+    /// The run was cancelled (SIGINT/SIGTERM); the pod was deleted.
+    #[error("interrupted by {signal}; pod {pod} deleted")]
+    Interrupted {
+        /// Pod name (may be empty when interrupted before create).
+        pod: String,
+        /// "SIGINT", "SIGTERM" or "cancel".
+        signal: &'static str,
+    },
+    /// Reattach found more than one live pod for the task id.
+    #[error(
+        "--reattach: {count} live pods carry task id {task_id:?}; refusing to guess (delete the extra ones)"
+    )]
+    AmbiguousReattach {
+        /// Task id.
+        task_id: String,
+        /// How many were found.
+        count: usize,
+    },
+    /// A Kubernetes API call other than create failed for good.
+    #[error("{action}: {source}")]
+    Api {
+        /// What was being done.
+        action: &'static str,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The pod watch failed with an error no retry can fix.
+    #[error("watching pod {pod}: {message}")]
+    Watch {
+        /// Pod name.
+        pod: String,
+        /// The watch error.
+        message: String,
+    },
+}
+
+fn fmt_causes(causes: &[StatusCause]) -> String {
+    causes
+        .iter()
+        .map(|c| format!("\n  - {}: {}", c.field, c.message))
+        .collect()
+}
+
+fn fmt_detail(detail: &Option<String>) -> String {
+    detail
+        .as_ref()
+        .map(|d| format!(": {d}"))
+        .unwrap_or_default()
+}
+
+impl LaunchError {
+    /// The process exit code for this failure, as documented in [`crate::exit`].
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            LaunchError::Spec(_) => exit::USAGE,
+            LaunchError::CreateRejected { .. } | LaunchError::CreateExhausted { .. } => {
+                exit::CREATE_FAILED
+            }
+            LaunchError::ScheduleTimeout { .. }
+            | LaunchError::StartupTimeout { .. }
+            | LaunchError::ImageError { .. } => exit::START_FAILED,
+            LaunchError::ForeignPod { .. } | LaunchError::AmbiguousReattach { .. } => {
+                exit::NAME_CLASH
+            }
+            LaunchError::Interrupted { signal, .. } => match *signal {
+                "SIGINT" => exit::SIGINT,
+                _ => exit::SIGTERM,
+            },
+            LaunchError::PodGone { .. } | LaunchError::Api { .. } | LaunchError::Watch { .. } => {
+                exit::LOST
+            }
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! The election loop: an explicit state machine (`Following` / `Leading` / `Stopped`), one async
+//! step per state, and the watch channel that tells the application whether it may write.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use rand::Rng;
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep_until, timeout, timeout_at};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::backend::{KubeLeaseApi, LeaseApi, is_conflict, is_fatal};
+use crate::config::{ElectionConfig, JITTER};
+use crate::decide::{Decision, Observer, decide};
+use crate::error::{CallError, ConfigError, ElectionError};
+use crate::leadership::Leadership;
+use crate::record;
+
+/// Competes for one Lease with other replicas; [`LeaderElector::run`] starts it.
+///
+/// Every replica of a Deployment runs one, with the same lease name and its own identity (the pod
+/// name). At most one of them is leader at any moment; if it dies, another takes over within the
+/// lease duration (plus one poll); if it stops gracefully, it clears the lease and another takes
+/// over at its next poll.
+#[derive(Clone)]
+pub struct LeaderElector {
+    client: kube::Client,
+    namespace: String,
+    name: String,
+    identity: String,
+    cfg: ElectionConfig,
+}
+
+impl std::fmt::Debug for LeaderElector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderElector")
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .field("identity", &self.identity)
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LeaderElector {
+    /// An elector for the Lease `namespace/lease_name`, competing as `identity`.
+    ///
+    /// The lease is created on first use. `identity` must be unique per replica: two processes
+    /// with the same identity both believe they hold the lease.
+    pub fn new(
+        client: kube::Client,
+        namespace: impl Into<String>,
+        lease_name: impl Into<String>,
+        identity: impl Into<String>,
+        cfg: ElectionConfig,
+    ) -> Result<Self, ConfigError> {
+        let identity = identity.into();
+        if identity.is_empty() {
+            return Err(ConfigError::EmptyIdentity);
+        }
+        Ok(Self {
+            client,
+            namespace: namespace.into(),
+            name: lease_name.into(),
+            identity,
+            cfg,
+        })
+    }
+
+    /// Starts competing in a background task and returns the handle that says whether this
+    /// replica leads. Must be called inside a tokio runtime.
+    pub fn run(self) -> Leadership {
+        let api = KubeLeaseApi {
+            api: Api::namespaced(self.client, &self.namespace),
+            name: self.name.clone(),
+        };
+        spawn(api, self.namespace, self.name, self.identity, self.cfg)
+    }
+}
+
+/// Spawns the election loop over any [`LeaseApi`] (the real API, or a fake in unit tests).
+pub(crate) fn spawn<A: LeaseApi>(
+    api: A,
+    namespace: String,
+    name: String,
+    identity: String,
+    cfg: ElectionConfig,
+) -> Leadership {
+    let (tx, rx) = watch::channel(false);
+    let cancel = CancellationToken::new();
+    let span = info_span!("lease", namespace = %namespace, lease = %name, identity = %identity);
+    let election = Election {
+        api,
+        namespace,
+        name,
+        identity: identity.clone(),
+        cfg,
+        leader: tx,
+        cancel: cancel.clone(),
+        observer: Observer::default(),
+    };
+    let task = tokio::spawn(election.run().instrument(span));
+    Leadership::new(identity, rx, cancel, task)
+}
+
+/// Where the elector is. Each variant's step says what it does next.
+enum State {
+    /// Not leader. Step: read the lease; take it if free, ours or expired (conditional write),
+    /// else sleep until the next poll or the expiry, whichever is sooner.
+    Following,
+    /// Leader. Step: sleep until the next renewal, then renew (conditional write), retrying until
+    /// the renew deadline; on a lost race or the deadline, step down to `Following`.
+    Leading(Term),
+    /// Cancelled (after releasing the lease if we held it). The loop ends.
+    Stopped,
+}
+
+/// One stretch of leadership, as this replica knows it.
+struct Term {
+    /// The lease as we last wrote it; its resourceVersion guards the next write.
+    lease: Box<Lease>,
+    /// When the request that last renewed the lease was sent (our clock).
+    renewed_at: Instant,
+}
+
+impl Term {
+    /// Until when we may act as leader without another successful renewal.
+    fn valid_until(&self, cfg: &ElectionConfig) -> Instant {
+        self.renewed_at + cfg.renew_deadline()
+    }
+}
+
+/// Result of one follower attempt.
+enum Attempt {
+    Acquired(Term),
+    NotYet(Instant),
+}
+
+/// Why a renewal failed.
+enum RenewError {
+    /// The lease now belongs to someone else (or was deleted).
+    Lost(Option<String>),
+    /// Our copy was stale but the lease is still ours: retry at once with this copy.
+    Stale(Box<Lease>),
+    /// The call failed; retry until the deadline.
+    Api(kube::Error),
+}
+
+struct Election<A> {
+    api: A,
+    namespace: String,
+    name: String,
+    identity: String,
+    cfg: ElectionConfig,
+    leader: watch::Sender<bool>,
+    cancel: CancellationToken,
+    observer: Observer,
+}
+
+impl<A: LeaseApi> Election<A> {
+    async fn run(mut self) -> Result<(), ElectionError> {
+        let mut state = State::Following;
+        let result = loop {
+            let step = match state {
+                State::Following => self.follow().await,
+                State::Leading(term) => self.lead(term).await,
+                State::Stopped => break Ok(()),
+            };
+            match step {
+                Ok(next) => state = next,
+                Err(err) => break Err(err),
+            }
+        };
+        self.set_leader(false, "the election ended");
+        result
+    }
+
+    /// The `Following` step.
+    async fn follow(&mut self) -> Result<State, ElectionError> {
+        let cancel = self.cancel.clone();
+        let bound = self.cfg.renew_deadline();
+        let outcome = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Ok(State::Stopped),
+            outcome = timeout(bound, self.try_acquire()) => outcome,
+        };
+        let next_try = match outcome {
+            Ok(Err(fatal)) => return Err(fatal),
+            Ok(Ok(Ok(Attempt::Acquired(term)))) => {
+                self.set_leader(true, "acquired the lease");
+                return Ok(State::Leading(term));
+            }
+            Ok(Ok(Ok(Attempt::NotYet(at)))) => at,
+            Ok(Ok(Err(err))) => {
+                debug!(error = %err, "lease poll failed; retrying");
+                self.next_poll()
+            }
+            Err(_) => {
+                debug!(timeout = ?bound, "lease poll timed out; retrying");
+                self.next_poll()
+            }
+        };
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => Ok(State::Stopped),
+            () = sleep_until(next_try) => Ok(State::Following),
+        }
+    }
+
+    /// One follower attempt: read, decide, maybe write.
+    async fn try_acquire(&mut self) -> Result<Result<Attempt, kube::Error>, ElectionError> {
+        let current = match self.api.get().await {
+            Ok(current) => current,
+            Err(err) => return self.fatal_or(err),
+        };
+        let Some(current) = current else {
+            let lease = record::fresh(
+                &self.namespace,
+                &self.name,
+                &self.identity,
+                self.cfg.lease_duration_seconds(),
+                Timestamp::now(),
+            );
+            let sent = Instant::now();
+            return match self.api.create(&lease).await {
+                Ok(lease) => Ok(Ok(Attempt::Acquired(Term {
+                    lease: Box::new(lease),
+                    renewed_at: sent,
+                }))),
+                // Another elector created it first: read it at the next poll.
+                Err(err) if is_conflict(&err) => Ok(Ok(Attempt::NotYet(self.next_poll()))),
+                // A 404 on create means the namespace doesn't exist: no retry fixes that.
+                Err(err) if is_fatal(&err) => Err(self.fatal(err)),
+                Err(err) => Ok(Err(err)),
+            };
+        };
+        let now = Instant::now();
+        let since = self.observer.observe(&current, now);
+        match decide(
+            &current,
+            &self.identity,
+            since,
+            now,
+            self.cfg.lease_duration(),
+        ) {
+            Decision::WaitUntil(expiry) => Ok(Ok(Attempt::NotYet(expiry.min(self.next_poll())))),
+            Decision::Acquire => {
+                if let Some(previous) = record::holder(&current).filter(|h| *h != self.identity) {
+                    info!(previous, "lease expired; taking over");
+                }
+                let claim = record::claimed(
+                    &current,
+                    &self.identity,
+                    self.cfg.lease_duration_seconds(),
+                    Timestamp::now(),
+                );
+                let sent = Instant::now();
+                match self.api.replace(&claim).await {
+                    Ok(lease) => Ok(Ok(Attempt::Acquired(Term {
+                        lease: Box::new(lease),
+                        renewed_at: sent,
+                    }))),
+                    // Someone wrote first (another follower, or the leader renewing).
+                    Err(err) if is_conflict(&err) => Ok(Ok(Attempt::NotYet(self.next_poll()))),
+                    Err(err) => self.fatal_or(err),
+                }
+            }
+        }
+    }
+
+    /// The `Leading` step.
+    async fn lead(&mut self, mut term: Term) -> Result<State, ElectionError> {
+        let cancel = self.cancel.clone();
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => return self.stop_leading(term.lease).await,
+            () = sleep_until(term.renewed_at + self.cfg.retry_period()) => {}
+        }
+        let deadline = term.valid_until(&self.cfg);
+        loop {
+            let sent = Instant::now();
+            if sent >= deadline {
+                self.set_leader(false, "could not renew the lease before the renew deadline");
+                return Ok(State::Following);
+            }
+            let outcome = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return self.stop_leading(term.lease).await,
+                outcome = timeout_at(deadline, self.renew(&term.lease)) => outcome,
+            };
+            match outcome {
+                Ok(Ok(lease)) => {
+                    return Ok(State::Leading(Term {
+                        lease: Box::new(lease),
+                        renewed_at: sent,
+                    }));
+                }
+                Ok(Err(RenewError::Stale(lease))) => term.lease = lease,
+                Ok(Err(RenewError::Lost(holder))) => {
+                    let holder = holder.unwrap_or_default();
+                    warn!(holder, "lost the lease to another replica");
+                    self.set_leader(false, "the lease was taken over");
+                    return Ok(State::Following);
+                }
+                Ok(Err(RenewError::Api(err))) if is_fatal(&err) => {
+                    self.set_leader(false, "the API refused the renewal");
+                    return Err(self.fatal(err));
+                }
+                Ok(Err(RenewError::Api(err))) => {
+                    debug!(error = %err, "lease renewal failed; retrying");
+                    let retry_at = (Instant::now() + self.cfg.retry_period()).min(deadline);
+                    tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => return self.stop_leading(term.lease).await,
+                        () = sleep_until(retry_at) => {}
+                    }
+                }
+                Err(_) => {
+                    self.set_leader(false, "could not renew the lease before the renew deadline");
+                    return Ok(State::Following);
+                }
+            }
+        }
+    }
+
+    /// One renewal: a conditional write; on a conflict, re-read to see whether it's still ours.
+    async fn renew(&self, lease: &Lease) -> Result<Lease, RenewError> {
+        let claim = record::claimed(
+            lease,
+            &self.identity,
+            self.cfg.lease_duration_seconds(),
+            Timestamp::now(),
+        );
+        match self.api.replace(&claim).await {
+            Ok(lease) => Ok(lease),
+            Err(err) if is_conflict(&err) => self.reread().await,
+            // Deleted under us (e.g. by an operator): it isn't ours any more.
+            Err(kube::Error::Api(status)) if status.code == 404 => Err(RenewError::Lost(None)),
+            Err(err) => Err(RenewError::Api(err)),
+        }
+    }
+
+    /// After a conflict: is the lease still ours (e.g. a renewal whose answer was lost did
+    /// commit), or did someone take it?
+    async fn reread(&self) -> Result<Lease, RenewError> {
+        match self.api.get().await {
+            Ok(Some(current)) if record::holder(&current) == Some(self.identity.as_str()) => {
+                Err(RenewError::Stale(Box::new(current)))
+            }
+            Ok(Some(current)) => Err(RenewError::Lost(
+                record::holder(&current).map(str::to_owned),
+            )),
+            Ok(None) => Err(RenewError::Lost(None)),
+            Err(err) => Err(RenewError::Api(err)),
+        }
+    }
+
+    /// Cancelled while leading: stop acting as leader first, then clear the lease (if configured)
+    /// so a follower takes over at its next poll rather than after the lease duration.
+    async fn stop_leading(&mut self, mut lease: Box<Lease>) -> Result<State, ElectionError> {
+        self.set_leader(false, "stopping");
+        if !self.cfg.releases_on_cancel() {
+            return Ok(State::Stopped);
+        }
+        let bound = self.cfg.renew_deadline();
+        let release = async {
+            // A lost answer to our last renewal can make our copy stale: re-read and retry once.
+            for _ in 0..2 {
+                match self
+                    .api
+                    .replace(&record::released(&lease, Timestamp::now()))
+                    .await
+                {
+                    Ok(_) => return Ok(true),
+                    Err(err) if is_conflict(&err) => match self.reread().await {
+                        Err(RenewError::Stale(current)) => lease = current,
+                        Err(RenewError::Api(err)) => return Err(err),
+                        Ok(_) | Err(RenewError::Lost(_)) => return Ok(false),
+                    },
+                    Err(err) => return Err(err),
+                }
+            }
+            Ok(false)
+        };
+        match timeout(bound, release).await {
+            Ok(Ok(true)) => {
+                info!("released the lease");
+                Ok(State::Stopped)
+            }
+            Ok(Ok(false)) => Ok(State::Stopped),
+            Ok(Err(err)) => Err(self.release_failed(CallError::Api(err))),
+            Err(_) => Err(self.release_failed(CallError::TimedOut(bound))),
+        }
+    }
+
+    /// Publishes leadership (only when it changes) and logs the change once.
+    fn set_leader(&self, leader: bool, why: &'static str) {
+        let changed = self.leader.send_if_modified(|current| {
+            let changed = *current != leader;
+            *current = leader;
+            changed
+        });
+        if changed {
+            if leader {
+                info!(why, "became leader");
+            } else {
+                info!(why, "stepped down");
+            }
+        }
+    }
+
+    /// When a follower polls next: one retry period, stretched by up to 20% at random.
+    fn next_poll(&self) -> Instant {
+        let factor = 1.0 + rand::rng().random_range(0.0..JITTER);
+        Instant::now() + self.cfg.retry_period().mul_f64(factor)
+    }
+
+    fn fatal_or<T>(&self, err: kube::Error) -> Result<Result<T, kube::Error>, ElectionError> {
+        if is_fatal(&err) && !matches!(&err, kube::Error::Api(s) if s.code == 404) {
+            Err(self.fatal(err))
+        } else {
+            Ok(Err(err))
+        }
+    }
+
+    fn fatal(&self, source: kube::Error) -> ElectionError {
+        ElectionError::Fatal {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            source,
+        }
+    }
+
+    fn release_failed(&self, source: CallError) -> ElectionError {
+        ElectionError::Release {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            source,
+        }
+    }
+}
+
+/// How long a test (or caller) should allow for a takeover after a leader dies: the lease
+/// duration plus one jittered poll.
+pub fn takeover_bound(cfg: &ElectionConfig) -> Duration {
+    cfg.lease_duration() + cfg.retry_period().mul_f64(1.0 + JITTER)
+}

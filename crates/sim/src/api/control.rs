@@ -1,0 +1,100 @@
+//! `/_sim/*`: the control endpoints (same bearer token as the API) that drive faults, counts,
+//! compaction and restarts from outside the process.
+//!
+//! - `GET /_sim/faults` lists rules; `POST` adds rules (a plan, a list, or one rule, JSON or
+//!   YAML); `DELETE` clears them.
+//! - `GET /_sim/counts` returns `{"<verb> <resource>": n}`; `DELETE` resets them.
+//! - `POST /_sim/compact` drops the watch history.
+//! - `POST /_sim/restart?seconds=N` drops every connection and refuses new ones for N seconds.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+
+use super::AppState;
+use crate::fault::FaultPlan;
+use crate::status::ApiError;
+
+/// The control routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/_sim/faults",
+            get(list_faults).post(add_faults).delete(clear_faults),
+        )
+        .route("/_sim/counts", get(counts).delete(reset_counts))
+        .route("/_sim/compact", post(compact))
+        .route("/_sim/restart", post(restart))
+}
+
+async fn list_faults(State(state): State<AppState>) -> Response {
+    Json(FaultPlan {
+        rules: state.faults().list(),
+    })
+    .into_response()
+}
+
+async fn add_faults(State(state): State<AppState>, body: String) -> Response {
+    match FaultPlan::parse(&body) {
+        Ok(plan) => {
+            let added = plan.rules.len();
+            for rule in plan.rules {
+                state.faults().push(rule);
+            }
+            (
+                StatusCode::CREATED,
+                Json(serde_json::json!({ "added": added })),
+            )
+                .into_response()
+        }
+        Err(err) => ApiError::bad_request(err.to_string()).into_response(),
+    }
+}
+
+async fn clear_faults(State(state): State<AppState>) -> StatusCode {
+    state.faults().clear();
+    StatusCode::NO_CONTENT
+}
+
+async fn counts(State(state): State<AppState>) -> Response {
+    Json(state.counts().snapshot().to_json()).into_response()
+}
+
+async fn reset_counts(State(state): State<AppState>) -> StatusCode {
+    state.counts().reset();
+    StatusCode::NO_CONTENT
+}
+
+async fn compact(State(state): State<AppState>) -> StatusCode {
+    state.cluster().compact();
+    StatusCode::NO_CONTENT
+}
+
+#[derive(Debug, Deserialize)]
+struct RestartParams {
+    #[serde(default)]
+    seconds: f64,
+}
+
+async fn restart(State(state): State<AppState>, Query(params): Query<RestartParams>) -> Response {
+    if !(0.0..=3600.0).contains(&params.seconds) {
+        return ApiError::bad_request("seconds must be between 0 and 3600").into_response();
+    }
+    let Some(server) = state.server() else {
+        return ApiError::new(409, "Conflict", "this API is not served over a socket")
+            .into_response();
+    };
+    let down = Duration::from_secs_f64(params.seconds);
+    // Answer first, then restart: the caller's own connection is dropped with the others.
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        server.restart(down).await;
+    });
+    (StatusCode::ACCEPTED, "restarting\n").into_response()
+}

@@ -1,0 +1,163 @@
+//! Discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}[/{version}]`, and health.
+//! Answered as the legacy (unaggregated) documents with `Content-Type: application/json`, which
+//! kubectl and kube-rs accept when they asked for aggregated discovery first.
+
+use axum::Json;
+use axum::extract::Path;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::status::ApiError;
+
+/// The Kubernetes version the sim reports.
+pub const KUBE_VERSION: (&str, &str) = ("1", "33");
+
+const ALL_VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+fn resource(
+    name: &str,
+    singular: &str,
+    namespaced: bool,
+    kind: &str,
+    verbs: &[&str],
+    short: &[&str],
+) -> Value {
+    let mut r = json!({
+        "name": name,
+        "singularName": singular,
+        "namespaced": namespaced,
+        "kind": kind,
+        "verbs": verbs,
+    });
+    if !short.is_empty() {
+        r["shortNames"] = json!(short);
+    }
+    if name == "pods" {
+        r["categories"] = json!(["all"]);
+    }
+    r
+}
+
+/// `200 ok` for /healthz, /livez, /readyz.
+pub async fn ok() -> &'static str {
+    "ok"
+}
+
+/// `/version`.
+pub async fn version() -> Json<Value> {
+    Json(json!({
+        "major": KUBE_VERSION.0,
+        "minor": KUBE_VERSION.1,
+        "gitVersion": format!("v{}.{}.0-podline-sim", KUBE_VERSION.0, KUBE_VERSION.1),
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.24.0",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+        "emulationMajor": KUBE_VERSION.0,
+        "emulationMinor": KUBE_VERSION.1,
+    }))
+}
+
+/// `/api`.
+pub async fn api_versions() -> Json<Value> {
+    Json(json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}],
+    }))
+}
+
+/// `/api/v1`.
+pub async fn core_v1() -> Json<Value> {
+    Json(json!({
+        "kind": "APIResourceList",
+        "groupVersion": "v1",
+        "resources": [
+            resource("events", "event", true, "Event", &ALL_VERBS, &["ev"]),
+            resource("namespaces", "namespace", false, "Namespace", &["create", "delete", "get", "list", "patch", "update", "watch"], &["ns"]),
+            resource("namespaces/status", "", false, "Namespace", &["get", "patch", "update"], &[]),
+            resource("pods", "pod", true, "Pod", &ALL_VERBS, &["po"]),
+            resource("pods/log", "", true, "Pod", &["get"], &[]),
+            resource("pods/status", "", true, "Pod", &["get", "patch", "update"], &[]),
+        ],
+    }))
+}
+
+struct Group {
+    name: &'static str,
+    version: &'static str,
+}
+
+const GROUPS: [Group; 2] = [
+    Group {
+        name: "coordination.k8s.io",
+        version: "v1",
+    },
+    Group {
+        name: "argoproj.io",
+        version: "v1alpha1",
+    },
+];
+
+fn group_json(g: &Group) -> Value {
+    let gv = json!({"groupVersion": format!("{}/{}", g.name, g.version), "version": g.version});
+    json!({"name": g.name, "versions": [gv.clone()], "preferredVersion": gv})
+}
+
+/// `/apis`.
+pub async fn api_groups() -> Json<Value> {
+    Json(json!({
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": GROUPS.iter().map(group_json).collect::<Vec<_>>(),
+    }))
+}
+
+/// `/apis/{group}`.
+pub async fn api_group(Path(group): Path<String>) -> Response {
+    match GROUPS.iter().find(|g| g.name == group) {
+        Some(g) => {
+            let mut doc = group_json(g);
+            doc["kind"] = json!("APIGroup");
+            doc["apiVersion"] = json!("v1");
+            Json(doc).into_response()
+        }
+        None => ApiError::path_not_found().into_response(),
+    }
+}
+
+/// `/apis/{group}/{version}`.
+pub async fn group_version(Path((group, version)): Path<(String, String)>) -> Response {
+    let resources = match (group.as_str(), version.as_str()) {
+        ("coordination.k8s.io", "v1") => {
+            vec![resource("leases", "lease", true, "Lease", &ALL_VERBS, &[])]
+        }
+        ("argoproj.io", "v1alpha1") => vec![resource(
+            "workflowtaskresults",
+            "workflowtaskresult",
+            true,
+            "WorkflowTaskResult",
+            &ALL_VERBS,
+            &[],
+        )],
+        _ => return ApiError::path_not_found().into_response(),
+    };
+    Json(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": format!("{group}/{version}"),
+        "resources": resources,
+    }))
+    .into_response()
+}

@@ -1,0 +1,154 @@
+//! [`ApiKind`]: how the generic resource handlers reach each kind's table and its admission
+//! rules (defaults and validation on create, what an update may change).
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceStatus, Pod};
+
+use super::validation::{Causes, validate_meta};
+use crate::cluster::{Cluster, Committed, Kind, Stored, Table, WorkflowTaskResult, Write};
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The main resource: status changes are ignored (for kinds with a status subresource).
+    Main,
+    /// The `status` subresource: only status changes are taken.
+    Status,
+}
+
+/// A kind served by the generic handlers.
+pub trait ApiKind: Kind {
+    /// API group ("" for core).
+    const GROUP: &'static str;
+    /// Whether the kind has a `status` subresource.
+    const HAS_STATUS: bool = false;
+
+    /// The kind's table.
+    fn table(cluster: &Cluster) -> &Table<Self>;
+
+    /// Commits a write (pods go through the path that feeds the kubelet and ground truth).
+    fn commit<T, E>(
+        cluster: &Cluster,
+        namespace: &str,
+        name: &str,
+        decide: impl FnOnce(Option<&Stored<Self>>) -> Result<(Write<Self>, T), E>,
+    ) -> Result<Committed<Self, T>, E> {
+        Self::table(cluster).write((namespace.to_owned(), name.to_owned()), decide, |_| {})
+    }
+
+    /// Defaults and validates a new object (metadata is already filled in).
+    fn admit_create(&mut self) -> Causes {
+        let mut causes = Causes::default();
+        validate_meta(&mut causes, self.meta());
+        causes
+    }
+
+    /// Adjusts an update of `old` into `self` for `part` (e.g. keeps the old status on a main
+    /// resource write) and validates it.
+    fn admit_update(&mut self, old: &Self, part: Part) -> Causes {
+        let _ = (old, part);
+        let mut causes = Causes::default();
+        validate_meta(&mut causes, self.meta());
+        causes
+    }
+}
+
+impl ApiKind for Namespace {
+    const GROUP: &'static str = "";
+    const HAS_STATUS: bool = true;
+    fn table(cluster: &Cluster) -> &Table<Self> {
+        cluster.namespace_table()
+    }
+    fn admit_create(&mut self) -> Causes {
+        let mut causes = Causes::default();
+        validate_meta(&mut causes, self.meta());
+        if let Some(name) = self.metadata.name.as_deref()
+            && !super::validation::is_dns1123_label(name)
+            && causes.is_empty()
+        {
+            causes.invalid(
+                "metadata.name",
+                &format!("{name:?}"),
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+            );
+        }
+        let name = self.metadata.name.clone().unwrap_or_default();
+        self.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("kubernetes.io/metadata.name".to_owned(), name);
+        self.spec
+            .get_or_insert_with(Default::default)
+            .finalizers
+            .get_or_insert_with(|| vec!["kubernetes".to_owned()]);
+        self.status = Some(NamespaceStatus {
+            phase: Some("Active".to_owned()),
+            ..NamespaceStatus::default()
+        });
+        causes
+    }
+    fn admit_update(&mut self, old: &Self, part: Part) -> Causes {
+        match part {
+            Part::Main => self.status.clone_from(&old.status),
+            Part::Status => self.spec.clone_from(&old.spec),
+        }
+        let mut causes = Causes::default();
+        validate_meta(&mut causes, self.meta());
+        causes
+    }
+}
+
+impl ApiKind for Event {
+    const GROUP: &'static str = "";
+    fn table(cluster: &Cluster) -> &Table<Self> {
+        cluster.event_table()
+    }
+}
+
+impl ApiKind for Lease {
+    const GROUP: &'static str = "coordination.k8s.io";
+    fn table(cluster: &Cluster) -> &Table<Self> {
+        cluster.lease_table()
+    }
+}
+
+impl ApiKind for WorkflowTaskResult {
+    const GROUP: &'static str = "argoproj.io";
+    fn table(cluster: &Cluster) -> &Table<Self> {
+        cluster.workflow_task_result_table()
+    }
+    fn admit_create(&mut self) -> Causes {
+        if self.0.api_version.is_empty() {
+            self.0.api_version = Self::API_VERSION.to_owned();
+        }
+        if self.0.kind.is_empty() {
+            self.0.kind = Self::KIND.to_owned();
+        }
+        let mut causes = Causes::default();
+        validate_meta(&mut causes, self.meta());
+        causes
+    }
+}
+
+impl ApiKind for Pod {
+    const GROUP: &'static str = "";
+    const HAS_STATUS: bool = true;
+    fn table(cluster: &Cluster) -> &Table<Self> {
+        cluster.pod_table()
+    }
+    fn commit<T, E>(
+        cluster: &Cluster,
+        namespace: &str,
+        name: &str,
+        decide: impl FnOnce(Option<&Stored<Self>>) -> Result<(Write<Self>, T), E>,
+    ) -> Result<Committed<Self, T>, E> {
+        cluster.write_pod(namespace, name, decide)
+    }
+    fn admit_create(&mut self) -> Causes {
+        super::pods::default_pod(self);
+        super::validation::validate_pod(self)
+    }
+    fn admit_update(&mut self, old: &Self, part: Part) -> Causes {
+        super::pods::admit_pod_update(self, old, part)
+    }
+}

@@ -1,0 +1,598 @@
+//! The resource endpoints: one dispatcher that routes by [`RequestInfo`] to generic handlers
+//! (list, watch, get, create, update, patch, delete) over any [`ApiKind`].
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode, header};
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
+use serde_json::json;
+
+use super::kinds::{ApiKind, Part};
+use super::query::{self, ListParams, continue_token};
+use super::selector::{FieldSelector, LabelSelector};
+use super::validation::Causes;
+use super::{AppState, RequestInfo, patch, pods, watch};
+use crate::cluster::{Stored, WorkflowTaskResult, Write};
+use crate::status::ApiError;
+
+/// Largest request body accepted (the real server's limit is about 3 MiB).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// Routes a resource request to its kind's handler; 404 for unknown resources.
+pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
+    let Some(info) = req.extensions().get::<RequestInfo>().cloned() else {
+        return ApiError::path_not_found().into_response();
+    };
+    if !info.is_resource {
+        return ApiError::path_not_found().into_response();
+    }
+    let result = match (
+        info.group.as_str(),
+        info.version.as_str(),
+        info.resource.as_str(),
+    ) {
+        ("", "v1", "pods") => handle::<Pod>(state, info, req).await,
+        ("", "v1", "namespaces") => handle::<Namespace>(state, info, req).await,
+        ("", "v1", "events") => handle::<Event>(state, info, req).await,
+        ("coordination.k8s.io", "v1", "leases") => handle::<Lease>(state, info, req).await,
+        ("argoproj.io", "v1alpha1", "workflowtaskresults") => {
+            handle::<WorkflowTaskResult>(state, info, req).await
+        }
+        _ => Err(ApiError::path_not_found()),
+    };
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// A JSON response with the given status.
+pub fn json_response(status: StatusCode, body: impl Into<Body>) -> Response {
+    let mut response = (status, body.into()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The namespace part of a kind's table key.
+fn key_namespace<K: ApiKind>(info: &RequestInfo) -> String {
+    if K::NAMESPACED {
+        info.namespace.clone()
+    } else {
+        String::new()
+    }
+}
+
+async fn handle<K: ApiKind>(
+    state: AppState,
+    info: RequestInfo,
+    req: Request,
+) -> Result<Response, ApiError> {
+    if K::NAMESPACED && info.namespace.is_empty() && !info.name.is_empty() {
+        return Err(ApiError::path_not_found());
+    }
+    let is_pod = K::RESOURCE == "pods";
+    let query = req.uri().query().map(str::to_owned);
+    match (info.subresource.as_str(), info.verb.as_str()) {
+        ("log", "get") if is_pod => super::logs::pod_log(&state, &info, query.as_deref()).await,
+        ("", "list") => list::<K>(&state, &info, query.as_deref()),
+        ("", "watch") => watch::watch::<K>(&state, &info, query.as_deref()),
+        ("", "get") => get::<K>(&state, &info),
+        ("status", "get") if K::HAS_STATUS => get::<K>(&state, &info),
+        ("", "create") => {
+            let body = read_body(req).await?;
+            create::<K>(&state, &info, query.as_deref(), body)
+        }
+        ("", "update") => update::<K>(&state, &info, read_body(req).await?, Part::Main),
+        ("status", "update") if K::HAS_STATUS => {
+            update::<K>(&state, &info, read_body(req).await?, Part::Status)
+        }
+        ("", "patch") => patch_object::<K>(&state, &info, req, Part::Main).await,
+        ("status", "patch") if K::HAS_STATUS => {
+            patch_object::<K>(&state, &info, req, Part::Status).await
+        }
+        ("", "delete") => {
+            let body = read_raw_body(req).await?;
+            let opts = delete_options(query.as_deref(), &body)?;
+            if is_pod {
+                pods::delete(&state, &info, opts)
+            } else {
+                delete::<K>(&state, &info, opts)
+            }
+        }
+        ("", _) | ("status", _) => Err(ApiError::method_not_allowed(&info.verb)),
+        _ => Err(ApiError::path_not_found()),
+    }
+}
+
+/// A parsed body: JSON (or YAML) of the request.
+pub struct JsonBody {
+    /// The raw bytes.
+    pub bytes: Bytes,
+    /// The media type (without parameters).
+    pub media_type: String,
+}
+
+async fn read_raw_body(req: Request) -> Result<JsonBody, ApiError> {
+    let media_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default();
+    let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
+        .await
+        .map_err(|e| ApiError::new(413, "RequestEntityTooLarge", format!("request body: {e}")))?;
+    Ok(JsonBody { bytes, media_type })
+}
+
+/// Reads a create/update body, requiring a JSON or YAML content type (415 otherwise).
+async fn read_body(req: Request) -> Result<JsonBody, ApiError> {
+    let body = read_raw_body(req).await?;
+    match body.media_type.as_str() {
+        "" | "application/json" | "application/yaml" | "*/*" => Ok(body),
+        other => Err(ApiError::unsupported_media_type(other)),
+    }
+}
+
+/// Decodes an object body (JSON, or YAML when the content type says so); 400 when malformed.
+pub fn decode<T: serde::de::DeserializeOwned>(body: &JsonBody) -> Result<T, ApiError> {
+    if body.media_type == "application/yaml" {
+        let text = std::str::from_utf8(&body.bytes)
+            .map_err(|e| ApiError::bad_request(format!("the body is not UTF-8: {e}")))?;
+        return serde_saphyr::from_str(text)
+            .map_err(|e| ApiError::bad_request(format!("yaml parse error: {e}")));
+    }
+    serde_json::from_slice(&body.bytes).map_err(|e| {
+        if e.is_syntax() || e.is_eof() {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        } else {
+            ApiError::bad_request(format!(
+                "the object provided is unrecognized or malformed: {e}"
+            ))
+        }
+    })
+}
+
+fn delete_options(query: Option<&str>, body: &JsonBody) -> Result<DeleteOptions, ApiError> {
+    let params: ListParams = query::parse(query)?;
+    let mut opts = if body.bytes.iter().all(u8::is_ascii_whitespace) {
+        DeleteOptions::default()
+    } else {
+        decode::<DeleteOptions>(body)?
+    };
+    if opts.grace_period_seconds.is_none() {
+        opts.grace_period_seconds = params.grace_period_seconds;
+    }
+    if opts.grace_period_seconds.is_some_and(|g| g < 0) {
+        opts.grace_period_seconds = Some(0);
+    }
+    Ok(opts)
+}
+
+fn get<K: ApiKind>(state: &AppState, info: &RequestInfo) -> Result<Response, ApiError> {
+    let ns = key_namespace::<K>(info);
+    match K::table(state.cluster()).get(&ns, &info.name) {
+        Some(stored) => Ok(json_response(StatusCode::OK, stored.json)),
+        None => Err(ApiError::not_found(K::GROUP, K::RESOURCE, &info.name)),
+    }
+}
+
+/// Parsed selectors of a list or watch.
+pub struct Filter {
+    /// Namespace to keep (None: all).
+    pub namespace: Option<String>,
+    /// Label selector.
+    pub labels: LabelSelector,
+    /// Field selector.
+    pub fields: FieldSelector,
+}
+
+impl Filter {
+    /// Builds the filter of a request for kind `K`.
+    pub fn new<K: ApiKind>(info: &RequestInfo, params: &ListParams) -> Result<Self, ApiError> {
+        let labels = LabelSelector::parse(params.label_selector.as_deref().unwrap_or_default())?;
+        let probe = K::default();
+        let fields =
+            FieldSelector::parse(params.field_selector.as_deref().unwrap_or_default(), &probe)?;
+        let namespace =
+            (K::NAMESPACED && !info.namespace.is_empty()).then(|| info.namespace.clone());
+        Ok(Self {
+            namespace,
+            labels,
+            fields,
+        })
+    }
+
+    /// Whether the selectors accept `obj` (the namespace is filtered by the caller).
+    pub fn matches<K: ApiKind>(&self, obj: &K) -> bool {
+        self.labels.matches(obj.meta().labels.as_ref()) && self.fields.matches(obj)
+    }
+
+    /// Whether the filter has selectors (so events may need rewriting).
+    pub fn has_selectors(&self) -> bool {
+        !self.labels.is_empty() || !self.fields.is_empty()
+    }
+}
+
+fn list<K: ApiKind>(
+    state: &AppState,
+    info: &RequestInfo,
+    query: Option<&str>,
+) -> Result<Response, ApiError> {
+    let params: ListParams = query::parse(query)?;
+    let filter = Filter::new::<K>(info, &params)?;
+    let resume = match params.continue_token.as_deref().filter(|t| !t.is_empty()) {
+        Some(token) => Some(continue_token::decode(token).ok_or_else(|| {
+            ApiError::bad_request("continue key is not valid: illegal base64 data")
+        })?),
+        None => None,
+    };
+    let (items, snapshot_rv) = K::table(state.cluster()).snapshot(
+        filter.namespace.as_deref(),
+        resume.as_ref().map(|(_, key)| key),
+    );
+    let list_rv = resume.as_ref().map_or(snapshot_rv, |(rv, _)| *rv);
+    let limit = params.limit.filter(|l| *l > 0).map(|l| l as usize);
+    let mut selected: Vec<&Stored<K>> = Vec::new();
+    let mut next_key = None;
+    let mut remaining = 0usize;
+    for stored in &items {
+        if !filter.matches(&*stored.obj) {
+            continue;
+        }
+        if let Some(limit) = limit
+            && selected.len() >= limit
+        {
+            if next_key.is_none()
+                && let Some(last) = selected.last()
+            {
+                next_key = Some((
+                    last.obj.meta().namespace.clone().unwrap_or_default(),
+                    last.obj.meta().name.clone().unwrap_or_default(),
+                ));
+            }
+            remaining += 1;
+            continue;
+        }
+        selected.push(stored);
+    }
+    let mut meta = json!({ "resourceVersion": list_rv.to_string() });
+    if let Some(key) = &next_key {
+        let key = if K::NAMESPACED {
+            key.clone()
+        } else {
+            (String::new(), key.1.clone())
+        };
+        meta["continue"] = json!(continue_token::encode(list_rv, &key));
+        meta["remainingItemCount"] = json!(remaining);
+    }
+    let size: usize = selected.iter().map(|s| s.json.len() + 1).sum();
+    let mut out = Vec::with_capacity(size + 256);
+    out.extend_from_slice(b"{\"kind\":\"");
+    out.extend_from_slice(K::LIST_KIND.as_bytes());
+    out.extend_from_slice(b"\",\"apiVersion\":\"");
+    out.extend_from_slice(K::API_VERSION.as_bytes());
+    out.extend_from_slice(b"\",\"metadata\":");
+    out.extend_from_slice(meta.to_string().as_bytes());
+    out.extend_from_slice(b",\"items\":[");
+    for (i, stored) in selected.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&stored.json);
+    }
+    out.extend_from_slice(b"]}");
+    Ok(json_response(StatusCode::OK, out))
+}
+
+/// Whether the request is a dry run (`dryRun=All`): validate and answer, store nothing.
+fn is_dry_run(query: Option<&str>) -> Result<bool, ApiError> {
+    let params: ListParams = query::parse(query)?;
+    Ok(params.dry_run.as_deref() == Some("All"))
+}
+
+/// Characters of generated name suffixes (the real server's alphabet: no vowels, no look-alikes).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+fn generate_name(base: &str) -> String {
+    let base: String = base.chars().take(58).collect();
+    let suffix: String = (0..5)
+        .map(|_| NAME_ALPHABET[rand::random_range(0..NAME_ALPHABET.len())] as char)
+        .collect();
+    format!("{base}{suffix}")
+}
+
+fn check_namespace<K: ApiKind>(obj: &mut K, info: &RequestInfo) -> Result<(), ApiError> {
+    if !K::NAMESPACED {
+        obj.meta_mut().namespace = None;
+        return Ok(());
+    }
+    match obj.meta().namespace.as_deref() {
+        Some(ns) if !ns.is_empty() && ns != info.namespace => Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )),
+        _ => {
+            obj.meta_mut().namespace = Some(info.namespace.clone());
+            Ok(())
+        }
+    }
+}
+
+fn invalid<K: ApiKind>(name: &str, causes: Causes) -> ApiError {
+    ApiError::invalid(K::GROUP, K::KIND, name, causes.0)
+}
+
+fn create<K: ApiKind>(
+    state: &AppState,
+    info: &RequestInfo,
+    query: Option<&str>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    let mut obj: K = decode(&body)?;
+    check_namespace(&mut obj, info)?;
+    if K::NAMESPACED && !state.cluster().namespace_exists(&info.namespace) {
+        return Err(ApiError::not_found("", "namespaces", &info.namespace));
+    }
+    let dry_run = is_dry_run(query)?;
+    let generate = obj
+        .meta()
+        .generate_name
+        .clone()
+        .filter(|g| !g.is_empty() && obj.meta().name.as_deref().unwrap_or_default().is_empty());
+    {
+        let meta = obj.meta_mut();
+        meta.uid = Some(uuid::Uuid::new_v4().to_string());
+        meta.creation_timestamp = Some(Time(Timestamp::now()));
+        meta.resource_version = None;
+        meta.generation = Some(1);
+        meta.deletion_timestamp = None;
+        meta.deletion_grace_period_seconds = None;
+        meta.managed_fields = None;
+        meta.self_link = None;
+        if let Some(base) = &generate {
+            meta.name = Some(generate_name(base));
+        }
+    }
+    let causes = obj.admit_create();
+    let name = obj.meta().name.clone().unwrap_or_default();
+    if !causes.is_empty() {
+        return Err(invalid::<K>(&name, causes));
+    }
+    if dry_run {
+        let json = serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))?;
+        return Ok(json_response(StatusCode::CREATED, json));
+    }
+    let ns = key_namespace::<K>(info);
+    // Generated names retry on a collision, like the real server's RetryGenerateName.
+    let attempts = if generate.is_some() { 8 } else { 1 };
+    let mut last_err = None;
+    for attempt in 0..attempts {
+        if attempt > 0
+            && let Some(base) = &generate
+        {
+            obj.meta_mut().name = Some(generate_name(base));
+        }
+        let name = obj.meta().name.clone().unwrap_or_default();
+        let candidate = obj.clone();
+        match K::commit(state.cluster(), &ns, &name, |current| match current {
+            Some(_) => Err(ApiError::already_exists(K::GROUP, K::RESOURCE, &name)),
+            None => Ok((Write::Create(candidate), ())),
+        }) {
+            Ok((Some(event), ())) => {
+                return Ok(json_response(StatusCode::CREATED, event.json.clone()));
+            }
+            Ok((None, ())) => return Err(ApiError::internal("create stored nothing")),
+            Err(err) => last_err = Some(err),
+        }
+    }
+    Err(last_err.unwrap_or_else(|| ApiError::internal("create failed")))
+}
+
+/// Copies the fields clients cannot change from `old` into `new`.
+fn keep_system_metadata<K: ApiKind>(new: &mut K, old: &K) {
+    let (o, n) = (old.meta(), new.meta_mut());
+    n.uid.clone_from(&o.uid);
+    n.creation_timestamp.clone_from(&o.creation_timestamp);
+    n.deletion_timestamp.clone_from(&o.deletion_timestamp);
+    n.deletion_grace_period_seconds = o.deletion_grace_period_seconds;
+    n.generation = o.generation;
+    n.namespace.clone_from(&o.namespace);
+    n.name.clone_from(&o.name);
+    n.generate_name.clone_from(&o.generate_name);
+    n.managed_fields = None;
+    n.self_link = None;
+}
+
+/// The shared tail of update and patch: preconditions, admission, commit, response.
+fn replace<K: ApiKind>(
+    state: &AppState,
+    info: &RequestInfo,
+    part: Part,
+    require_rv: bool,
+    make: impl FnOnce(&Stored<K>) -> Result<K, ApiError>,
+) -> Result<Response, ApiError> {
+    let ns = key_namespace::<K>(info);
+    let name = info.name.clone();
+    let (event, unchanged) = K::commit(state.cluster(), &ns, &name, |current| {
+        let Some(current) = current else {
+            return Err(ApiError::not_found(K::GROUP, K::RESOURCE, &name));
+        };
+        let mut obj = make(current)?;
+        let current_rv = current.obj.meta().resource_version.clone();
+        match obj.meta().resource_version.as_deref() {
+            None | Some("") if require_rv => {
+                let mut causes = Causes::default();
+                causes.invalid(
+                    "metadata.resourceVersion",
+                    "0x0",
+                    "must be specified for an update",
+                );
+                return Err(invalid::<K>(&name, causes));
+            }
+            None | Some("") => {}
+            Some(rv) if Some(rv) != current_rv.as_deref() => {
+                return Err(ApiError::conflict(K::GROUP, K::RESOURCE, &name));
+            }
+            Some(_) => {}
+        }
+        obj.meta_mut().resource_version = current_rv;
+        keep_system_metadata(&mut obj, &current.obj);
+        let causes = obj.admit_update(&current.obj, part);
+        if !causes.is_empty() {
+            return Err(invalid::<K>(&name, causes));
+        }
+        if obj.meta().deletion_timestamp.is_some()
+            && obj.meta().finalizers.as_ref().is_none_or(Vec::is_empty)
+            && K::RESOURCE != "pods"
+        {
+            return Ok((Write::Delete(obj), None));
+        }
+        if serde_json::to_value(&obj).ok() == serde_json::to_value(&*current.obj).ok() {
+            Ok((Write::Unchanged, Some(current.json.clone())))
+        } else {
+            Ok((Write::Replace(obj), None))
+        }
+    })?;
+    match (event, unchanged) {
+        (Some(event), _) => Ok(json_response(StatusCode::OK, event.json.clone())),
+        (None, Some(json)) => Ok(json_response(StatusCode::OK, json)),
+        (None, None) => Err(ApiError::internal("update stored nothing")),
+    }
+}
+
+fn update<K: ApiKind>(
+    state: &AppState,
+    info: &RequestInfo,
+    body: JsonBody,
+    part: Part,
+) -> Result<Response, ApiError> {
+    let mut obj: K = decode(&body)?;
+    match obj.meta().name.as_deref() {
+        None | Some("") => obj.meta_mut().name = Some(info.name.clone()),
+        Some(n) if n != info.name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({})",
+                info.name
+            )));
+        }
+        Some(_) => {}
+    }
+    check_namespace(&mut obj, info)?;
+    replace::<K>(state, info, part, true, move |_| Ok(obj))
+}
+
+async fn patch_object<K: ApiKind>(
+    state: &AppState,
+    info: &RequestInfo,
+    req: Request,
+    part: Part,
+) -> Result<Response, ApiError> {
+    let body = read_raw_body(req).await?;
+    let patch = patch::Patch::parse(&body.media_type, &body.bytes)?;
+    replace::<K>(state, info, part, false, |current| {
+        let mut doc: serde_json::Value = serde_json::from_slice(&current.json)
+            .map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;
+        patch.apply(&mut doc)?;
+        serde_json::from_value::<K>(doc).map_err(|e| {
+            ApiError::new(
+                422,
+                "Invalid",
+                format!("the patched object is not a valid {}: {e}", K::KIND),
+            )
+        })
+    })
+}
+
+/// A `Status` of kind Success, as the real server answers deletes of most kinds.
+pub fn success_status<K: ApiKind>(obj: &K) -> Response {
+    let body = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {
+            "name": obj.meta().name,
+            "group": K::GROUP,
+            "kind": K::RESOURCE,
+            "uid": obj.meta().uid,
+        },
+    });
+    json_response(StatusCode::OK, body.to_string())
+}
+
+/// Checks DeleteOptions preconditions (uid, resourceVersion) against the current object.
+pub fn check_preconditions<K: ApiKind>(opts: &DeleteOptions, current: &K) -> Result<(), ApiError> {
+    let Some(pre) = &opts.preconditions else {
+        return Ok(());
+    };
+    let name = current.meta().name.clone().unwrap_or_default();
+    let q = |g: &str, r: &str| {
+        if g.is_empty() {
+            r.to_owned()
+        } else {
+            format!("{r}.{g}")
+        }
+    };
+    if let Some(uid) = &pre.uid
+        && current.meta().uid.as_ref() != Some(uid)
+    {
+        return Err(ApiError::conflict_message(
+            K::GROUP,
+            K::RESOURCE,
+            &name,
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                q(K::GROUP, K::RESOURCE),
+                current.meta().uid.clone().unwrap_or_default()
+            ),
+        ));
+    }
+    if let Some(rv) = &pre.resource_version
+        && current.meta().resource_version.as_ref() != Some(rv)
+    {
+        return Err(ApiError::conflict_message(
+            K::GROUP,
+            K::RESOURCE,
+            &name,
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                q(K::GROUP, K::RESOURCE),
+                current.meta().resource_version.clone().unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn delete<K: ApiKind>(
+    state: &AppState,
+    info: &RequestInfo,
+    opts: DeleteOptions,
+) -> Result<Response, ApiError> {
+    let ns = key_namespace::<K>(info);
+    if K::RESOURCE == "namespaces" {
+        return pods::delete_namespace(state, &info.name);
+    }
+    let (event, ()) = K::commit(state.cluster(), &ns, &info.name, |current| {
+        let Some(current) = current else {
+            return Err(ApiError::not_found(K::GROUP, K::RESOURCE, &info.name));
+        };
+        check_preconditions(&opts, &*current.obj)?;
+        Ok((Write::Delete((*current.obj).clone()), ()))
+    })?;
+    match event {
+        Some(event) => Ok(success_status::<K>(&event.obj)),
+        None => Err(ApiError::internal("delete stored nothing")),
+    }
+}

@@ -1,0 +1,256 @@
+//! Validation with the real server's rules and wording (apimachinery's validation messages), so
+//! a client sees the same 422 causes it would see on a cluster.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, StatusCause};
+
+const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+const QUALIFIED_NAME_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+/// Collected causes of an invalid object.
+#[derive(Debug, Default)]
+pub struct Causes(pub Vec<StatusCause>);
+
+fn quote(v: &str) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| format!("\"{v}\""))
+}
+
+impl Causes {
+    fn push(&mut self, reason: &str, field: &str, message: String) {
+        self.0.push(StatusCause {
+            reason: Some(reason.to_owned()),
+            field: Some(field.to_owned()),
+            message: Some(message),
+        });
+    }
+    /// `field: Required value`.
+    pub fn required(&mut self, field: &str, detail: &str) {
+        let message = if detail.is_empty() {
+            "Required value".to_owned()
+        } else {
+            format!("Required value: {detail}")
+        };
+        self.push("FieldValueRequired", field, message);
+    }
+    /// `field: Invalid value: "v": detail`.
+    pub fn invalid(&mut self, field: &str, value: &str, detail: &str) {
+        self.push(
+            "FieldValueInvalid",
+            field,
+            format!("Invalid value: {value}: {detail}"),
+        );
+    }
+    /// `field: Duplicate value: "v"`.
+    pub fn duplicate(&mut self, field: &str, value: &str) {
+        self.push(
+            "FieldValueDuplicate",
+            field,
+            format!("Duplicate value: {}", quote(value)),
+        );
+    }
+    /// `field: Unsupported value: "v": supported values: ...`.
+    pub fn unsupported(&mut self, field: &str, value: &str, supported: &[&str]) {
+        let list: Vec<String> = supported.iter().map(|s| quote(s)).collect();
+        self.push(
+            "FieldValueNotSupported",
+            field,
+            format!(
+                "Unsupported value: {}: supported values: {}",
+                quote(value),
+                list.join(", ")
+            ),
+        );
+    }
+    /// `field: Forbidden: detail`.
+    pub fn forbidden(&mut self, field: &str, detail: &str) {
+        self.push("FieldValueForbidden", field, format!("Forbidden: {detail}"));
+    }
+    /// Whether nothing was found.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Whether `s` is an RFC 1123 label (max 63).
+pub fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
+/// Whether `s` is an RFC 1123 subdomain (max 253).
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && !s.is_empty() && s.split('.').all(is_dns1123_label)
+}
+
+fn is_qualified_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
+fn validate_qualified_key(causes: &mut Causes, field: &str, key: &str) {
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix
+        && !is_dns1123_subdomain(prefix)
+    {
+        causes.invalid(
+            field,
+            &quote(key),
+            &format!("prefix part {DNS1123_SUBDOMAIN_MSG}"),
+        );
+        return;
+    }
+    if name.is_empty() {
+        causes.invalid(field, &quote(key), "name part must be non-empty");
+    } else if name.len() > 63 {
+        causes.invalid(
+            field,
+            &quote(key),
+            "name part must be no more than 63 characters",
+        );
+    } else if !is_qualified_part(name) {
+        causes.invalid(field, &quote(key), QUALIFIED_NAME_MSG);
+    }
+}
+
+fn validate_labels(causes: &mut Causes, labels: &BTreeMap<String, String>) {
+    for (k, v) in labels {
+        validate_qualified_key(causes, "metadata.labels", k);
+        if v.len() > 63 {
+            causes.invalid(
+                "metadata.labels",
+                &quote(v),
+                "must be no more than 63 characters",
+            );
+        } else if !v.is_empty() && !is_qualified_part(v) {
+            causes.invalid("metadata.labels", &quote(v), LABEL_VALUE_MSG);
+        }
+    }
+}
+
+/// Validates the metadata every object has: name (as an RFC 1123 subdomain), labels, annotations.
+pub fn validate_meta(causes: &mut Causes, meta: &ObjectMeta) {
+    match meta.name.as_deref() {
+        None | Some("") => causes.required("metadata.name", "name or generateName is required"),
+        Some(name) if !is_dns1123_subdomain(name) => {
+            causes.invalid("metadata.name", &quote(name), DNS1123_SUBDOMAIN_MSG)
+        }
+        Some(_) => {}
+    }
+    if let Some(labels) = &meta.labels {
+        validate_labels(causes, labels);
+    }
+    if let Some(annotations) = &meta.annotations {
+        let mut total = 0;
+        for (k, v) in annotations {
+            validate_qualified_key(causes, "metadata.annotations", k);
+            total += k.len() + v.len();
+        }
+        if total > 256 * 1024 {
+            causes.push(
+                "FieldValueTooLong",
+                "metadata.annotations",
+                format!("Too long: may not be more than {} bytes", 256 * 1024),
+            );
+        }
+    }
+}
+
+/// Validates a pod for create: metadata, containers (at least one, names, images), restart policy.
+pub fn validate_pod(pod: &Pod) -> Causes {
+    let mut causes = Causes::default();
+    validate_meta(&mut causes, &pod.metadata);
+    let Some(spec) = &pod.spec else {
+        causes.required("spec.containers", "");
+        return causes;
+    };
+    if spec.containers.is_empty() {
+        causes.required("spec.containers", "");
+    }
+    let mut names = BTreeSet::new();
+    let all = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.initContainers[{i}]"), c))
+        .chain(
+            spec.containers
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (format!("spec.containers[{i}]"), c)),
+        );
+    for (path, c) in all {
+        let name_field = format!("{path}.name");
+        if c.name.is_empty() {
+            causes.required(&name_field, "");
+        } else if !is_dns1123_label(&c.name) {
+            causes.invalid(&name_field, &quote(&c.name), DNS1123_LABEL_MSG);
+        } else if !names.insert(c.name.clone()) {
+            causes.duplicate(&name_field, &c.name);
+        }
+        if c.image.as_deref().is_none_or(|i| i.trim().is_empty()) {
+            causes.required(&format!("{path}.image"), "");
+        }
+    }
+    if let Some(policy) = spec.restart_policy.as_deref()
+        && !matches!(policy, "Always" | "OnFailure" | "Never")
+    {
+        causes.unsupported(
+            "spec.restartPolicy",
+            policy,
+            &["Always", "OnFailure", "Never"],
+        );
+    }
+    if let Some(d) = spec.active_deadline_seconds
+        && d < 1
+    {
+        causes.invalid(
+            "spec.activeDeadlineSeconds",
+            &d.to_string(),
+            "must be between 1 and 2147483647, inclusive",
+        );
+    }
+    if let Some(g) = spec.termination_grace_period_seconds
+        && g < 0
+    {
+        causes.invalid(
+            "spec.terminationGracePeriodSeconds",
+            &g.to_string(),
+            "must be greater than or equal to 0",
+        );
+    }
+    causes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_rfc1123() {
+        assert!(is_dns1123_subdomain("a.b-c.d"));
+        assert!(!is_dns1123_subdomain("A"));
+        assert!(!is_dns1123_subdomain("-a"));
+        assert!(!is_dns1123_subdomain("a_b"));
+        assert!(is_dns1123_label("main"));
+        assert!(!is_dns1123_label("a.b"));
+        assert!(!is_dns1123_label(&"a".repeat(64)));
+    }
+}

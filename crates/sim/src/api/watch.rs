@@ -1,0 +1,240 @@
+//! Watch streams with the real server's semantics: resume from a resourceVersion (or synthetic
+//! ADDED events for the current state), 410 Expired in-stream when the history is gone,
+//! selector transitions (DELETED when an object stops matching, ADDED when it starts),
+//! BOOKMARK events, and a clean end at `timeoutSeconds` (random 30-60 min when absent).
+//!
+//! Each event is one JSON line, one body frame (so it is flushed on its own); the bytes of an
+//! event are shared by every watcher that receives it unchanged.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use futures::StreamExt;
+use http::StatusCode;
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
+
+use super::kinds::ApiKind;
+use super::query::{self, ListParams};
+use super::resources::{Filter, json_response};
+use super::{AppState, RequestInfo};
+use crate::cluster::{ChangeKind, Cluster, Stored, TooOld, WatchEvent, WatchFrom, event_line};
+use crate::status::ApiError;
+
+/// How long before `timeoutSeconds` the last bookmark is sent, like the real server.
+const FINAL_BOOKMARK_LEAD: Duration = Duration::from_secs(2);
+
+/// Starts a watch of kind `K` for this request.
+pub fn watch<K: ApiKind>(
+    state: &AppState,
+    info: &RequestInfo,
+    query: Option<&str>,
+) -> Result<Response, ApiError> {
+    let params: ListParams = query::parse(query)?;
+    let filter = Filter::new::<K>(info, &params)?;
+    let send_initial = params.send_initial_events == Some(true);
+    let from = match params.resource_version.as_deref() {
+        _ if send_initial => WatchFrom::Now,
+        None | Some("") | Some("0") => WatchFrom::Now,
+        Some(rv) => WatchFrom::After(
+            rv.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?,
+        ),
+    };
+    let timeout = match params.timeout_seconds {
+        Some(secs) if secs > 0 => Duration::from_secs(secs as u64),
+        _ => Duration::from_secs(rand::random_range(1800..3600)),
+    };
+    let cluster = state.cluster().clone();
+    let start = match K::table(&cluster).start_watch(from) {
+        Ok(start) => start,
+        Err(TooOld { asked, oldest }) => {
+            let status = ApiError::expired(format!("too old resource version: {asked} ({oldest})"))
+                .to_status();
+            let line = format!("{}\n", json!({"type": "ERROR", "object": status}));
+            return Ok(json_response(StatusCode::OK, line));
+        }
+    };
+    let now = Instant::now();
+    let mut watcher = Watcher::<K> {
+        cluster,
+        filter,
+        pending: VecDeque::new(),
+        rx: start.rx,
+        start_rv: start.rv,
+        deadline: now + timeout,
+        bookmarks: params.allow_watch_bookmarks == Some(true),
+        bookmark_every: state.bookmark_interval(),
+        next_bookmark: now + state.bookmark_interval(),
+        final_bookmark_at: (timeout > FINAL_BOOKMARK_LEAD)
+            .then(|| now + timeout - FINAL_BOOKMARK_LEAD),
+    };
+    for stored in &start.initial {
+        if watcher.in_namespace(&stored.obj) && watcher.filter.matches(&*stored.obj) {
+            watcher.pending.push_back(added_line(stored));
+        }
+    }
+    for event in &start.backlog {
+        if let Some(frame) = watcher.render(event) {
+            watcher.pending.push_back(frame);
+        }
+    }
+    if send_initial {
+        watcher
+            .pending
+            .push_back(bookmark_line::<K>(start.rv, true));
+    }
+    let stream = futures::stream::unfold(watcher, |mut w| async move {
+        let frame = w.next_frame().await?;
+        Some((Ok::<_, Infallible>(frame), w))
+    });
+    let mut response = json_response(StatusCode::OK, Body::from_stream(stream.boxed()));
+    response.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-cache, private"),
+    );
+    Ok(response)
+}
+
+fn added_line<K: ApiKind>(stored: &Stored<K>) -> Bytes {
+    let mut buf = Vec::with_capacity(stored.json.len() + 32);
+    buf.extend_from_slice(b"{\"type\":\"ADDED\",\"object\":");
+    buf.extend_from_slice(&stored.json);
+    buf.extend_from_slice(b"}\n");
+    Bytes::from(buf)
+}
+
+fn bookmark_line<K: ApiKind>(rv: u64, initial_events_end: bool) -> Bytes {
+    let mut metadata = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+    if initial_events_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let line = json!({
+        "type": "BOOKMARK",
+        "object": {"kind": K::KIND, "apiVersion": K::API_VERSION, "metadata": metadata},
+    });
+    Bytes::from(format!("{line}\n"))
+}
+
+/// One watcher's state; [`Watcher::next_frame`] is its step function.
+struct Watcher<K: ApiKind> {
+    cluster: Cluster,
+    filter: Filter,
+    /// Frames ready to send (initial state, backlog).
+    pending: VecDeque<Bytes>,
+    rx: tokio::sync::broadcast::Receiver<Arc<WatchEvent<K>>>,
+    /// The resourceVersion the watch started at (bookmarks only after a later change).
+    start_rv: u64,
+    deadline: Instant,
+    bookmarks: bool,
+    bookmark_every: Duration,
+    next_bookmark: Instant,
+    final_bookmark_at: Option<Instant>,
+}
+
+impl<K: ApiKind> Watcher<K> {
+    fn in_namespace(&self, obj: &K) -> bool {
+        self.filter
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| obj.meta().namespace.as_deref() == Some(ns))
+    }
+
+    /// The frame this watcher sends for `event`, if any (selector semantics applied).
+    fn render(&self, event: &WatchEvent<K>) -> Option<Bytes> {
+        if !self.in_namespace(&event.obj) {
+            return None;
+        }
+        if !self.filter.has_selectors() {
+            return Some(event.line.clone());
+        }
+        let now = self.filter.matches(&*event.obj);
+        let before = event
+            .prev
+            .as_deref()
+            .is_some_and(|prev| self.filter.matches(prev));
+        match (event.kind, before, now) {
+            (ChangeKind::Added, _, true) => Some(event.line.clone()),
+            (ChangeKind::Deleted, b, n) if b || n => Some(event.line.clone()),
+            (ChangeKind::Modified, true, true) => Some(event.line.clone()),
+            (ChangeKind::Modified, false, true) => Some(event_line("ADDED", &*event.obj).0),
+            (ChangeKind::Modified, true, false) => {
+                let mut old = event.prev.as_deref()?.clone();
+                old.meta_mut().resource_version = Some(event.rv.to_string());
+                Some(event_line("DELETED", &old).0)
+            }
+            _ => None,
+        }
+    }
+
+    /// A bookmark if one is due and safe now.
+    fn bookmark(&mut self) -> Option<Bytes> {
+        let (rv, table_last) = K::table(&self.cluster).bookmark_rv(&self.rx);
+        let rv = rv?;
+        // The real server sends bookmarks only once the resource changed after the watch began.
+        (table_last > self.start_rv).then(|| bookmark_line::<K>(rv, false))
+    }
+
+    async fn next_frame(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(frame) = self.pending.pop_front() {
+                return Some(frame);
+            }
+            let now = Instant::now();
+            if now >= self.deadline {
+                return None;
+            }
+            let mut wake = self.deadline;
+            if self.bookmarks {
+                wake = wake.min(self.next_bookmark);
+                if let Some(at) = self.final_bookmark_at {
+                    wake = wake.min(at);
+                }
+            }
+            tokio::select! {
+                biased;
+                received = self.rx.recv() => match received {
+                    Ok(event) => {
+                        if let Some(frame) = self.render(&event) {
+                            return Some(frame);
+                        }
+                    }
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::info!(missed, resource = K::RESOURCE, "watcher too slow; closing its stream");
+                        return None;
+                    }
+                    Err(RecvError::Closed) => return None,
+                },
+                () = tokio::time::sleep_until(wake) => {
+                    let now = Instant::now();
+                    if now >= self.deadline {
+                        return None;
+                    }
+                    let periodic = self.bookmarks && now >= self.next_bookmark;
+                    let last = self.bookmarks && self.final_bookmark_at.is_some_and(|at| now >= at);
+                    if periodic || last {
+                        if !self.rx.is_empty() {
+                            // Deliver what is queued first; the bookmark stays due.
+                            continue;
+                        }
+                        if periodic {
+                            self.next_bookmark = now + self.bookmark_every;
+                        }
+                        if last {
+                            self.final_bookmark_at = None;
+                        }
+                        if let Some(frame) = self.bookmark() {
+                            return Some(frame);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

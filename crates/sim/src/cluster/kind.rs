@@ -1,0 +1,202 @@
+//! [`Kind`]: what the object store needs to know about each resource it serves, and
+//! [`GenericObject`], the schemaless object used for custom resources (workflowtaskresults).
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// A resource kind the sim stores: its names on the wire and how to reach its metadata.
+pub trait Kind:
+    Clone + Default + Serialize + DeserializeOwned + Send + Sync + std::fmt::Debug + 'static
+{
+    /// `kind` of one object, e.g. `Pod`.
+    const KIND: &'static str;
+    /// `kind` of a list, e.g. `PodList`.
+    const LIST_KIND: &'static str;
+    /// `apiVersion`, e.g. `v1` or `coordination.k8s.io/v1`.
+    const API_VERSION: &'static str;
+    /// The plural resource name in URLs, e.g. `pods`.
+    const RESOURCE: &'static str;
+    /// Whether objects live in a namespace.
+    const NAMESPACED: bool;
+
+    /// The object's metadata.
+    fn meta(&self) -> &ObjectMeta;
+    /// The object's metadata, mutable.
+    fn meta_mut(&mut self) -> &mut ObjectMeta;
+    /// Value of a field for field selectors (`metadata.name`, `status.phase`...); None when the
+    /// kind does not support that field.
+    fn field(&self, field: &str) -> Option<String> {
+        match field {
+            "metadata.name" => Some(self.meta().name.clone().unwrap_or_default()),
+            "metadata.namespace" => Some(self.meta().namespace.clone().unwrap_or_default()),
+            _ => None,
+        }
+    }
+}
+
+impl Kind for Pod {
+    const KIND: &'static str = "Pod";
+    const LIST_KIND: &'static str = "PodList";
+    const API_VERSION: &'static str = "v1";
+    const RESOURCE: &'static str = "pods";
+    const NAMESPACED: bool = true;
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+    fn field(&self, field: &str) -> Option<String> {
+        match field {
+            "status.phase" => Some(
+                self.status
+                    .as_ref()
+                    .and_then(|s| s.phase.clone())
+                    .unwrap_or_default(),
+            ),
+            "spec.nodeName" => Some(
+                self.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default(),
+            ),
+            "spec.restartPolicy" => Some(
+                self.spec
+                    .as_ref()
+                    .and_then(|s| s.restart_policy.clone())
+                    .unwrap_or_default(),
+            ),
+            "spec.serviceAccountName" => Some(
+                self.spec
+                    .as_ref()
+                    .and_then(|s| s.service_account_name.clone())
+                    .unwrap_or_default(),
+            ),
+            "status.podIP" => Some(
+                self.status
+                    .as_ref()
+                    .and_then(|s| s.pod_ip.clone())
+                    .unwrap_or_default(),
+            ),
+            _ => match field {
+                "metadata.name" => Some(self.metadata.name.clone().unwrap_or_default()),
+                "metadata.namespace" => Some(self.metadata.namespace.clone().unwrap_or_default()),
+                _ => None,
+            },
+        }
+    }
+}
+
+impl Kind for Namespace {
+    const KIND: &'static str = "Namespace";
+    const LIST_KIND: &'static str = "NamespaceList";
+    const API_VERSION: &'static str = "v1";
+    const RESOURCE: &'static str = "namespaces";
+    const NAMESPACED: bool = false;
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+    fn field(&self, field: &str) -> Option<String> {
+        match field {
+            "metadata.name" => Some(self.metadata.name.clone().unwrap_or_default()),
+            "status.phase" => Some(
+                self.status
+                    .as_ref()
+                    .and_then(|s| s.phase.clone())
+                    .unwrap_or_default(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+impl Kind for Event {
+    const KIND: &'static str = "Event";
+    const LIST_KIND: &'static str = "EventList";
+    const API_VERSION: &'static str = "v1";
+    const RESOURCE: &'static str = "events";
+    const NAMESPACED: bool = true;
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+    fn field(&self, field: &str) -> Option<String> {
+        let io = &self.involved_object;
+        let v = match field {
+            "metadata.name" => self.metadata.name.clone(),
+            "metadata.namespace" => self.metadata.namespace.clone(),
+            "involvedObject.kind" => io.kind.clone(),
+            "involvedObject.namespace" => io.namespace.clone(),
+            "involvedObject.name" => io.name.clone(),
+            "involvedObject.uid" => io.uid.clone(),
+            "involvedObject.apiVersion" => io.api_version.clone(),
+            "involvedObject.resourceVersion" => io.resource_version.clone(),
+            "involvedObject.fieldPath" => io.field_path.clone(),
+            "reason" => self.reason.clone(),
+            "reportingComponent" => self.reporting_component.clone(),
+            "source" => self.source.as_ref().and_then(|s| s.component.clone()),
+            "type" => self.type_.clone(),
+            _ => return None,
+        };
+        Some(v.unwrap_or_default())
+    }
+}
+
+impl Kind for Lease {
+    const KIND: &'static str = "Lease";
+    const LIST_KIND: &'static str = "LeaseList";
+    const API_VERSION: &'static str = "coordination.k8s.io/v1";
+    const RESOURCE: &'static str = "leases";
+    const NAMESPACED: bool = true;
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// A schemaless namespaced object (apiVersion, kind, metadata, and any other fields), the way the
+/// real server stores custom resources without a schema.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct GenericObject {
+    /// `apiVersion` as sent by the client.
+    #[serde(rename = "apiVersion", default)]
+    pub api_version: String,
+    /// `kind` as sent by the client.
+    #[serde(default)]
+    pub kind: String,
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Every other top-level field (`spec`, `status`, ...), kept as is.
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Argo Workflows' `WorkflowTaskResult` (argoproj.io/v1alpha1), stored schemaless.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(transparent)]
+pub struct WorkflowTaskResult(pub GenericObject);
+
+impl Kind for WorkflowTaskResult {
+    const KIND: &'static str = "WorkflowTaskResult";
+    const LIST_KIND: &'static str = "WorkflowTaskResultList";
+    const API_VERSION: &'static str = "argoproj.io/v1alpha1";
+    const RESOURCE: &'static str = "workflowtaskresults";
+    const NAMESPACED: bool = true;
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}

@@ -1,0 +1,394 @@
+//! [`Cluster`]: the sim's object store (namespaces, pods, events, leases, workflowtaskresults),
+//! shared by the HTTP API and the simulated kubelet. Cheap to clone (an `Arc` inside).
+//!
+//! All kinds share one resourceVersion clock. Pod writes, whoever makes them (a client's PUT, a
+//! status patch, the kubelet), go through one path that also notifies the kubelet
+//! ([`Cluster::subscribe_pods`]) and updates the ground truth ([`Cluster::ground_truth`]).
+
+mod kind;
+mod table;
+mod truth;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{
+    Event, EventSource, Namespace, NamespaceStatus, ObjectReference, Pod,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use tokio::sync::broadcast;
+
+use crate::logs::LogStore;
+
+pub use kind::{GenericObject, Kind, WorkflowTaskResult};
+pub use table::{
+    ChangeKind, Committed, HistoryLimits, Key, RvClock, Stored, Table, TooOld, WatchEvent,
+    WatchFrom, WatchStart, Write, event_line,
+};
+use truth::GroundTruth;
+pub use truth::PodHistory;
+
+/// A change to a pod, as the kubelet sees it.
+#[derive(Debug, Clone)]
+pub struct PodChange {
+    /// What happened.
+    pub kind: ChangeKind,
+    /// The pod after the change (for Deleted: its last state).
+    pub pod: Arc<Pod>,
+}
+
+/// Namespaces every cluster starts with.
+pub const INITIAL_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Capacity of the kubelet's pod-change channel; a lagging kubelet resyncs from [`Cluster::pods`].
+const POD_CHANGE_CAPACITY: usize = 1 << 16;
+
+/// The object store. See the module docs.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("resource_version", &self.inner.clock.current())
+            .finish()
+    }
+}
+
+struct Inner {
+    clock: Arc<RvClock>,
+    pods: Table<Pod>,
+    namespaces: Table<Namespace>,
+    events: Table<Event>,
+    leases: Table<Lease>,
+    workflow_task_results: Table<WorkflowTaskResult>,
+    pod_changes: broadcast::Sender<PodChange>,
+    truth: Mutex<GroundTruth>,
+    logs: LogStore,
+    /// Aggregation key of a pod event -> (namespace, name) of the Event object, so repeats bump
+    /// `count` like the real event recorder does.
+    event_index: Mutex<HashMap<String, (String, String)>>,
+    kubelet_enabled: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Recover from poisoning: the guarded data stays usable (see Table::lock).
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The current time as a k8s `Time`.
+pub fn now_time() -> Time {
+    Time(Timestamp::now())
+}
+
+impl Cluster {
+    /// An empty cluster (with the initial namespaces) keeping `history` worth of watch events.
+    pub fn new(history: HistoryLimits) -> Self {
+        let clock = Arc::new(RvClock::default());
+        let (pod_changes, _) = broadcast::channel(POD_CHANGE_CAPACITY);
+        let cluster = Self {
+            inner: Arc::new(Inner {
+                pods: Table::new(clock.clone(), history, 1 << 16),
+                namespaces: Table::new(clock.clone(), history, 1 << 10),
+                events: Table::new(clock.clone(), history, 1 << 14),
+                leases: Table::new(clock.clone(), history, 1 << 12),
+                workflow_task_results: Table::new(clock.clone(), history, 1 << 14),
+                clock,
+                pod_changes,
+                truth: Mutex::new(GroundTruth::default()),
+                logs: LogStore::new(),
+                event_index: Mutex::new(HashMap::new()),
+                kubelet_enabled: AtomicBool::new(false),
+            }),
+        };
+        for ns in INITIAL_NAMESPACES {
+            // Invariant: a fresh cluster has none of these, so creating them cannot fail.
+            let _ = cluster.create_namespace(ns);
+        }
+        cluster
+    }
+
+    /// Creates a namespace (status Active); false if it exists.
+    pub fn create_namespace(&self, name: &str) -> bool {
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                uid: Some(uuid::Uuid::new_v4().to_string()),
+                creation_timestamp: Some(now_time()),
+                labels: Some(BTreeMap::from([(
+                    "kubernetes.io/metadata.name".to_owned(),
+                    name.to_owned(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(k8s_openapi::api::core::v1::NamespaceSpec {
+                finalizers: Some(vec!["kubernetes".to_owned()]),
+            }),
+            status: Some(NamespaceStatus {
+                phase: Some("Active".to_owned()),
+                ..NamespaceStatus::default()
+            }),
+        };
+        self.inner
+            .namespaces
+            .write(
+                (String::new(), name.to_owned()),
+                |current| match current {
+                    Some(_) => Err(()),
+                    None => Ok((Write::Create(ns), ())),
+                },
+                |_| {},
+            )
+            .is_ok()
+    }
+
+    /// Whether the namespace exists.
+    pub fn namespace_exists(&self, name: &str) -> bool {
+        self.inner.namespaces.get("", name).is_some()
+    }
+
+    /// Tells the store whether a kubelet handles graceful pod deletion (else the store removes
+    /// pods itself when their grace period ends).
+    pub fn set_kubelet_enabled(&self, enabled: bool) {
+        self.inner.kubelet_enabled.store(enabled, Ordering::SeqCst);
+    }
+
+    /// Whether a kubelet runs.
+    pub fn kubelet_enabled(&self) -> bool {
+        self.inner.kubelet_enabled.load(Ordering::SeqCst)
+    }
+
+    /// The shared resourceVersion clock.
+    pub fn clock(&self) -> &RvClock {
+        &self.inner.clock
+    }
+
+    /// The pods table.
+    pub fn pod_table(&self) -> &Table<Pod> {
+        &self.inner.pods
+    }
+    /// The namespaces table.
+    pub fn namespace_table(&self) -> &Table<Namespace> {
+        &self.inner.namespaces
+    }
+    /// The events table.
+    pub fn event_table(&self) -> &Table<Event> {
+        &self.inner.events
+    }
+    /// The leases table.
+    pub fn lease_table(&self) -> &Table<Lease> {
+        &self.inner.leases
+    }
+    /// The workflowtaskresults table.
+    pub fn workflow_task_result_table(&self) -> &Table<WorkflowTaskResult> {
+        &self.inner.workflow_task_results
+    }
+
+    /// Drops the watch history of every kind: resumes from older resourceVersions answer 410.
+    pub fn compact(&self) {
+        self.inner.pods.compact();
+        self.inner.namespaces.compact();
+        self.inner.events.compact();
+        self.inner.leases.compact();
+        self.inner.workflow_task_results.compact();
+    }
+
+    /// Writes a pod through the one path that also feeds the kubelet and the ground truth.
+    pub fn write_pod<T, E>(
+        &self,
+        namespace: &str,
+        name: &str,
+        decide: impl FnOnce(Option<&Stored<Pod>>) -> Result<(Write<Pod>, T), E>,
+    ) -> Result<Committed<Pod, T>, E> {
+        let inner = &self.inner;
+        inner
+            .pods
+            .write((namespace.to_owned(), name.to_owned()), decide, |event| {
+                {
+                    let mut truth = lock(&inner.truth);
+                    truth.observe(&event.obj);
+                    if event.kind == ChangeKind::Deleted
+                        && let Some(uid) = event.obj.metadata.uid.as_deref()
+                    {
+                        truth.removed(uid, Timestamp::now());
+                    }
+                }
+                // No kubelet subscribed is fine.
+                let _ = inner.pod_changes.send(PodChange {
+                    kind: event.kind,
+                    pod: event.obj.clone(),
+                });
+            })
+    }
+
+    // ---- The kubelet-facing API -------------------------------------------------------------
+
+    /// Live pod changes (the kubelet's feed). On `Lagged`, resync from [`Cluster::pods`].
+    pub fn subscribe_pods(&self) -> broadcast::Receiver<PodChange> {
+        self.inner.pod_changes.subscribe()
+    }
+
+    /// Every pod currently stored.
+    pub fn pods(&self) -> Vec<Arc<Pod>> {
+        let (items, _) = self.inner.pods.snapshot(None, None);
+        items.into_iter().map(|s| s.obj).collect()
+    }
+
+    /// One pod.
+    pub fn get_pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.inner.pods.get(namespace, name).map(|s| s.obj)
+    }
+
+    /// Kubelet-side write: applies `f` to the current pod if it still exists with this uid; bumps
+    /// the resourceVersion, emits MODIFIED and updates the ground truth. None if the pod is gone or
+    /// its uid differs. A change that leaves the pod equal is not written (no new version).
+    pub fn mutate_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        f: impl FnOnce(&mut Pod),
+    ) -> Option<Arc<Pod>> {
+        let (event, current) = self
+            .write_pod(namespace, name, |current| {
+                let Some(current) = current else {
+                    return Err(());
+                };
+                if current.obj.metadata.uid.as_deref() != Some(uid) {
+                    return Err(());
+                }
+                let mut pod = (*current.obj).clone();
+                f(&mut pod);
+                if pod == *current.obj {
+                    Ok((Write::Unchanged, Some(current.obj.clone())))
+                } else {
+                    Ok((Write::Replace(pod), None))
+                }
+            })
+            .ok()?;
+        event.map(|e| e.obj.clone()).or(current)
+    }
+
+    /// Final removal after termination: DELETED event, ground-truth `deleted_at`. False if the
+    /// pod is gone or its uid differs.
+    pub fn remove_pod(&self, namespace: &str, name: &str, uid: &str) -> bool {
+        self.write_pod(namespace, name, |current| match current {
+            Some(current) if current.obj.metadata.uid.as_deref() == Some(uid) => {
+                Ok((Write::Delete((*current.obj).clone()), ()))
+            }
+            _ => Err(()),
+        })
+        .is_ok()
+    }
+
+    /// Records a core/v1 Event about `pod`, aggregating repeats (same reason, message, type and
+    /// source) into one Event with a growing `count`, like the real event recorder.
+    pub fn record_event(
+        &self,
+        pod: &Pod,
+        event_type: &str,
+        reason: &str,
+        message: &str,
+        component: &str,
+    ) {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let agg_key = format!("{uid}\u{0}{event_type}\u{0}{reason}\u{0}{message}\u{0}{component}");
+        let now = Timestamp::now();
+        let existing = lock(&self.inner.event_index).get(&agg_key).cloned();
+        if let Some((ns, name)) = existing {
+            let bumped = self.inner.events.write(
+                (ns.clone(), name.clone()),
+                |current| {
+                    let Some(current) = current else {
+                        return Err(());
+                    };
+                    let mut event = (*current.obj).clone();
+                    event.count = Some(event.count.unwrap_or(1) + 1);
+                    event.last_timestamp = Some(Time(now));
+                    Ok((Write::Replace(event), ()))
+                },
+                |_| {},
+            );
+            if bumped.is_ok() {
+                return;
+            }
+        }
+        let name = format!("{pod_name}.{:016x}", now.as_nanosecond() as u64);
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                uid: Some(uuid::Uuid::new_v4().to_string()),
+                creation_timestamp: Some(Time(now)),
+                ..ObjectMeta::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some("v1".to_owned()),
+                kind: Some("Pod".to_owned()),
+                name: Some(pod_name),
+                namespace: Some(namespace.clone()),
+                uid: Some(uid),
+                resource_version: pod.metadata.resource_version.clone(),
+                field_path: None,
+            },
+            reason: Some(reason.to_owned()),
+            message: Some(message.to_owned()),
+            type_: Some(event_type.to_owned()),
+            source: Some(EventSource {
+                component: Some(component.to_owned()),
+                host: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            }),
+            count: Some(1),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            event_time: None::<MicroTime>,
+            reporting_component: Some(component.to_owned()),
+            reporting_instance: Some(
+                pod.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_else(|| component.to_owned()),
+            ),
+            ..Event::default()
+        };
+        let created = self.inner.events.write(
+            (namespace.clone(), name.clone()),
+            |current| match current {
+                Some(_) => Err(()),
+                None => Ok((Write::Create(event), ())),
+            },
+            |_| {},
+        );
+        if created.is_ok() {
+            lock(&self.inner.event_index).insert(agg_key, (namespace, name));
+        }
+    }
+
+    /// The per-container log store (written by the kubelet, read by the log endpoint).
+    pub fn logs(&self) -> &LogStore {
+        &self.inner.logs
+    }
+
+    /// Every pod ever created, with its transitions, exit codes and removal time.
+    pub fn ground_truth(&self) -> Vec<PodHistory> {
+        lock(&self.inner.truth).snapshot()
+    }
+
+    /// Removes the pod after `grace` unless something else (a kubelet, a forced delete) did.
+    pub fn remove_after(&self, namespace: String, name: String, uid: String, grace: Duration) {
+        let cluster = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            cluster.remove_pod(&namespace, &name, &uid);
+        });
+    }
+}

@@ -1,0 +1,379 @@
+//! [`Table`]: one resource's objects, its bounded watch history and its live event fan-out.
+//!
+//! Every write happens under the table's lock: it takes the next resourceVersion from the shared
+//! clock, serializes the object ONCE into a complete watch-event line (`{"type":..,"object":..}\n`),
+//! stores the object (whose JSON is a slice of that line), appends the event to the history and
+//! broadcasts it. Watchers and LISTs then only copy reference-counted bytes. Because resource
+//! versions are taken under the lock, a table's events are strictly ordered by resourceVersion,
+//! and a snapshot taken under the lock plus a broadcast subscription is gap-free.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use super::kind::Kind;
+
+/// (namespace, name); the namespace is empty for cluster-scoped kinds. Ordered like etcd keys, so
+/// LIST order and continue tokens are stable.
+pub type Key = (String, String);
+
+/// What happened to an object (watch event types other than BOOKMARK and ERROR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChangeKind {
+    /// The object was created.
+    Added,
+    /// The object changed.
+    Modified,
+    /// The object was removed from the store.
+    Deleted,
+}
+
+impl ChangeKind {
+    /// The watch event `type` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Added => "ADDED",
+            ChangeKind::Modified => "MODIFIED",
+            ChangeKind::Deleted => "DELETED",
+        }
+    }
+}
+
+/// A stored object with its serialized JSON (shared, never re-serialized).
+#[derive(Debug, Clone)]
+pub struct Stored<K> {
+    /// The object.
+    pub obj: Arc<K>,
+    /// The object's JSON, exactly as sent to clients.
+    pub json: Bytes,
+}
+
+/// One committed change, as kept in the history and broadcast to watchers.
+#[derive(Debug)]
+pub struct WatchEvent<K> {
+    /// The resourceVersion this change produced.
+    pub rv: u64,
+    /// What happened.
+    pub kind: ChangeKind,
+    /// The object after the change (for DELETED: its last state, with the deletion's RV).
+    pub obj: Arc<K>,
+    /// The object before the change (MODIFIED and DELETED), for selector-filtered watches.
+    pub prev: Option<Arc<K>>,
+    /// The complete watch line, `{"type":"...","object":{...}}\n`.
+    pub line: Bytes,
+    /// The object's JSON (a slice of `line`).
+    pub json: Bytes,
+    /// When it was committed (for the history window).
+    pub at: Instant,
+}
+
+/// What a write returns: the committed event (None for [`Write::Unchanged`]) and the write
+/// closure's extra value.
+pub type Committed<K, T> = (Option<Arc<WatchEvent<K>>>, T);
+
+/// What a write closure decides to do with the current object.
+#[derive(Debug)]
+pub enum Write<K> {
+    /// Store this new object (the key must be free).
+    Create(K),
+    /// Replace the current object with this one.
+    Replace(K),
+    /// Remove the object; the given value is its final state (sent in the DELETED event).
+    Delete(K),
+    /// Change nothing (a no-op update keeps its resourceVersion, like the real server).
+    Unchanged,
+}
+
+/// The watch history could not serve a resume: the asked version is older than what is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooOld {
+    /// The resourceVersion the client asked for.
+    pub asked: u64,
+    /// The oldest resourceVersion a resume may still name.
+    pub oldest: u64,
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchFrom {
+    /// rv absent or "0": synthetic ADDED events for the current state, then live events.
+    Now,
+    /// Events strictly after this resourceVersion.
+    After(u64),
+}
+
+/// A started watch: what to send first, and the live subscription (gap-free with the former).
+#[derive(Debug)]
+pub struct WatchStart<K> {
+    /// Current objects to send as synthetic ADDED events (for [`WatchFrom::Now`]).
+    pub initial: Vec<Stored<K>>,
+    /// History events after the asked resourceVersion (for [`WatchFrom::After`]).
+    pub backlog: Vec<Arc<WatchEvent<K>>>,
+    /// The resourceVersion the watch is at once `initial`/`backlog` are sent.
+    pub rv: u64,
+    /// Live events committed after this start.
+    pub rx: broadcast::Receiver<Arc<WatchEvent<K>>>,
+}
+
+/// Limits of the watch history.
+#[derive(Debug, Clone, Copy)]
+pub struct HistoryLimits {
+    /// Events older than this are dropped.
+    pub window: Duration,
+    /// At most this many events are kept.
+    pub max_events: usize,
+}
+
+/// The shared resourceVersion counter: one per cluster, strictly increasing across all kinds.
+#[derive(Debug, Default)]
+pub struct RvClock(AtomicU64);
+
+impl RvClock {
+    /// Takes the next resourceVersion.
+    pub fn next(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::SeqCst) + 1
+    }
+    /// The latest resourceVersion handed out.
+    pub fn current(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+struct State<K> {
+    objects: BTreeMap<Key, Stored<K>>,
+    history: VecDeque<Arc<WatchEvent<K>>>,
+    /// Resumes from a resourceVersion below this answer 410 (everything after it is kept).
+    compacted_rv: u64,
+    /// resourceVersion of this table's latest event.
+    last_rv: u64,
+}
+
+/// One resource's objects, history and live fan-out. See the module docs.
+pub struct Table<K: Kind> {
+    state: Mutex<State<K>>,
+    tx: broadcast::Sender<Arc<WatchEvent<K>>>,
+    clock: Arc<RvClock>,
+    limits: HistoryLimits,
+}
+
+impl<K: Kind> std::fmt::Debug for Table<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("resource", &K::RESOURCE)
+            .finish()
+    }
+}
+
+/// Serializes `obj` into a watch line of the given type; returns the line and the object's JSON.
+pub fn event_line<K: serde::Serialize>(kind: &str, obj: &K) -> (Bytes, Bytes) {
+    let mut buf = Vec::with_capacity(2048);
+    buf.extend_from_slice(b"{\"type\":\"");
+    buf.extend_from_slice(kind.as_bytes());
+    buf.extend_from_slice(b"\",\"object\":");
+    let start = buf.len();
+    // Invariant: the stored kinds are plain data (string map keys, no fallible Serialize impls),
+    // and writing into a Vec cannot fail, so serialization cannot fail.
+    serde_json::to_writer(&mut buf, obj).expect("k8s objects always serialize");
+    let end = buf.len();
+    buf.extend_from_slice(b"}\n");
+    let line = Bytes::from(buf);
+    let json = line.slice(start..end);
+    (line, json)
+}
+
+impl<K: Kind> Table<K> {
+    /// An empty table sharing `clock`, with a live channel of `capacity` events.
+    pub fn new(clock: Arc<RvClock>, limits: HistoryLimits, capacity: usize) -> Self {
+        let (tx, _) = broadcast::channel(capacity.max(16));
+        Self {
+            state: Mutex::new(State {
+                objects: BTreeMap::new(),
+                history: VecDeque::new(),
+                compacted_rv: 0,
+                last_rv: 0,
+            }),
+            tx,
+            clock,
+            limits,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
+        // A panic while holding the lock cannot leave the maps half-updated in a way that matters
+        // more than stopping the whole sim would, so recover from poisoning.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The current object at `key`.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Stored<K>> {
+        let state = self.lock();
+        state
+            .objects
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    /// Number of objects stored.
+    pub fn len(&self) -> usize {
+        self.lock().objects.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every object (in one namespace, or all), in key order, starting after `after` (exclusive),
+    /// and the resourceVersion of that snapshot. Only reference counts are copied under the lock.
+    pub fn snapshot(&self, namespace: Option<&str>, after: Option<&Key>) -> (Vec<Stored<K>>, u64) {
+        let state = self.lock();
+        let rv = self.clock.current();
+        let lower = match after {
+            Some(key) => Bound::Excluded(key.clone()),
+            None => match namespace {
+                Some(ns) => Bound::Included((ns.to_owned(), String::new())),
+                None => Bound::Unbounded,
+            },
+        };
+        let items = state
+            .objects
+            .range((lower, Bound::Unbounded))
+            .take_while(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
+            .map(|(_, stored)| stored.clone())
+            .collect();
+        (items, rv)
+    }
+
+    /// Applies `decide` to the current object at `key` and commits what it returns. `hook` runs
+    /// under the lock with the committed event (used for the pod side effects). Returns the event
+    /// (None for [`Write::Unchanged`]) and the closure's extra value.
+    pub fn write<T, E>(
+        &self,
+        key: Key,
+        decide: impl FnOnce(Option<&Stored<K>>) -> Result<(Write<K>, T), E>,
+        hook: impl FnOnce(&WatchEvent<K>),
+    ) -> Result<Committed<K, T>, E> {
+        let mut state = self.lock();
+        let current = state.objects.get(&key);
+        let (write, extra) = decide(current)?;
+        let prev = current.map(|s| s.obj.clone());
+        let (kind, mut obj) = match write {
+            Write::Unchanged => return Ok((None, extra)),
+            Write::Create(obj) => (ChangeKind::Added, obj),
+            Write::Replace(obj) => (ChangeKind::Modified, obj),
+            Write::Delete(obj) => (ChangeKind::Deleted, obj),
+        };
+        let rv = self.clock.next();
+        obj.meta_mut().resource_version = Some(rv.to_string());
+        let (line, json) = event_line(kind.as_str(), &obj);
+        let obj = Arc::new(obj);
+        match kind {
+            ChangeKind::Deleted => {
+                state.objects.remove(&key);
+            }
+            ChangeKind::Added | ChangeKind::Modified => {
+                state.objects.insert(
+                    key,
+                    Stored {
+                        obj: obj.clone(),
+                        json: json.clone(),
+                    },
+                );
+            }
+        }
+        let event = Arc::new(WatchEvent {
+            rv,
+            kind,
+            obj,
+            prev,
+            line,
+            json,
+            at: Instant::now(),
+        });
+        state.last_rv = rv;
+        state.history.push_back(event.clone());
+        self.evict(&mut state);
+        hook(&event);
+        // No receiver is fine: nobody watches.
+        let _ = self.tx.send(event.clone());
+        Ok((Some(event), extra))
+    }
+
+    fn evict(&self, state: &mut State<K>) {
+        let now = Instant::now();
+        while let Some(front) = state.history.front() {
+            let too_many = state.history.len() > self.limits.max_events;
+            let too_old = now.saturating_duration_since(front.at) > self.limits.window;
+            if !(too_many || too_old) {
+                break;
+            }
+            state.compacted_rv = front.rv;
+            state.history.pop_front();
+        }
+    }
+
+    /// Starts a watch: the initial state or the backlog, and a gap-free live subscription.
+    pub fn start_watch(&self, from: WatchFrom) -> Result<WatchStart<K>, TooOld> {
+        let mut state = self.lock();
+        self.evict(&mut state);
+        let rx = self.tx.subscribe();
+        let current = self.clock.current();
+        match from {
+            WatchFrom::Now => Ok(WatchStart {
+                initial: state.objects.values().cloned().collect(),
+                backlog: Vec::new(),
+                rv: current,
+                rx,
+            }),
+            WatchFrom::After(asked) => {
+                if asked < state.compacted_rv {
+                    return Err(TooOld {
+                        asked,
+                        oldest: state.compacted_rv,
+                    });
+                }
+                let start = state.history.partition_point(|e| e.rv <= asked);
+                let backlog = state.history.range(start..).cloned().collect();
+                Ok(WatchStart {
+                    initial: Vec::new(),
+                    backlog,
+                    rv: asked.max(current),
+                    rx,
+                })
+            }
+        }
+    }
+
+    /// For bookmarks: if `rx` has nothing pending, the current resourceVersion (every event of
+    /// this table up to it has been received); otherwise None (drain first). Also returns this
+    /// table's latest event resourceVersion.
+    pub fn bookmark_rv(&self, rx: &broadcast::Receiver<Arc<WatchEvent<K>>>) -> (Option<u64>, u64) {
+        let state = self.lock();
+        let rv = if rx.is_empty() {
+            Some(self.clock.current())
+        } else {
+            None
+        };
+        (rv, state.last_rv)
+    }
+
+    /// Drops the whole history: resumes from any resourceVersion before now answer 410.
+    pub fn compact(&self) {
+        let mut state = self.lock();
+        state.history.clear();
+        state.compacted_rv = self.clock.current();
+    }
+
+    /// The oldest resourceVersion a resume may name.
+    pub fn compacted_rv(&self) -> u64 {
+        self.lock().compacted_rv
+    }
+}

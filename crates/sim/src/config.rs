@@ -1,0 +1,121 @@
+//! [`SimConfig`]: everything [`crate::Sim::start`] needs, with defaults that mimic a real API server.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::fault::FaultPlan;
+use crate::kubelet::KubeletConfig;
+
+/// How the real kube-apiserver's watch cache behaves by default: about 75 s of events.
+pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(75);
+/// Upper bound on the number of watch events kept, whatever the window says (memory guard).
+pub const DEFAULT_HISTORY_MAX_EVENTS: usize = 1_000_000;
+/// The real server sends periodic bookmarks about once a minute.
+pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Configuration of an embedded sim. Build it with `SimConfig::default()` and the setters.
+///
+/// ```
+/// use std::time::Duration;
+/// let cfg = podline_sim::SimConfig::default()
+///     .tls(false)
+///     .token("secret")
+///     .history_window(Duration::from_secs(5));
+/// assert!(!cfg.tls);
+/// ```
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Address to listen on; port 0 picks a free port (default `127.0.0.1:0`).
+    pub addr: SocketAddr,
+    /// Serve HTTPS with a generated self-signed CA (default true); false serves plain HTTP.
+    pub tls: bool,
+    /// Bearer token every request must carry (default: random).
+    pub token: String,
+    /// The simulated kubelet; `enabled: false` serves the API alone (pods stay Pending).
+    pub kubelet: KubeletConfig,
+    /// How long watch history is kept; a resume from an older resourceVersion gets 410 Expired.
+    pub history_window: Duration,
+    /// Cap on the number of history events kept per resource, whatever the window.
+    pub history_max_events: usize,
+    /// Period of BOOKMARK events on watches that asked for them.
+    pub bookmark_interval: Duration,
+    /// Fault rules active from the start (more can be pushed at runtime).
+    pub faults: FaultPlan,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: true,
+            token: random_token(),
+            kubelet: KubeletConfig::default(),
+            history_window: DEFAULT_HISTORY_WINDOW,
+            history_max_events: DEFAULT_HISTORY_MAX_EVENTS,
+            bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
+            faults: FaultPlan::default(),
+        }
+    }
+}
+
+impl SimConfig {
+    /// Sets the listen address.
+    #[must_use]
+    pub fn addr(mut self, addr: SocketAddr) -> Self {
+        self.addr = addr;
+        self
+    }
+    /// HTTPS (true) or plain HTTP (false).
+    #[must_use]
+    pub fn tls(mut self, tls: bool) -> Self {
+        self.tls = tls;
+        self
+    }
+    /// Sets the bearer token.
+    #[must_use]
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = token.into();
+        self
+    }
+    /// Sets the kubelet configuration.
+    #[must_use]
+    pub fn kubelet(mut self, kubelet: KubeletConfig) -> Self {
+        self.kubelet = kubelet;
+        self
+    }
+    /// Turns the simulated kubelet on or off (off = `--no-kubelet`).
+    #[must_use]
+    pub fn kubelet_enabled(mut self, enabled: bool) -> Self {
+        self.kubelet.enabled = enabled;
+        self
+    }
+    /// Sets how long watch history is kept.
+    #[must_use]
+    pub fn history_window(mut self, window: Duration) -> Self {
+        self.history_window = window;
+        self
+    }
+    /// Sets the cap on history events per resource.
+    #[must_use]
+    pub fn history_max_events(mut self, max: usize) -> Self {
+        self.history_max_events = max;
+        self
+    }
+    /// Sets the bookmark period.
+    #[must_use]
+    pub fn bookmark_interval(mut self, interval: Duration) -> Self {
+        self.bookmark_interval = interval;
+        self
+    }
+    /// Sets the initial fault plan.
+    #[must_use]
+    pub fn faults(mut self, faults: FaultPlan) -> Self {
+        self.faults = faults;
+        self
+    }
+}
+
+/// A random 32-hex-digit token, so a sim nobody configured still is not open to everyone.
+fn random_token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}

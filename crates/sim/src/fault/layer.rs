@@ -1,0 +1,243 @@
+//! The fault middleware: decides per request (from [`crate::fault::FaultHandle`]) and acts the
+//! way a client would observe a real failure: a Status answer, a delay, a stream that stalls or
+//! ends early, a TCP reset in the middle of a chunk, or a create that commits while its
+//! connection drops.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame};
+
+use super::FaultAction;
+use crate::api::{AppState, RequestInfo};
+use crate::server::ConnCtl;
+use crate::status::ApiError;
+
+/// Bytes sent when a reset fires between events: the connection is cut in the middle of them,
+/// so the client sees the start of an event and then a reset.
+const CUT_FILLER: &[u8] = b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"";
+
+/// Middleware applying the sim's fault rules.
+pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(info) = req.extensions().get::<RequestInfo>().cloned() else {
+        return next.run(req).await;
+    };
+    let (latency_ms, action) = state.faults().decide(&info);
+    if latency_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(latency_ms)).await;
+    }
+    let Some(action) = action else {
+        return next.run(req).await;
+    };
+    tracing::debug!(verb = %info.verb, resource = %info.resource_path(), name = %info.name, ?action, "injecting fault");
+    let ctl = req.extensions().get::<Arc<ConnCtl>>().cloned();
+    let streaming = info.verb == "watch"
+        || (info.subresource == "log"
+            && req.uri().query().is_some_and(|q| {
+                q.split('&')
+                    .any(|kv| kv == "follow=true" || kv == "follow=1")
+            }));
+    match action {
+        FaultAction::Status {
+            code,
+            reason,
+            message,
+            retry_after,
+        } => {
+            let mut err = ApiError::for_code(code);
+            if let Some(reason) = reason {
+                err.reason = reason;
+            }
+            if let Some(message) = message {
+                err.message = message;
+            }
+            if let Some(secs) = retry_after.or((code == 429).then_some(1)) {
+                err.retry_after = Some(secs);
+                let details = err.details.get_or_insert_with(Box::default);
+                details.retry_after_seconds = Some(secs as i32);
+            }
+            err.into_response()
+        }
+        FaultAction::Latency { .. } => next.run(req).await,
+        FaultAction::Stall { after_events } => {
+            if streaming {
+                wrap(next.run(req).await, Mode::Stall { after_events }, ctl)
+            } else {
+                std::future::pending::<Response>().await
+            }
+        }
+        FaultAction::Reset {
+            after_bytes,
+            after_events,
+        } => wrap(
+            next.run(req).await,
+            Mode::Reset {
+                after_bytes,
+                after_events: if after_bytes.is_none() {
+                    Some(after_events.unwrap_or(0))
+                } else {
+                    after_events
+                },
+            },
+            ctl,
+        ),
+        FaultAction::EndEarly { after_events } => {
+            wrap(next.run(req).await, Mode::EndEarly { after_events }, ctl)
+        }
+        FaultAction::CommitThenDrop => {
+            let _committed = next.run(req).await;
+            match ctl {
+                Some(ctl) => {
+                    ctl.kill();
+                    std::future::pending::<Response>().await
+                }
+                // In-process requests have no connection to drop.
+                None => ApiError::internal("commit_then_drop: the connection was dropped")
+                    .into_response(),
+            }
+        }
+    }
+}
+
+fn wrap(response: Response, mode: Mode, ctl: Option<Arc<ConnCtl>>) -> Response {
+    let (parts, body) = response.into_parts();
+    Response::from_parts(
+        parts,
+        Body::new(FaultBody {
+            inner: body,
+            mode,
+            ctl,
+            events: 0,
+            bytes: 0,
+            state: BodyState::Passing,
+        }),
+    )
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Stall {
+        after_events: u64,
+    },
+    Reset {
+        after_bytes: Option<u64>,
+        after_events: Option<u64>,
+    },
+    EndEarly {
+        after_events: u64,
+    },
+}
+
+enum BodyState {
+    /// Forwarding frames, counting events and bytes.
+    Passing,
+    /// The next poll arms the cut and sends these bytes (of which about half reach the wire).
+    CutWith(Bytes),
+    /// Nothing more is ever sent; the connection stays open (or is being reset).
+    Stalled,
+    /// Ended cleanly.
+    Done,
+}
+
+/// A response body that misbehaves per [`Mode`]. Each data frame of a watch is one event.
+struct FaultBody {
+    inner: Body,
+    mode: Mode,
+    ctl: Option<Arc<ConnCtl>>,
+    events: u64,
+    bytes: u64,
+    state: BodyState,
+}
+
+impl FaultBody {
+    fn cut(&mut self, bytes: Bytes) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        self.state = BodyState::Stalled;
+        match &self.ctl {
+            Some(ctl) => {
+                ctl.cut_next_write();
+                Poll::Ready(Some(Ok(Frame::data(bytes))))
+            }
+            // In-process: there is no socket to cut; fail the body instead.
+            None => Poll::Ready(Some(Err(axum::Error::new(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "connection reset by the sim",
+            ))))),
+        }
+    }
+}
+
+impl HttpBody for FaultBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = self.get_mut();
+        loop {
+            match std::mem::replace(&mut this.state, BodyState::Passing) {
+                BodyState::Stalled => {
+                    this.state = BodyState::Stalled;
+                    return Poll::Pending;
+                }
+                BodyState::Done => {
+                    this.state = BodyState::Done;
+                    return Poll::Ready(None);
+                }
+                BodyState::CutWith(bytes) => return this.cut(bytes),
+                BodyState::Passing => {}
+            }
+            match this.mode {
+                Mode::EndEarly { after_events } if this.events >= after_events => {
+                    this.state = BodyState::Done;
+                    continue;
+                }
+                Mode::Stall { after_events } if this.events >= after_events => {
+                    this.state = BodyState::Stalled;
+                    continue;
+                }
+                Mode::Reset {
+                    after_events: Some(n),
+                    ..
+                } if this.events >= n => {
+                    this.state = BodyState::CutWith(Bytes::from_static(CUT_FILLER));
+                    continue;
+                }
+                _ => {}
+            }
+            let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => frame,
+                other => return other,
+            };
+            let Some(data) = frame.data_ref().cloned() else {
+                return Poll::Ready(Some(Ok(frame)));
+            };
+            this.events += 1;
+            let before = this.bytes;
+            this.bytes += data.len() as u64;
+            if let Mode::Reset {
+                after_bytes: Some(limit),
+                ..
+            } = this.mode
+                && this.bytes > limit
+            {
+                let keep = (limit.saturating_sub(before)) as usize;
+                let (head, tail) = (data.slice(..keep), data.slice(keep..));
+                if head.is_empty() {
+                    return this.cut(tail);
+                }
+                this.state = BodyState::CutWith(tail);
+                return Poll::Ready(Some(Ok(Frame::data(head))));
+            }
+            return Poll::Ready(Some(Ok(Frame::data(data))));
+        }
+    }
+}

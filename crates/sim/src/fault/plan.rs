@@ -1,0 +1,330 @@
+//! Declarative fault rules: which requests a rule matches, when it fires, what it does.
+//!
+//! In YAML (CLI `--faults FILE`) or JSON (`POST /_sim/faults`):
+//! ```yaml
+//! rules:
+//!   - verb: create
+//!     resource: pods
+//!     probability: 0.3
+//!     action: { status: { code: 409 } }      # quota-style Conflict
+//!   - verb: watch
+//!     resource: pods
+//!     times: 1
+//!     action: { reset: { after_events: 2 } }  # break the next watch after 2 events
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::RequestInfo;
+use crate::error::SimError;
+
+/// A set of fault rules, evaluated in order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultPlan {
+    /// The rules.
+    #[serde(default)]
+    pub rules: Vec<FaultRule>,
+}
+
+impl FaultPlan {
+    /// Parses a plan from YAML or JSON (JSON is YAML); accepts `{rules: [...]}`, a bare list of
+    /// rules, or a single rule. Every rule is validated.
+    pub fn parse(text: &str) -> Result<Self, SimError> {
+        let plan = if let Ok(plan) = serde_saphyr::from_str::<FaultPlan>(text) {
+            plan
+        } else if let Ok(rules) = serde_saphyr::from_str::<Vec<FaultRule>>(text) {
+            FaultPlan { rules }
+        } else {
+            match serde_saphyr::from_str::<FaultRule>(text) {
+                Ok(rule) => FaultPlan { rules: vec![rule] },
+                Err(_) => {
+                    // Report the error of the documented form.
+                    let err = serde_saphyr::from_str::<FaultPlan>(text)
+                        .err()
+                        .map(|e| e.to_string())
+                        .unwrap_or_default();
+                    return Err(SimError::FaultPlan(format!(
+                        "{err} (expected `rules:` with a list of rules, each with an `action` such as `{{status: {{code: 409}}}}`)"
+                    )));
+                }
+            }
+        };
+        for rule in &plan.rules {
+            rule.validate()?;
+        }
+        Ok(plan)
+    }
+}
+
+/// The verbs a rule can match.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultVerb {
+    /// Every request.
+    #[default]
+    Any,
+    /// POST.
+    Create,
+    /// GET of one object.
+    Get,
+    /// GET of a collection.
+    List,
+    /// Watch.
+    Watch,
+    /// PUT.
+    Update,
+    /// PATCH.
+    Patch,
+    /// DELETE.
+    Delete,
+    /// GET of `pods/{name}/log`.
+    Log,
+}
+
+/// What a rule does when it fires.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum FaultAction {
+    /// Answer with this status instead of serving the request. 409 defaults to the
+    /// ResourceQuota conflict the real server sends under create bursts; 429 carries Retry-After.
+    Status {
+        /// HTTP status code (e.g. 409, 429, 500, 502, 503, 504).
+        code: u16,
+        /// `reason` of the Status (default: what the real server uses for that code).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// `message` of the Status (default: the real server's wording).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        /// Retry-After seconds (default 1 for 429).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after: Option<u32>,
+    },
+    /// Delay the request by this many milliseconds, then serve it (other rules still apply).
+    Latency {
+        /// Milliseconds.
+        ms: u64,
+    },
+    /// Streams: send `after_events` events, then nothing more while keeping the connection open.
+    /// Unary requests: never answer.
+    Stall {
+        /// Events sent before the stall (streams only).
+        #[serde(default)]
+        after_events: u64,
+    },
+    /// Send part of the response, then abort the TCP connection in the middle of a chunk.
+    Reset {
+        /// Reset once this many body bytes were sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after_bytes: Option<u64>,
+        /// Reset once this many events (watch) or lines (logs) were sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after_events: Option<u64>,
+    },
+    /// End the stream cleanly after this many events (like a server-side timeout, but early).
+    EndEarly {
+        /// Events sent before the end.
+        after_events: u64,
+    },
+    /// Perform the request (a create is stored), then drop the connection without a response.
+    CommitThenDrop,
+}
+
+impl FaultAction {
+    /// A status action with the default reason and message for `code`.
+    pub fn status(code: u16) -> Self {
+        FaultAction::Status {
+            code,
+            reason: None,
+            message: None,
+            retry_after: None,
+        }
+    }
+}
+
+/// One rule: a match, a trigger, an action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultRule {
+    /// Verb to match (default any).
+    #[serde(default)]
+    pub verb: FaultVerb,
+    /// Resource to match, e.g. `pods`, `pods/log`, `pods/status`, `leases` (default any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// Namespace to match (default any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Object name glob (`*` and `?`) to match (default any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Fire with this probability (0..=1) on each match (default: always).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probability: Option<f64>,
+    /// Fire on the next N matches only, then retire (default: forever).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub times: Option<u32>,
+    /// What to do.
+    pub action: FaultAction,
+}
+
+impl FaultRule {
+    /// A rule matching every request with `action`; narrow it with the setters.
+    pub fn new(action: FaultAction) -> Self {
+        Self {
+            verb: FaultVerb::Any,
+            resource: None,
+            namespace: None,
+            name: None,
+            probability: None,
+            times: None,
+            action,
+        }
+    }
+    /// Matches only this verb.
+    #[must_use]
+    pub fn verb(mut self, verb: FaultVerb) -> Self {
+        self.verb = verb;
+        self
+    }
+    /// Matches only this resource (`pods`, `pods/log`...).
+    #[must_use]
+    pub fn resource(mut self, resource: impl Into<String>) -> Self {
+        self.resource = Some(resource.into());
+        self
+    }
+    /// Matches only this namespace.
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+    /// Matches only names matching this glob.
+    #[must_use]
+    pub fn name(mut self, glob: impl Into<String>) -> Self {
+        self.name = Some(glob.into());
+        self
+    }
+    /// Fires with this probability.
+    #[must_use]
+    pub fn probability(mut self, p: f64) -> Self {
+        self.probability = Some(p);
+        self
+    }
+    /// Fires on the next `n` matches only.
+    #[must_use]
+    pub fn times(mut self, n: u32) -> Self {
+        self.times = Some(n);
+        self
+    }
+
+    /// Checks values a parser cannot: probability range, status codes.
+    pub fn validate(&self) -> Result<(), SimError> {
+        if let Some(p) = self.probability
+            && !(0.0..=1.0).contains(&p)
+        {
+            return Err(SimError::FaultPlan(format!(
+                "probability {p} is out of range (expected a number from 0 to 1)"
+            )));
+        }
+        if let FaultAction::Status { code, .. } = self.action
+            && !(400..=599).contains(&code)
+        {
+            return Err(SimError::FaultPlan(format!(
+                "status code {code} is not an error (expected 400..=599)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether the rule's match part accepts this request.
+    pub fn matches(&self, info: &RequestInfo) -> bool {
+        if !info.is_resource {
+            return false;
+        }
+        let verb_ok = match self.verb {
+            FaultVerb::Any => true,
+            FaultVerb::Log => info.subresource == "log",
+            FaultVerb::Create => info.verb == "create",
+            FaultVerb::Get => info.verb == "get" && info.subresource != "log",
+            FaultVerb::List => info.verb == "list",
+            FaultVerb::Watch => info.verb == "watch",
+            FaultVerb::Update => info.verb == "update",
+            FaultVerb::Patch => info.verb == "patch",
+            FaultVerb::Delete => info.verb == "delete" || info.verb == "deletecollection",
+        };
+        verb_ok
+            && self
+                .resource
+                .as_ref()
+                .is_none_or(|r| *r == info.resource_path())
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|ns| *ns == info.namespace)
+            && self.name.as_ref().is_none_or(|g| glob_match(g, &info.name))
+    }
+}
+
+/// Glob match with `*` (any run) and `?` (any one character).
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_like_shell_patterns() {
+        assert!(glob_match("job-*", "job-1"));
+        assert!(glob_match("*", ""));
+        assert!(glob_match("a?c", "abc"));
+        assert!(!glob_match("a?c", "ac"));
+        assert!(glob_match("*-x-*", "a-x-b"));
+        assert!(!glob_match("job-*", "jo"));
+    }
+
+    #[test]
+    fn plans_parse_from_yaml_in_three_shapes_and_are_validated() {
+        let plan = FaultPlan::parse(
+            "rules:\n  - verb: create\n    resource: pods\n    probability: 0.5\n    action: {status: {code: 409}}\n",
+        )
+        .expect("plan");
+        assert_eq!(plan.rules[0].verb, FaultVerb::Create);
+        assert_eq!(plan.rules[0].action, FaultAction::status(409));
+        let plan = FaultPlan::parse("- action: commit_then_drop\n  times: 2\n").expect("list");
+        assert_eq!(plan.rules[0].action, FaultAction::CommitThenDrop);
+        let plan = FaultPlan::parse(r#"{"verb":"watch","action":{"reset":{"after_events":2}}}"#)
+            .expect("one");
+        assert_eq!(plan.rules[0].verb, FaultVerb::Watch);
+        let err = FaultPlan::parse("rules:\n  - probability: 2\n    action: {latency: {ms: 1}}\n")
+            .expect_err("bad probability");
+        assert!(err.to_string().contains("probability 2"), "{err}");
+        assert!(FaultPlan::parse("rules: [{action: {explode: {}}}]").is_err());
+    }
+}

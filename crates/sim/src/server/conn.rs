@@ -1,0 +1,189 @@
+//! Connection tracking: every accepted TCP connection has a [`ConnCtl`] (in each request's
+//! extensions) through which the sim can kill it (restart, commit-then-drop) or cut it in the
+//! middle of the next write (reset faults). Killed connections close with an RST (zero linger),
+//! the way a crashed server or a proxy reset looks to the client.
+
+use std::collections::HashMap;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+/// Control of one connection.
+#[derive(Debug, Default)]
+pub struct ConnCtl {
+    killed: CancellationToken,
+    cut_next_write: AtomicBool,
+}
+
+impl ConnCtl {
+    /// Drops the connection now (RST), whatever is in flight.
+    pub fn kill(&self) {
+        self.killed.cancel();
+    }
+
+    /// Whether the connection was killed.
+    pub fn is_killed(&self) -> bool {
+        self.killed.is_cancelled()
+    }
+
+    /// Resolves when the connection is killed.
+    pub async fn killed(&self) {
+        self.killed.cancelled().await;
+    }
+
+    /// Arms a cut: the next write on the socket is truncated (about half of it is sent), then
+    /// the connection is reset, so the client sees a broken chunk, not a clean end.
+    pub fn cut_next_write(&self) {
+        self.cut_next_write.store(true, Ordering::SeqCst);
+    }
+}
+
+/// All live connections, so a restart can drop every one.
+#[derive(Debug, Default)]
+pub struct ConnRegistry {
+    next: AtomicU64,
+    conns: Mutex<HashMap<u64, Arc<ConnCtl>>>,
+}
+
+impl ConnRegistry {
+    /// Registers a new connection; drop the guard when it ends.
+    pub fn register(self: &Arc<Self>) -> (Arc<ConnCtl>, ConnGuard) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let ctl = Arc::new(ConnCtl::default());
+        self.lock().insert(id, ctl.clone());
+        (
+            ctl,
+            ConnGuard {
+                registry: self.clone(),
+                id,
+            },
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<ConnCtl>>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Kills every live connection.
+    pub fn kill_all(&self) {
+        for ctl in self.lock().values() {
+            ctl.kill();
+        }
+    }
+
+    /// Number of live connections.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no connection is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Unregisters a connection when dropped.
+#[derive(Debug)]
+pub struct ConnGuard {
+    registry: Arc<ConnRegistry>,
+    id: u64,
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.registry.lock().remove(&self.id);
+    }
+}
+
+/// The TCP stream of a tracked connection: honours cuts and resets on drop when killed.
+#[derive(Debug)]
+pub struct TrackedIo {
+    stream: TcpStream,
+    ctl: Arc<ConnCtl>,
+    dead: bool,
+}
+
+impl TrackedIo {
+    /// Wraps an accepted stream.
+    pub fn new(stream: TcpStream, ctl: Arc<ConnCtl>) -> Self {
+        Self {
+            stream,
+            ctl,
+            dead: false,
+        }
+    }
+}
+
+fn reset_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionReset,
+        "connection reset by the sim",
+    )
+}
+
+impl AsyncRead for TrackedIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.dead || self.ctl.is_killed() {
+            return Poll::Ready(Err(reset_error()));
+        }
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TrackedIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if self.dead || self.ctl.is_killed() {
+            return Poll::Ready(Err(reset_error()));
+        }
+        if self.ctl.cut_next_write.swap(false, Ordering::SeqCst) {
+            let part = (buf.len() / 2).max(1);
+            let result = Pin::new(&mut self.stream).poll_write(cx, &buf[..part]);
+            self.dead = true;
+            self.ctl.kill();
+            return match result {
+                Poll::Ready(Ok(n)) => Poll::Ready(Ok(n)),
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                // The socket is full; reset anyway (nothing of this write was sent).
+                Poll::Pending => Poll::Ready(Err(reset_error())),
+            };
+        }
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.dead {
+            return Poll::Ready(Err(reset_error()));
+        }
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.dead || self.ctl.is_killed() {
+            return Poll::Ready(Err(reset_error()));
+        }
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+impl Drop for TrackedIo {
+    fn drop(&mut self) {
+        if self.dead || self.ctl.is_killed() {
+            // Zero linger: closing sends RST instead of FIN, so the peer sees a reset.
+            let _ = self.stream.set_zero_linger();
+        }
+    }
+}

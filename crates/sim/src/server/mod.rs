@@ -1,0 +1,383 @@
+//! The network side of the sim: [`Sim`] (start, URLs, kubeconfig, control), and the accept loop
+//! with connection tracking ([`Listener`]) that makes restarts and resets real TCP events.
+//!
+//! Connections are HTTP/1.1 (TLS by default). The accept path is written so HTTP/2 can be added
+//! by looking at the negotiated ALPN protocol before choosing the connection builder.
+
+mod conn;
+mod kubeconfig;
+mod tls;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use conn::TrackedIo;
+pub use conn::{ConnCtl, ConnRegistry};
+pub use tls::TlsMaterial;
+
+use crate::api::{AppState, app};
+use crate::cluster::{Cluster, HistoryLimits, PodHistory};
+use crate::config::SimConfig;
+use crate::counts::RequestCounts;
+use crate::error::SimError;
+use crate::fault::FaultHandle;
+use crate::kubelet::{Kubelet, KubeletHandle};
+
+/// The listening socket and its connections; restartable on the same address.
+pub struct Listener {
+    addr: Mutex<SocketAddr>,
+    tls: Option<TlsAcceptor>,
+    router: Router,
+    registry: Arc<ConnRegistry>,
+    running: tokio::sync::Mutex<Option<Running>>,
+}
+
+struct Running {
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener")
+            .field("addr", &self.addr())
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+impl Listener {
+    fn new(addr: SocketAddr, tls: Option<TlsAcceptor>, router: Router) -> Self {
+        Self {
+            addr: Mutex::new(addr),
+            tls,
+            router,
+            registry: Arc::new(ConnRegistry::default()),
+            running: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The bound address (after the first start: with its real port).
+    pub fn addr(&self) -> SocketAddr {
+        *self.addr.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(1024)
+    }
+
+    /// Binds (the same address as before, after a restart) and starts accepting.
+    async fn start(&self) -> Result<SocketAddr, SimError> {
+        let mut running = self.running.lock().await;
+        if running.is_some() {
+            return Ok(self.addr());
+        }
+        let wanted = self.addr();
+        let mut attempt = 0;
+        let listener = loop {
+            match Self::bind(wanted) {
+                Ok(listener) => break listener,
+                // Right after a restart the port can linger briefly; retry for a moment.
+                Err(_) if attempt < 50 && wanted.port() != 0 => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(source) => {
+                    return Err(SimError::Bind {
+                        addr: wanted,
+                        source,
+                    });
+                }
+            }
+        };
+        let bound = listener.local_addr()?;
+        *self.addr.lock().unwrap_or_else(|p| p.into_inner()) = bound;
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(accept_loop(
+            listener,
+            stop.clone(),
+            self.tls.clone(),
+            self.router.clone(),
+            self.registry.clone(),
+        ));
+        *running = Some(Running { stop, task });
+        Ok(bound)
+    }
+
+    /// Stops accepting (the socket is closed: connects are refused) and drops every connection.
+    async fn stop(&self) {
+        let mut running = self.running.lock().await;
+        if let Some(Running { stop, task }) = running.take() {
+            stop.cancel();
+            let _ = task.await;
+        }
+        self.registry.kill_all();
+    }
+
+    /// Drops every connection, refuses new ones for `down`, then serves again on the same
+    /// address with the same state.
+    pub async fn restart(&self, down: Duration) {
+        tracing::info!(?down, "sim API restarting");
+        self.stop().await;
+        tokio::time::sleep(down).await;
+        if let Err(err) = self.start().await {
+            tracing::error!(%err, "sim API could not listen again after a restart");
+        }
+    }
+
+    /// Number of open connections.
+    pub fn connections(&self) -> usize {
+        self.registry.len()
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    stop: CancellationToken,
+    tls: Option<TlsAcceptor>,
+    router: Router,
+    registry: Arc<ConnRegistry>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, _peer)) => {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(serve_connection(
+                    stream,
+                    tls.clone(),
+                    router.clone(),
+                    registry.clone(),
+                ));
+            }
+            Err(err) => {
+                // Out of file descriptors and the like: back off a little instead of spinning.
+                tracing::debug!(%err, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    tls: Option<TlsAcceptor>,
+    router: Router,
+    registry: Arc<ConnRegistry>,
+) {
+    let (ctl, _guard) = registry.register();
+    let io = TrackedIo::new(stream, ctl.clone());
+    let request_ctl = ctl.clone();
+    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        let mut req = req.map(Body::new);
+        req.extensions_mut().insert(request_ctl.clone());
+        router.clone().oneshot(req)
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(None)
+        .keep_alive(true);
+    match tls {
+        Some(acceptor) => {
+            let tls_stream = tokio::select! {
+                () = ctl.killed() => return,
+                accepted = acceptor.accept(io) => match accepted {
+                    Ok(s) => s,
+                    Err(err) => {
+                        tracing::debug!(%err, "TLS handshake failed");
+                        return;
+                    }
+                },
+            };
+            // HTTP/2 (issue 7): branch here on tls_stream.get_ref().1.alpn_protocol().
+            let conn = builder.serve_connection(TokioIo::new(tls_stream), service);
+            tokio::select! {
+                () = ctl.killed() => {}
+                result = conn => if let Err(err) = result { tracing::debug!(%err, "connection ended with an error") },
+            }
+        }
+        None => {
+            let conn = builder.serve_connection(TokioIo::new(io), service);
+            tokio::select! {
+                () = ctl.killed() => {}
+                result = conn => if let Err(err) = result { tracing::debug!(%err, "connection ended with an error") },
+            }
+        }
+    }
+}
+
+/// A running sim: an API server on 127.0.0.1 with its object store, kubelet and fault rules.
+/// Cheap to clone; [`Sim::shutdown`] stops it.
+#[derive(Clone)]
+pub struct Sim {
+    inner: Arc<SimInner>,
+}
+
+struct SimInner {
+    state: AppState,
+    listener: Arc<Listener>,
+    url: String,
+    ca_pem: Option<String>,
+    kubelet: Mutex<Option<KubeletHandle>>,
+}
+
+impl std::fmt::Debug for Sim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sim").field("url", &self.inner.url).finish()
+    }
+}
+
+impl Sim {
+    /// Starts a sim: binds, generates TLS material (unless plain HTTP), starts the kubelet.
+    pub async fn start(cfg: SimConfig) -> Result<Sim, SimError> {
+        for rule in &cfg.faults.rules {
+            rule.validate()?;
+        }
+        let cluster = Cluster::new(HistoryLimits {
+            window: cfg.history_window,
+            max_events: cfg.history_max_events.max(1),
+        });
+        cluster.set_kubelet_enabled(cfg.kubelet.enabled);
+        let state = AppState::new(
+            cluster.clone(),
+            cfg.token.clone(),
+            FaultHandle::new(cfg.faults.clone()),
+            cfg.bookmark_interval,
+        );
+        let tls = if cfg.tls {
+            Some(TlsMaterial::generate()?)
+        } else {
+            None
+        };
+        let listener = Arc::new(Listener::new(
+            cfg.addr,
+            tls.as_ref().map(|t| t.acceptor.clone()),
+            app(state.clone()),
+        ));
+        state.set_server(Arc::downgrade(&listener));
+        let addr = listener.start().await?;
+        let scheme = if cfg.tls { "https" } else { "http" };
+        let url = format!("{scheme}://{addr}");
+        let kubelet = cfg
+            .kubelet
+            .enabled
+            .then(|| Kubelet::spawn(cluster.clone(), cfg.kubelet.clone()));
+        tracing::info!(%url, kubelet = cfg.kubelet.enabled, "sim API listening");
+        Ok(Sim {
+            inner: Arc::new(SimInner {
+                state,
+                listener,
+                url,
+                ca_pem: tls.map(|t| t.ca_pem),
+                kubelet: Mutex::new(kubelet),
+            }),
+        })
+    }
+
+    /// The base URL, `https://127.0.0.1:PORT` (or `http://`).
+    pub fn url(&self) -> String {
+        self.inner.url.clone()
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.inner.listener.addr()
+    }
+
+    /// The bearer token clients must send.
+    pub fn token(&self) -> &str {
+        self.inner.state.token()
+    }
+
+    /// The CA certificate (PEM) that signed the serving certificate; None over plain HTTP.
+    pub fn ca_pem(&self) -> Option<String> {
+        self.inner.ca_pem.clone()
+    }
+
+    /// A kubeconfig for this sim: cluster, user (token) and context `podline-sim`, namespace
+    /// `default`.
+    pub fn kubeconfig_yaml(&self) -> String {
+        kubeconfig::render(&self.inner.url, self.inner.ca_pem.as_deref(), self.token())
+    }
+
+    /// The object store (for tests and the kubelet).
+    pub fn cluster(&self) -> &Cluster {
+        self.inner.state.cluster()
+    }
+
+    /// The API as an in-process router (same state as the socket).
+    pub fn router(&self) -> Router {
+        app(self.inner.state.clone())
+    }
+
+    /// The live fault rules: push / clear / list, same as `/_sim/faults`.
+    pub fn faults(&self) -> FaultHandle {
+        self.inner.state.faults().clone()
+    }
+
+    /// Request counts by verb and resource so far.
+    pub fn counts(&self) -> RequestCounts {
+        self.inner.state.counts().snapshot()
+    }
+
+    /// Resets the request counts to zero.
+    pub fn reset_counts(&self) {
+        self.inner.state.counts().reset();
+    }
+
+    /// Every pod ever created, with its transitions, exit codes and removal time.
+    pub fn ground_truth(&self) -> Vec<PodHistory> {
+        self.cluster().ground_truth()
+    }
+
+    /// Drops every connection and refuses new ones for `down`, then serves the same state.
+    pub async fn restart(&self, down: Duration) {
+        self.inner.listener.restart(down).await;
+    }
+
+    /// Drops the watch history: resumes from older resourceVersions answer 410 Expired.
+    pub fn compact(&self) {
+        self.cluster().compact();
+    }
+
+    /// Number of open client connections.
+    pub fn connections(&self) -> usize {
+        self.inner.listener.connections()
+    }
+
+    /// Stops the kubelet, closes the socket and drops every connection.
+    pub async fn shutdown(self) {
+        if let Some(kubelet) = self
+            .inner
+            .kubelet
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            kubelet.stop();
+        }
+        self.inner.listener.stop().await;
+    }
+}
