@@ -3,7 +3,7 @@
 //!
 //! Classification is a pure function of the error, so its table can be tested on its own and
 //! reused by the watch, the launcher and the recorder. Retrying is backon driven by
-//! [`FullJitter`](crate::backoff::FullJitter), bounded by attempts and by a deadline that counts
+//! [`FullJitter`], bounded by attempts and by a deadline that counts
 //! response time, honouring the server's Retry-After (capped) and logging every retry as one line.
 //!
 //! | HTTP status / error | [`Disposition`] | reason label |

@@ -12,6 +12,8 @@
 //!   image errors fail fast).
 //! - [`Dedup`]: exactly-once log lines across stream reconnects.
 //! - [`TaskResult`]: the outcome, serialisable for `-o json`, with a readable failure report.
+//! - [`Launcher`]: runs one task end to end (create, start, logs, completion, cleanup);
+//!   [`run_many`] runs many with a concurrency limit and a [`Summary`].
 //! - [`exit`]: the documented exit codes.
 //!
 //! # Example
@@ -29,15 +31,25 @@
 //! assert_eq!(built.pod.spec.unwrap().restart_policy.as_deref(), Some("Never"));
 //! ```
 
+pub mod cleanup;
+pub mod create;
 pub mod dedup;
 pub mod error;
 pub mod exit;
+pub mod launcher;
+pub mod logs;
+pub mod many;
+pub mod podwatch;
 pub mod report;
 pub mod spec;
 pub mod wait;
 
+pub use cleanup::OnFinish;
 pub use dedup::Dedup;
 pub use error::{LaunchError, SpecError, StatusCause};
+pub use launcher::{Cancel, CancelReason, LaunchConfig, Launcher, LogMode};
+pub use logs::{BufferSink, LogConfig, LogSink, NullSink, StdoutSink};
+pub use many::{Summary, run_many};
 pub use report::{ContainerResult, EventSummary, TaskResult, Timings};
 pub use spec::{BuiltPod, LAUNCH_ID_LABEL, PullPolicy, RUN_LABEL, TASK_ID_LABEL, TaskSpec};
 pub use wait::{StartStep, StartTracker, WaitingKind};

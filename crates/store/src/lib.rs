@@ -1,1 +1,87 @@
-//! The pod lifecycle store: idempotent, monotonic records of what every pod did (SQLite and PostgreSQL).
+//! The pod lifecycle store: idempotent, monotonic records of what every pod did, in SQLite (the
+//! embedded default) or PostgreSQL (scale-out).
+//!
+//! The recorder watches pods, maps each version into a [`PodObservation`] (this crate has no
+//! Kubernetes types) and writes [`Batch`]es through the [`Store`] trait. Queries (`podline runs`,
+//! `pods`, `show`) and the UI read [`PodRecord`]s and [`RunSummary`]s back.
+//!
+//! What the store guarantees, whatever order or how often ops arrive:
+//! - **One transaction per batch**, including the watch's [`ResumePoint`]: after a crash (even
+//!   `kill -9`) the stored position always matches the stored data, so the watch resumes with no
+//!   gap and nothing applied twice.
+//! - **Idempotent and monotonic**: pods are keyed by uid; an older or equal resourceVersion never
+//!   overwrites newer data; transitions are unique per `(uid, phase)`, first time wins; a deletion
+//!   is recorded once and a stale upsert never undoes it.
+//! - **Errors say whether to retry** ([`StoreError::is_retryable`]): a lost PostgreSQL connection
+//!   or a busy SQLite file is retried by the caller with backoff; the pool reconnects.
+//!
+//! Main types: [`DbTarget`] (parses `--db`), [`open`] (connect + migrate), [`SqlStore`] (the one
+//! SQL implementation, both backends through sqlx's `Any` driver), [`Store`] (the trait).
+//!
+//! ```no_run
+//! use podline_store::{Batch, PodObservation, PhaseTransition, Store, StoreOp, open};
+//!
+//! # async fn demo() -> Result<(), podline_store::StoreError> {
+//! let store = open("podline.db").await?; // or "postgres://user@host/db"
+//! let now = jiff::Timestamp::now();
+//! let pod = PodObservation {
+//!     uid: "0b7c...".into(),
+//!     namespace: "default".into(),
+//!     name: "train-1".into(),
+//!     resource_version: 42,
+//!     phase: "Running".into(),
+//!     transitions: vec![PhaseTransition::new("Pending", now), PhaseTransition::new("Running", now)],
+//!     ..Default::default()
+//! };
+//! let batch = Batch::new(vec![StoreOp::Upsert(pod)]).with_resume("cluster/default", 42);
+//! store.apply(&batch).await?; // applying it again changes nothing
+//! assert_eq!(store.resume_point("cluster/default").await?.unwrap().resource_version, 42);
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod bench;
+mod error;
+mod model;
+mod plan;
+mod records;
+mod sql;
+mod store;
+mod target;
+
+use std::sync::Arc;
+
+pub use error::StoreError;
+pub use model::{
+    ApplyReport, Batch, ContainerObservation, ContainerState, PhaseTransition, PodObservation,
+    RejectedOp, ResumePoint, StoreOp,
+};
+pub use records::{
+    Counts, LivePod, LiveScope, MigrationReport, PodFilter, PodKey, PodRecord, RunFilter,
+    RunSummary,
+};
+pub use sql::{PoolSettings, SqlStore};
+pub use store::Store;
+pub use target::{Backend, DbTarget};
+
+/// Opens the store named by a `--db` value (path, `sqlite://`, `postgres://`), runs migrations,
+/// and returns it ready for the recorder and queries. The one call the binary needs.
+pub async fn open(db: &str) -> Result<Arc<dyn Store>, StoreError> {
+    open_with(&DbTarget::parse(db)?, &PoolSettings::default()).await
+}
+
+/// [`open`] with an already parsed target and explicit pool settings.
+pub async fn open_with(
+    target: &DbTarget,
+    settings: &PoolSettings,
+) -> Result<Arc<dyn Store>, StoreError> {
+    let store = SqlStore::connect(target, settings).await?;
+    let report = store.migrate().await?;
+    tracing::debug!(
+        db = %target,
+        from = report.from_version,
+        to = report.to_version,
+        "store ready"
+    );
+    Ok(Arc::new(store))
+}

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub mod run;
+
 /// Exit code for errors podline could not attribute to a task (bad config, unreachable API...).
 pub const EXIT_ERROR: u8 = 2;
 /// Exit code for invalid usage (bad flag or environment value), as in sysexits' EX_USAGE.
@@ -57,6 +59,8 @@ pub enum Output {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a command as a pod, follow its logs, exit with its exit code.
+    Run(Box<run::RunArgs>),
     /// Placeholder until the subcommands land.
     Version,
 }
@@ -81,6 +85,7 @@ pub fn init_tracing(global: &Global) {
 /// Runs the chosen subcommand.
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Run(args) => run::run(*args, &cli.global).await,
         Command::Version => {
             println!("podline {}", env!("CARGO_PKG_VERSION"));
             Ok(ExitCode::SUCCESS)

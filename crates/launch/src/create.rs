@@ -1,0 +1,152 @@
+//! Idempotent create: retry what a retry can fix, adopt our own pod, never touch another's.
+//!
+//! The launch id label is chosen before the first POST (see [`crate::spec`]). Then:
+//!
+//! - 409 `Conflict` (quota race), 429 (Retry-After honoured, capped), 5xx, connection errors and
+//!   timeouts are retried with full-jitter exponential backoff and an overall deadline, by
+//!   `podline_client::retry` (one info line per retry: attempt, status, reason, delay);
+//! - 409 `AlreadyExists`: the pod is read back; if it carries our launch id, a previous attempt
+//!   did create it and only the response was lost, so we adopt it; otherwise it belongs to
+//!   someone else and the run fails without touching it;
+//! - anything else (400, 401, 403, 404 namespace, 422) fails at once with the server's Status
+//!   message and causes.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::PostParams;
+use podline_client::retry::{self, Disposition, RetryPolicy};
+use tokio::time::Instant;
+
+use crate::error::{LaunchError, StatusCause};
+use crate::spec::{BuiltPod, LAUNCH_ID_LABEL};
+
+/// A pod that exists on the server and is ours.
+#[derive(Debug, Clone)]
+pub struct Created {
+    /// The server's copy.
+    pub pod: Pod,
+    /// Create calls made (1 = no retry).
+    pub attempts: u32,
+    /// Found by launch id after `AlreadyExists` (the create's response was lost).
+    pub adopted: bool,
+}
+
+/// Creates `built.pod` per `policy`, adopting it if an earlier attempt succeeded unseen.
+pub async fn create_idempotent(
+    api: &Api<Pod>,
+    built: &BuiltPod,
+    policy: &RetryPolicy,
+) -> Result<Created, LaunchError> {
+    let started = Instant::now();
+    let params = PostParams::default();
+    let outcome =
+        retry::retry_counted(policy, "create pod", || api.create(&params, &built.pod)).await;
+    let attempts = outcome.attempts;
+    let err = match outcome.result {
+        Ok(pod) => {
+            return Ok(Created {
+                pod,
+                attempts,
+                adopted: false,
+            });
+        }
+        Err(err) => err,
+    };
+    match retry::classify(&err) {
+        Disposition::AlreadyExists => adopt(api, built, policy, attempts).await,
+        Disposition::Fatal { .. } => Err(rejected(err)),
+        Disposition::Retry { .. } => Err(LaunchError::CreateExhausted {
+            attempts,
+            elapsed: started.elapsed(),
+            last: err.to_string(),
+        }),
+    }
+}
+
+/// Reads the pod holding our name and adopts it if its launch id is ours.
+async fn adopt(
+    api: &Api<Pod>,
+    built: &BuiltPod,
+    policy: &RetryPolicy,
+    attempts: u32,
+) -> Result<Created, LaunchError> {
+    let existing = retry::retry(policy, "get pod after AlreadyExists", || {
+        api.get(&built.name)
+    })
+    .await
+    .map_err(|source| LaunchError::Api {
+        action: "reading the pod that holds our name",
+        source,
+    })?;
+    let theirs = existing
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LAUNCH_ID_LABEL))
+        .cloned();
+    if theirs.as_deref() == Some(built.launch_id.as_str()) {
+        tracing::info!(pod = %built.name, attempts, "create response was lost; adopted our pod by launch id");
+        Ok(Created {
+            pod: existing,
+            attempts,
+            adopted: true,
+        })
+    } else {
+        Err(LaunchError::ForeignPod {
+            namespace: built.namespace.clone(),
+            name: built.name.clone(),
+            theirs,
+            ours: built.launch_id.clone(),
+        })
+    }
+}
+
+/// Turns a non-retryable API error into [`LaunchError::CreateRejected`] with the server's
+/// message and causes.
+fn rejected(err: kube::Error) -> LaunchError {
+    match err {
+        kube::Error::Api(status) => LaunchError::CreateRejected {
+            code: status.code,
+            reason: status.reason.clone(),
+            message: status.message.clone(),
+            causes: status
+                .details
+                .as_ref()
+                .map(|d| {
+                    d.causes
+                        .iter()
+                        .map(|c| StatusCause {
+                            field: c.field.clone(),
+                            message: c.message.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        },
+        other => LaunchError::Api {
+            action: "creating the pod",
+            source: other,
+        },
+    }
+}
+
+/// The create retry policy from its knobs: `attempts` calls in total, full-jitter backoff from
+/// `base` capped at `cap`, and an overall `deadline` (responses included).
+pub fn create_policy(
+    attempts: u32,
+    base: Duration,
+    cap: Duration,
+    deadline: Duration,
+) -> Result<RetryPolicy, crate::SpecError> {
+    let backoff = podline_client::backoff::FullJitter::try_new(base, cap, 2.0).map_err(|e| {
+        crate::SpecError::OutOfRange {
+            flag: "--create-backoff-base/--create-backoff-cap",
+            message: e.to_string(),
+        }
+    })?;
+    Ok(RetryPolicy::new(backoff)
+        .with_max_attempts(attempts)
+        .with_deadline(Some(deadline)))
+}

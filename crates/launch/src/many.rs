@@ -1,0 +1,254 @@
+//! Many tasks at once: `--count N --parallel M` and `-f tasks.yaml`, with a client-side
+//! concurrency limit, an optional progress bar, and a summary (succeeded / failed / retries /
+//! p50 and p99 time to running).
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::SpecError;
+use crate::launcher::{Cancel, Launcher};
+use crate::logs::{LogSink, NullSink};
+use crate::report::TaskResult;
+use crate::spec::TaskSpec;
+
+/// The outcome of a many-task run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// Tasks whose main container exited 0.
+    pub succeeded: usize,
+    /// All other tasks.
+    pub failed: usize,
+    /// Create retries summed over all tasks.
+    pub retries: u64,
+    /// Median time from first create attempt to running, ms.
+    pub p50_time_to_running_ms: Option<u64>,
+    /// 99th percentile of the same, ms.
+    pub p99_time_to_running_ms: Option<u64>,
+    /// Wall time of the whole run, ms.
+    pub elapsed_ms: u64,
+    /// Every task's result, in input order.
+    pub results: Vec<TaskResult>,
+}
+
+impl Summary {
+    /// Builds the summary from results in input order.
+    pub fn from_results(results: Vec<TaskResult>, elapsed: std::time::Duration) -> Self {
+        let succeeded = results.iter().filter(|r| r.succeeded()).count();
+        let mut ttr: Vec<u64> = results
+            .iter()
+            .filter_map(|r| r.timings.time_to_running_ms)
+            .collect();
+        ttr.sort_unstable();
+        Self {
+            succeeded,
+            failed: results.len() - succeeded,
+            retries: results.iter().map(|r| u64::from(r.retries)).sum(),
+            p50_time_to_running_ms: percentile(&ttr, 50),
+            p99_time_to_running_ms: percentile(&ttr, 99),
+            elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            results,
+        }
+    }
+
+    /// The summary table printed at the end of `--count` / `-f` runs.
+    pub fn table(&self) -> String {
+        let ms = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v} ms"));
+        let mut out = String::new();
+        out.push_str(&format!(
+            "{:<10} {:<8} {:<8} {:<14} {:<14} {}\n",
+            "SUCCEEDED", "FAILED", "RETRIES", "P50 TO RUN", "P99 TO RUN", "ELAPSED"
+        ));
+        out.push_str(&format!(
+            "{:<10} {:<8} {:<8} {:<14} {:<14} {:.1} s\n",
+            self.succeeded,
+            self.failed,
+            self.retries,
+            ms(self.p50_time_to_running_ms),
+            ms(self.p99_time_to_running_ms),
+            self.elapsed_ms as f64 / 1000.0
+        ));
+        for r in self.results.iter().filter(|r| !r.succeeded()) {
+            out.push_str(&format!(
+                "  failed: {} exit {}: {}\n",
+                if r.pod.is_empty() { "(no pod)" } else { &r.pod },
+                r.exit_code,
+                r.error.as_deref().unwrap_or("container failed")
+            ));
+        }
+        out
+    }
+}
+
+/// Nearest-rank percentile of sorted values.
+pub fn percentile(sorted: &[u64], p: usize) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (p * sorted.len()).div_ceil(100).max(1);
+    sorted.get(rank - 1).copied()
+}
+
+/// A tasks file (`-f`): a YAML or JSON list of tasks, or `{tasks: [...]}`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum TasksFile {
+    List(Vec<TaskSpec>),
+    Wrapped { tasks: Vec<TaskSpec> },
+}
+
+/// Parses a tasks file's text (YAML or JSON) into specs; fields are those of [`TaskSpec`] in
+/// camelCase (`image`, `command`, `env` as `[[K, V]]`, `labels`, `taskId`...).
+pub fn parse_tasks(path: &str, text: &str) -> Result<Vec<TaskSpec>, SpecError> {
+    let parsed: Result<TasksFile, String> = serde_saphyr::from_str(text).map_err(|e| e.to_string());
+    match parsed {
+        Ok(TasksFile::List(t) | TasksFile::Wrapped { tasks: t }) if !t.is_empty() => Ok(t),
+        Ok(_) => Err(SpecError::TasksFile {
+            path: path.to_owned(),
+            message: "no tasks in the file (expected a list of tasks)".into(),
+        }),
+        Err(message) => Err(SpecError::TasksFile {
+            path: path.to_owned(),
+            message: format!("not a list of tasks: {message}"),
+        }),
+    }
+}
+
+/// Runs `specs` with at most `parallel` at a time. Logs are discarded unless `sink` is given.
+/// A progress bar is drawn on stderr when `progress` is set and stdout is a terminal.
+pub async fn run_many(
+    launcher: &Launcher,
+    specs: Vec<TaskSpec>,
+    parallel: usize,
+    sink: Option<Arc<dyn LogSink>>,
+    progress: bool,
+    cancel: &Cancel,
+) -> Summary {
+    let started = std::time::Instant::now();
+    let total = specs.len();
+    let limit = Arc::new(Semaphore::new(parallel.max(1)));
+    let sink: Arc<dyn LogSink> = sink.unwrap_or_else(|| Arc::new(NullSink));
+    let bar = (progress && std::io::stdout().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new(total as u64);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} tasks ({per_sec}, eta {eta}) {msg}",
+        ) {
+            bar.set_style(style);
+        }
+        bar
+    });
+    let mut set = JoinSet::new();
+    for (index, spec) in specs.into_iter().enumerate() {
+        let launcher = launcher.clone();
+        let limit = limit.clone();
+        let sink = sink.clone();
+        let cancel = cancel.clone();
+        set.spawn(async move {
+            // The semaphore is never closed, so acquire only fails if it were: run anyway.
+            let _permit = limit.acquire_owned().await.ok();
+            (index, launcher.run(&spec, sink, &cancel).await)
+        });
+    }
+    let mut results: Vec<Option<TaskResult>> = vec![None; total];
+    let mut failed = 0usize;
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok((index, result)) => {
+                if !result.succeeded() {
+                    failed += 1;
+                }
+                results[index] = Some(result);
+            }
+            Err(err) => {
+                failed += 1;
+                tracing::error!(error = %err, "a task panicked");
+            }
+        }
+        if let Some(bar) = &bar {
+            bar.inc(1);
+            if failed > 0 {
+                bar.set_message(format!("{failed} failed"));
+            }
+        }
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let results = results
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|| TaskResult {
+                exit_code: crate::exit::LOST,
+                error: Some("the task panicked".into()),
+                ..TaskResult::default()
+            })
+        })
+        .collect();
+    Summary::from_results(results, started.elapsed())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_should_use_nearest_rank() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50), Some(50));
+        assert_eq!(percentile(&v, 99), Some(99));
+        assert_eq!(percentile(&[7], 99), Some(7));
+        assert_eq!(percentile(&[], 50), None);
+    }
+
+    #[test]
+    fn tasks_file_should_parse_list_and_wrapped_forms() {
+        let list = parse_tasks(
+            "t.yaml",
+            "- image: busybox\n  command: [sh, -c, 'exit 0']\n  taskId: a\n- image: alpine\n",
+        )
+        .unwrap();
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0].task_id.as_deref(), Some("a"));
+        assert_eq!(list[1].image.as_deref(), Some("alpine"));
+        let wrapped =
+            parse_tasks("t.json", r#"{"tasks":[{"image":"x","activeDeadline":30}]}"#).unwrap();
+        assert_eq!(
+            wrapped[0].active_deadline,
+            Some(std::time::Duration::from_secs(30))
+        );
+        let err = parse_tasks("t.yaml", "- imgae: typo\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("t.yaml"), "{err}");
+    }
+
+    #[test]
+    fn summary_should_count_and_tabulate() {
+        let ok = TaskResult {
+            retries: 2,
+            timings: crate::Timings {
+                time_to_running_ms: Some(10),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let bad = TaskResult {
+            pod: "p".into(),
+            exit_code: 1,
+            ..Default::default()
+        };
+        let s = Summary::from_results(vec![ok.clone(), ok, bad], std::time::Duration::from_secs(1));
+        assert_eq!((s.succeeded, s.failed, s.retries), (2, 1, 4));
+        assert_eq!(s.p50_time_to_running_ms, Some(10));
+        let table = s.table();
+        assert!(
+            table.contains("SUCCEEDED") && table.contains("failed: p exit 1"),
+            "{table}"
+        );
+    }
+}

@@ -1,0 +1,24 @@
+//! KFP mode: what Kubeflow Pipelines' v1 metadata-writer does, done right.
+//!
+//! - [`pod`]: classify a pod (skip rules) and read what is recorded
+//!   ([`KfpPod`]), from [`argo`] (template, URIs, outputs) and [`component`]
+//!   (component spec, parameters). Pure.
+//! - [`writer`]: [`KfpWriter`] records a [`KfpPod`] into MLMD idempotently.
+//! - [`patch`]: the labels and annotations written back on the pod.
+//! - [`config`]: [`KfpEnv`], the writer's environment variables, strictly parsed.
+//! - [`keys`]: the label/annotation names of the contract.
+//! - [`fixture`]: KFP-shaped pods for tests, demos and benchmarks.
+
+pub mod argo;
+pub mod component;
+pub mod config;
+pub mod fixture;
+pub mod keys;
+pub mod patch;
+pub mod pod;
+pub mod writer;
+
+pub use config::{EnvError, KfpEnv};
+pub use patch::PodPatch;
+pub use pod::{KfpPod, Skip, Warning, classify};
+pub use writer::{KfpWriter, Recorded};

@@ -1,0 +1,741 @@
+//! Records KFP pods into MLMD, idempotently.
+//!
+//! Differences from KFP's writer, each for a failure it had:
+//! - Identity is deterministic: execution external id `podline/kfp/<ns>/<uid>`,
+//!   output artifacts `…/<uid>/<output>`, run context `podline/kfp-run/<ns>/<wf>`.
+//!   A restart at any point finds its earlier writes instead of duplicating them.
+//! - Each phase is one atomic `PutExecution` (execution, events, artifacts,
+//!   association, attributions), so there are no half-written steps.
+//! - Contexts are found with `GetContextByTypeAndName` (no full scans) and a
+//!   create that loses a race (AlreadyExists) re-reads.
+//! - `last_known_state` follows the pod: NEW/RUNNING, then COMPLETE, FAILED,
+//!   CACHED or CANCELED. A terminal state is written in the same transaction
+//!   as the outputs, so "terminal" means "outputs recorded".
+//!
+//! The writer holds no lock across an await; its memo only saves round trips
+//! and may be lost at any time.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::Hash;
+use std::sync::Mutex;
+
+use super::keys::{NO_TYPE, RUN_CONTEXT_TYPE};
+use super::patch::{InputRef, OutputRef};
+use super::pod::{KfpPod, OutputArtifact};
+use crate::client::MlmdClient;
+use crate::error::MlmdError;
+use crate::proto::*;
+
+/// What was recorded for a pod: the ids for the pod patch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// The execution id.
+    pub execution_id: i64,
+    /// The run context id.
+    pub context_id: i64,
+    /// The execution's state in MLMD now.
+    pub state: ExecutionState,
+    /// Linked inputs.
+    pub inputs: Vec<InputRef>,
+    /// Outputs, once the execution is terminal.
+    pub outputs: Option<Vec<OutputRef>>,
+}
+
+/// Whether a state is final (outputs recorded with it).
+pub fn is_terminal(state: ExecutionState) -> bool {
+    matches!(
+        state,
+        ExecutionState::Complete
+            | ExecutionState::Failed
+            | ExecutionState::Cached
+            | ExecutionState::Canceled
+    )
+}
+
+/// The external id of a pod's execution.
+pub fn execution_external_id(pod: &KfpPod) -> String {
+    format!("podline/kfp/{}/{}", pod.namespace, pod.uid)
+}
+
+/// The external id of a pod's output artifact.
+pub fn artifact_external_id(pod: &KfpPod, output: &str) -> String {
+    format!("podline/kfp/{}/{}/{}", pod.namespace, pod.uid, output)
+}
+
+/// The external id of a workflow's run context.
+pub fn context_external_id(namespace: &str, workflow: &str) -> String {
+    format!("podline/kfp-run/{namespace}/{workflow}")
+}
+
+#[derive(Clone, Debug)]
+struct PodMemo {
+    execution: Execution,
+    inputs: Vec<InputRef>,
+    outputs: Option<Vec<OutputRef>>,
+}
+
+/// A bounded map that forgets its oldest entries (the original's LRUs,
+/// sized by the same variables).
+#[derive(Debug)]
+struct Bounded<K, V> {
+    map: HashMap<K, V>,
+    order: VecDeque<K>,
+    cap: usize,
+}
+
+impl<K: Eq + Hash + Clone, V> Bounded<K, V> {
+    fn new(cap: usize) -> Self {
+        Bounded {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+            cap: cap.max(1),
+        }
+    }
+    fn get(&self, k: &K) -> Option<&V> {
+        self.map.get(k)
+    }
+    fn insert(&mut self, k: K, v: V) {
+        if self.map.insert(k.clone(), v).is_none() {
+            self.order.push_back(k);
+            while self.order.len() > self.cap {
+                if let Some(old) = self.order.pop_front() {
+                    self.map.remove(&old);
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Memo {
+    execution_types: HashMap<String, i64>,
+    artifact_types: HashMap<String, i64>,
+    context_type: Option<i64>,
+    contexts: Bounded<(String, String), Context>,
+    pods: Bounded<String, PodMemo>,
+}
+
+/// The KFP metadata writer over an [`MlmdClient`].
+#[derive(Debug)]
+pub struct KfpWriter {
+    client: MlmdClient,
+    memo: Mutex<Memo>,
+}
+
+impl KfpWriter {
+    /// A writer with memo capacities (pods, contexts).
+    pub fn new(client: MlmdClient, pod_cache: usize, context_cache: usize) -> Self {
+        KfpWriter {
+            client,
+            memo: Mutex::new(Memo {
+                execution_types: HashMap::new(),
+                artifact_types: HashMap::new(),
+                context_type: None,
+                contexts: Bounded::new(context_cache),
+                pods: Bounded::new(pod_cache),
+            }),
+        }
+    }
+
+    /// The client (for probes and call counts).
+    pub fn client(&self) -> &MlmdClient {
+        &self.client
+    }
+
+    fn memo(&self) -> std::sync::MutexGuard<'_, Memo> {
+        // A panic while holding this lock cannot leave the memo inconsistent
+        // in a way that matters (it is only a cache), so recover from poison.
+        self.memo.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Record `pod` (its outputs already filled in `pod.outputs` when known).
+    /// `deleted` means the pod is gone. Idempotent: safe to call again for
+    /// the same pod after any failure or restart.
+    pub async fn record(&self, pod: &KfpPod, deleted: bool) -> Result<Recorded, MlmdError> {
+        let target = pod.state(deleted);
+        let context = self.run_context(&pod.namespace, &pod.workflow).await?;
+        let context_id = context.id.ok_or(MlmdError::MissingField {
+            method: "PutContexts",
+            field: "context id",
+        })?;
+        let memo = self.memo().pods.get(&pod.uid).cloned();
+        let mut memo = match memo {
+            Some(m) => m,
+            None => self.find_or_create_execution(pod, &context, target).await?,
+        };
+        let current = state_of(&memo.execution);
+        if is_terminal(current) {
+            if memo.outputs.is_none() {
+                memo.outputs = Some(self.read_outputs(&memo.execution).await?);
+            }
+        } else if is_terminal(target) {
+            let outputs = pod.outputs.clone().unwrap_or_default();
+            // Inputs whose upstream artifact did not exist at first sight
+            // are linked now, in the same transaction.
+            let late_inputs = if memo.inputs.len() < pod.inputs.len() {
+                let linked: Vec<i64> = memo.inputs.iter().map(|i| i.id).collect();
+                self.resolve_inputs(pod)
+                    .await?
+                    .into_iter()
+                    .filter(|i| !linked.contains(&i.id))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            match self
+                .finish(
+                    pod,
+                    &context,
+                    &memo.execution,
+                    target,
+                    &outputs,
+                    &late_inputs,
+                )
+                .await
+            {
+                Ok(refs) => {
+                    memo.execution.last_known_state = Some(target as i32);
+                    memo.inputs.extend(late_inputs);
+                    memo.outputs = Some(refs);
+                }
+                Err(e) if e.is_already_exists() => {
+                    // Another writer finished it first: read what it wrote.
+                    let again = self.find_execution(pod).await?.ok_or(e)?;
+                    memo.outputs = Some(self.read_outputs(&again).await?);
+                    memo.execution = again;
+                }
+                Err(e) => return Err(e),
+            }
+        } else if target != current && target == ExecutionState::Running {
+            let mut update = memo.execution.clone();
+            update.last_known_state = Some(target as i32);
+            self.client
+                .put_executions(PutExecutionsRequest {
+                    executions: vec![update.clone()],
+                })
+                .await?;
+            memo.execution = update;
+        }
+        let recorded = Recorded {
+            execution_id: memo.execution.id.unwrap_or_default(),
+            context_id,
+            state: state_of(&memo.execution),
+            inputs: memo.inputs.clone(),
+            outputs: memo.outputs.clone(),
+        };
+        self.memo().pods.insert(pod.uid.clone(), memo);
+        Ok(recorded)
+    }
+
+    async fn find_execution(&self, pod: &KfpPod) -> Result<Option<Execution>, MlmdError> {
+        let found = self
+            .client
+            .get_executions_by_external_ids(GetExecutionsByExternalIdsRequest {
+                external_ids: vec![execution_external_id(pod)],
+            })
+            .await;
+        Ok(or_empty(found)?.executions.into_iter().next().map(writable))
+    }
+
+    async fn find_or_create_execution(
+        &self,
+        pod: &KfpPod,
+        context: &Context,
+        target: ExecutionState,
+    ) -> Result<PodMemo, MlmdError> {
+        let inputs = self.resolve_inputs(pod).await?;
+        if let Some(execution) = self.find_execution(pod).await? {
+            return Ok(PodMemo {
+                execution,
+                inputs,
+                outputs: None,
+            });
+        }
+        // A pod phase 1 of KFP's own writer labelled: adopt its execution
+        // (never for cache hits, whose label points at the original run's).
+        if let (Some(id), false) = (pod.labelled_execution_id, pod.cached) {
+            let found = self
+                .client
+                .get_executions_by_id(GetExecutionsByIdRequest {
+                    execution_ids: vec![id],
+                })
+                .await;
+            let found = or_empty(found)?;
+            if let Some(execution) = found.executions.into_iter().next() {
+                return Ok(PodMemo {
+                    execution: writable(execution),
+                    inputs,
+                    outputs: None,
+                });
+            }
+        }
+        let type_id = self.execution_type(&pod.component_version).await?;
+        // Created NEW or RUNNING; a terminal state comes with the outputs.
+        let initial = if target == ExecutionState::Running {
+            ExecutionState::Running
+        } else {
+            ExecutionState::New
+        };
+        let mut execution = execution_proto(pod, type_id, initial);
+        let request = PutExecutionRequest {
+            execution: Some(execution.clone()),
+            artifact_event_pairs: inputs.iter().map(input_pair).collect(),
+            contexts: vec![context.clone()],
+            options: Some(PutExecutionOptions {
+                reuse_context_if_already_exist: Some(true),
+                reuse_artifact_if_already_exist_by_external_id: Some(true),
+            }),
+        };
+        match self.client.put_execution(request).await {
+            Ok(response) => {
+                execution.id = response.execution_id;
+                Ok(PodMemo {
+                    execution,
+                    inputs,
+                    outputs: None,
+                })
+            }
+            Err(e) if e.is_already_exists() => {
+                let execution = self.find_execution(pod).await?.ok_or(e)?;
+                Ok(PodMemo {
+                    execution,
+                    inputs,
+                    outputs: None,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Inputs linked by URI to the newest artifact with that URI.
+    async fn resolve_inputs(&self, pod: &KfpPod) -> Result<Vec<InputRef>, MlmdError> {
+        if pod.inputs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let found = self
+            .client
+            .get_artifacts_by_uri(GetArtifactsByUriRequest {
+                uris: pod.inputs.iter().map(|i| i.uri.clone()).collect(),
+            })
+            .await;
+        let found = or_empty(found)?;
+        let mut newest: HashMap<String, i64> = HashMap::new();
+        for a in found.artifacts {
+            if let (Some(uri), Some(id)) = (a.uri, a.id) {
+                let e = newest.entry(uri).or_insert(id);
+                *e = (*e).max(id);
+            }
+        }
+        let mut inputs = Vec::new();
+        for input in &pod.inputs {
+            match newest.get(&input.uri) {
+                Some(&id) => inputs.push(InputRef {
+                    id,
+                    name: input.name.clone(),
+                    uri: input.uri.clone(),
+                }),
+                None => tracing::info!(
+                    namespace = %pod.namespace, pod = %pod.name, input = %input.name, uri = %input.uri,
+                    "no upstream artifact with this URI; input not linked"
+                ),
+            }
+        }
+        Ok(inputs)
+    }
+
+    async fn finish(
+        &self,
+        pod: &KfpPod,
+        context: &Context,
+        execution: &Execution,
+        state: ExecutionState,
+        outputs: &[OutputArtifact],
+        late_inputs: &[InputRef],
+    ) -> Result<Vec<OutputRef>, MlmdError> {
+        let mut pairs = Vec::with_capacity(outputs.len() + late_inputs.len());
+        let mut type_names = Vec::with_capacity(outputs.len());
+        for output in outputs {
+            let type_id = self.artifact_type(&output.type_name).await?;
+            type_names.push(output.type_name.clone());
+            let custom: Properties = [
+                ("name".to_owned(), Value::string(output.name.clone())),
+                (
+                    "pipeline_name".to_owned(),
+                    Value::string(pod.workflow.clone()),
+                ),
+                ("run_id".to_owned(), Value::string(pod.workflow.clone())),
+                (
+                    "argo_artifact".to_owned(),
+                    Value::string(output.argo_artifact.clone()),
+                ),
+            ]
+            .into();
+            pairs.push(ArtifactAndEvent {
+                artifact: Some(Artifact {
+                    type_id: Some(type_id),
+                    uri: Some(output.uri.clone()),
+                    external_id: Some(artifact_external_id(pod, &output.name)),
+                    custom_properties: custom,
+                    ..Default::default()
+                }),
+                event: Some(Event {
+                    r#type: Some(EventType::Output as i32),
+                    path: Some(EventPath::key(output.name.clone())),
+                    ..Default::default()
+                }),
+            });
+        }
+        // Outputs first: the response's artifact ids follow the pairs' order.
+        pairs.extend(late_inputs.iter().map(input_pair));
+        let mut update = execution.clone();
+        update.last_known_state = Some(state as i32);
+        let response = self
+            .client
+            .put_execution(PutExecutionRequest {
+                execution: Some(update),
+                artifact_event_pairs: pairs,
+                contexts: vec![context.clone()],
+                options: Some(PutExecutionOptions {
+                    reuse_context_if_already_exist: Some(true),
+                    reuse_artifact_if_already_exist_by_external_id: Some(true),
+                }),
+            })
+            .await?;
+        Ok(outputs
+            .iter()
+            .zip(response.artifact_ids)
+            .zip(type_names)
+            .map(|((o, id), ty)| OutputRef {
+                id,
+                name: o.name.clone(),
+                uri: o.uri.clone(),
+                r#type: ty,
+            })
+            .collect())
+    }
+
+    /// The outputs an earlier (committed) phase 2 wrote, from its events.
+    async fn read_outputs(&self, execution: &Execution) -> Result<Vec<OutputRef>, MlmdError> {
+        let Some(id) = execution.id else {
+            return Ok(Vec::new());
+        };
+        let events = self
+            .client
+            .get_events_by_execution_ids(GetEventsByExecutionIdsRequest {
+                execution_ids: vec![id],
+            })
+            .await;
+        let events = or_empty(events)?.events;
+        let outputs: Vec<(i64, String)> = events
+            .iter()
+            .filter(|e| e.r#type == Some(EventType::Output as i32))
+            .filter_map(|e| {
+                let name = e.path.as_ref()?.first_key()?.to_owned();
+                Some((e.artifact_id?, name))
+            })
+            .collect();
+        if outputs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let artifacts = self
+            .client
+            .get_artifacts_by_id(GetArtifactsByIdRequest {
+                artifact_ids: outputs.iter().map(|(id, _)| *id).collect(),
+            })
+            .await;
+        let artifacts = or_empty(artifacts)?.artifacts;
+        let by_id: HashMap<i64, Artifact> = artifacts
+            .into_iter()
+            .filter_map(|a| Some((a.id?, a)))
+            .collect();
+        Ok(outputs
+            .into_iter()
+            .filter_map(|(id, name)| {
+                let a = by_id.get(&id)?;
+                Some(OutputRef {
+                    id,
+                    name,
+                    uri: a.uri.clone().unwrap_or_default(),
+                    r#type: a.r#type.clone().unwrap_or_else(|| NO_TYPE.to_owned()),
+                })
+            })
+            .collect())
+    }
+
+    /// The run context of a workflow: found by type and name, created if
+    /// missing (a lost race re-reads). When the name is taken by the same
+    /// workflow name in another namespace, `<namespace>.<workflow>` is used.
+    pub async fn run_context(&self, namespace: &str, workflow: &str) -> Result<Context, MlmdError> {
+        let key = (namespace.to_owned(), workflow.to_owned());
+        if let Some(c) = self.memo().contexts.get(&key) {
+            return Ok(c.clone());
+        }
+        let ours = context_external_id(namespace, workflow);
+        let type_id = self.context_type().await?;
+        let names = [workflow.to_owned(), format!("{namespace}.{workflow}")];
+        for name in &names {
+            for _attempt in 0..3 {
+                let found = self
+                    .client
+                    .get_context_by_type_and_name(GetContextByTypeAndNameRequest {
+                        type_name: Some(RUN_CONTEXT_TYPE.into()),
+                        context_name: Some(name.clone()),
+                        type_version: None,
+                    })
+                    .await?
+                    .context;
+                if let Some(found) = found {
+                    let owner = found.external_id.as_deref();
+                    if owner.is_none() || owner == Some(ours.as_str()) {
+                        let found = writable_context(found);
+                        self.memo().contexts.insert(key, found.clone());
+                        return Ok(found);
+                    }
+                    // Same workflow name, another namespace: next name.
+                    break;
+                }
+                let mut context = Context {
+                    type_id: Some(type_id),
+                    name: Some(name.clone()),
+                    external_id: Some(ours.clone()),
+                    properties: [
+                        ("pipeline_name".to_owned(), Value::string(workflow)),
+                        ("run_id".to_owned(), Value::string(workflow)),
+                    ]
+                    .into(),
+                    custom_properties: [("namespace".to_owned(), Value::string(namespace))].into(),
+                    ..Default::default()
+                };
+                match self
+                    .client
+                    .put_contexts(PutContextsRequest {
+                        contexts: vec![context.clone()],
+                    })
+                    .await
+                {
+                    Ok(r) => {
+                        context.id = r.context_ids.first().copied();
+                        self.memo().contexts.insert(key, context.clone());
+                        return Ok(context);
+                    }
+                    // Lost a race (or our external id exists under the
+                    // other name): look again.
+                    Err(e) if e.is_already_exists() => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        // Both names belong to others or kept racing: find ours by external id.
+        let found = self
+            .client
+            .get_contexts_by_external_ids(GetContextsByExternalIdsRequest {
+                external_ids: vec![ours],
+            })
+            .await;
+        let found = or_empty(found)?
+            .contexts
+            .into_iter()
+            .next()
+            .map(writable_context)
+            .ok_or(MlmdError::Rpc {
+                method: "PutContexts",
+                code: tonic::Code::AlreadyExists,
+                message: format!("no free KfpRun context name for {namespace}/{workflow}"),
+            })?;
+        self.memo().contexts.insert(key, found.clone());
+        Ok(found)
+    }
+
+    async fn context_type(&self) -> Result<i64, MlmdError> {
+        if let Some(id) = self.memo().context_type {
+            return Ok(id);
+        }
+        let id = self
+            .client
+            .put_context_type(PutContextTypeRequest {
+                context_type: Some(ContextType {
+                    name: Some(RUN_CONTEXT_TYPE.into()),
+                    properties: string_props(&["pipeline_name", "run_id"]),
+                    ..Default::default()
+                }),
+                can_add_fields: Some(true),
+                can_omit_fields: Some(true),
+            })
+            .await?
+            .type_id
+            .ok_or(MlmdError::MissingField {
+                method: "PutContextType",
+                field: "type_id",
+            })?;
+        self.memo().context_type = Some(id);
+        Ok(id)
+    }
+
+    async fn execution_type(&self, component_version: &str) -> Result<i64, MlmdError> {
+        let name = format!("components.{component_version}");
+        if let Some(&id) = self.memo().execution_types.get(&name) {
+            return Ok(id);
+        }
+        let id = self
+            .client
+            .put_execution_type(PutExecutionTypeRequest {
+                execution_type: Some(ExecutionType {
+                    name: Some(name.clone()),
+                    properties: string_props(&["pipeline_name", "run_id", "component_id"]),
+                    ..Default::default()
+                }),
+                can_add_fields: Some(true),
+                can_omit_fields: Some(true),
+            })
+            .await?
+            .type_id
+            .ok_or(MlmdError::MissingField {
+                method: "PutExecutionType",
+                field: "type_id",
+            })?;
+        self.memo().execution_types.insert(name, id);
+        Ok(id)
+    }
+
+    async fn artifact_type(&self, name: &str) -> Result<i64, MlmdError> {
+        if let Some(&id) = self.memo().artifact_types.get(name) {
+            return Ok(id);
+        }
+        let id = self
+            .client
+            .put_artifact_type(PutArtifactTypeRequest {
+                artifact_type: Some(ArtifactType {
+                    name: Some(name.to_owned()),
+                    ..Default::default()
+                }),
+                can_add_fields: Some(true),
+                can_omit_fields: Some(true),
+            })
+            .await?
+            .type_id
+            .ok_or(MlmdError::MissingField {
+                method: "PutArtifactType",
+                field: "type_id",
+            })?;
+        self.memo().artifact_types.insert(name.to_owned(), id);
+        Ok(id)
+    }
+}
+
+/// An INPUT event to an existing artifact.
+fn input_pair(input: &InputRef) -> ArtifactAndEvent {
+    ArtifactAndEvent {
+        artifact: None,
+        event: Some(Event {
+            artifact_id: Some(input.id),
+            r#type: Some(EventType::Input as i32),
+            path: Some(EventPath::key(input.name.clone())),
+            ..Default::default()
+        }),
+    }
+}
+
+/// MLMD answers NotFound to a batch lookup that matches nothing: an empty
+/// answer for podline.
+fn or_empty<T: Default>(result: Result<T, MlmdError>) -> Result<T, MlmdError> {
+    match result {
+        Err(e) if e.is_not_found() => Ok(T::default()),
+        other => other,
+    }
+}
+
+fn string_props(names: &[&str]) -> BTreeMap<String, i32> {
+    names
+        .iter()
+        .map(|n| ((*n).to_owned(), PropertyType::String as i32))
+        .collect()
+}
+
+fn state_of(execution: &Execution) -> ExecutionState {
+    execution
+        .last_known_state
+        .and_then(|s| ExecutionState::try_from(s).ok())
+        .unwrap_or(ExecutionState::Unknown)
+}
+
+/// Drop output-only fields so a read object can be written back as an update.
+fn writable(mut e: Execution) -> Execution {
+    e.r#type = None;
+    e.create_time_since_epoch = None;
+    e.last_update_time_since_epoch = None;
+    e
+}
+
+fn writable_context(mut c: Context) -> Context {
+    c.r#type = None;
+    c.create_time_since_epoch = None;
+    c.last_update_time_since_epoch = None;
+    c
+}
+
+/// The execution KFP writes for a pod, plus podline's external id and state.
+pub fn execution_proto(pod: &KfpPod, type_id: i64, state: ExecutionState) -> Execution {
+    let mut custom = pod.parameters.clone();
+    custom.insert("kfp_pod_name".into(), Value::string(pod.name.clone()));
+    custom.insert(
+        "kfp_pod_namespace".into(),
+        Value::string(pod.namespace.clone()),
+    );
+    custom.insert("kfp_pod_uid".into(), Value::string(pod.uid.clone()));
+    Execution {
+        type_id: Some(type_id),
+        external_id: Some(execution_external_id(pod)),
+        last_known_state: Some(state as i32),
+        properties: [
+            // KFP: "mistakenly used for grouping in the UX"; kept for the UI.
+            (
+                "pipeline_name".to_owned(),
+                Value::string(pod.workflow.clone()),
+            ),
+            ("run_id".to_owned(), Value::string(pod.workflow.clone())),
+            (
+                "component_id".to_owned(),
+                Value::string(pod.component_name.clone()),
+            ),
+        ]
+        .into(),
+        custom_properties: custom,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_should_forget_the_oldest_entry() {
+        let mut b = Bounded::new(2);
+        b.insert(1, "a");
+        b.insert(2, "b");
+        b.insert(1, "a2");
+        b.insert(3, "c");
+        assert_eq!(b.get(&1), None);
+        assert_eq!(b.get(&2), Some(&"b"));
+        assert_eq!(b.get(&3), Some(&"c"));
+    }
+
+    #[test]
+    fn terminal_states_are_the_four_final_ones() {
+        for s in [
+            ExecutionState::Complete,
+            ExecutionState::Failed,
+            ExecutionState::Cached,
+            ExecutionState::Canceled,
+        ] {
+            assert!(is_terminal(s));
+        }
+        for s in [
+            ExecutionState::New,
+            ExecutionState::Running,
+            ExecutionState::Unknown,
+        ] {
+            assert!(!is_terminal(s));
+        }
+    }
+}

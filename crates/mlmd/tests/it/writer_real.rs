@@ -1,0 +1,208 @@
+//! The KFP writer against the real MLMD, queried back like the KFP UI.
+
+use podline_mlmd::MlmdClient;
+use podline_mlmd::kfp::fixture::{Step, component_spec};
+use podline_mlmd::kfp::{KfpPod, KfpWriter, classify};
+use podline_mlmd::proto::ExecutionState;
+use serde_json::{Value as Json, json};
+
+use crate::require_mlmd;
+use crate::support::{MlmdServer, python_json};
+
+/// A KFP-shaped run: prep (outputs on the pod), train (input from prep,
+/// outputs from a WorkflowTaskResult document), eval (a cache hit), flaky
+/// (fails, no outputs).
+pub fn run_steps(namespace: &str, workflow: &str) -> Vec<(Step, Option<Json>, &'static str)> {
+    let mut prep = Step::new(namespace, workflow, "prep");
+    prep.component_spec = Some(component_spec("Prep", &[("data", "Dataset")]));
+    prep.outputs_on_pod = Some(vec![("data".into(), prep.key("data"))]);
+    let mut train = Step::new(namespace, workflow, "train");
+    train.component_spec = Some(component_spec("Train", &[("model", "Model")]));
+    train.parameters = Some(r#"{"lr": "0.1", "epochs": 3}"#.into());
+    train.inputs = vec![("data".into(), prep.key("data"))];
+    let wtr = train.outputs_json(&[("model".into(), train.key("model"))]);
+    let mut eval = Step::new(namespace, workflow, "eval");
+    eval.cached = true;
+    eval.outputs_on_pod = Some(vec![(
+        "report".into(),
+        "artifacts/cached/report.tgz".into(),
+    )]);
+    let flaky = Step::new(namespace, workflow, "flaky");
+    vec![
+        (prep, None, "Succeeded"),
+        (train, Some(wtr), "Succeeded"),
+        (eval, None, "Succeeded"),
+        (flaky, None, "Failed"),
+    ]
+}
+
+fn kfp(step: &Step, uid: &str, phase: &str, wtr: Option<&Json>) -> KfpPod {
+    let mut pod = classify(&step.pod(Some(uid))).expect("recorded");
+    pod.phase = phase.into();
+    if let (None, true, Some(doc)) = (&pod.outputs, pod.state(false) != ExecutionState::New, wtr) {
+        let outputs = pod.parse_outputs(doc);
+        pod.outputs = Some(outputs);
+    }
+    pod
+}
+
+async fn record_run(
+    writer: &KfpWriter,
+    steps: &[(Step, Option<Json>, &'static str)],
+    phases: &[bool],
+) {
+    for &finished in phases {
+        for (i, (step, wtr, end)) in steps.iter().enumerate() {
+            let phase = if finished { *end } else { "Pending" };
+            let pod = kfp(
+                step,
+                &format!("uid-{}-{i}", step.workflow),
+                phase,
+                wtr.as_ref(),
+            );
+            writer.record(&pod, false).await.expect("record");
+        }
+    }
+}
+
+/// Assert what the KFP UI sees for the run recorded by [`run_steps`].
+pub fn assert_run_as_the_ui_sees_it(port: u16, workflow: &str) -> Json {
+    let q = python_json("kfp_query.py", &[port.to_string(), workflow.to_owned()]);
+    let ctx = &q["context"];
+    assert_eq!(ctx["name"], workflow, "{q}");
+    assert_eq!(ctx["properties"]["run_id"], workflow);
+    let execs = q["executions"].as_array().expect("executions");
+    assert_eq!(execs.len(), 4, "{q:#}");
+    let by_pod = |pod: &str| {
+        execs
+            .iter()
+            .find(|e| e["custom_properties"]["kfp_pod_name"] == format!("{workflow}-{pod}"))
+            .unwrap_or_else(|| panic!("no execution for {pod}: {q:#}"))
+    };
+    let prep = by_pod("prep");
+    let train = by_pod("train");
+    let eval = by_pod("eval");
+    let flaky = by_pod("flaky");
+    assert_eq!(prep["state"], "COMPLETE");
+    assert_eq!(train["state"], "COMPLETE");
+    assert_eq!(eval["state"], "CACHED");
+    assert_eq!(flaky["state"], "FAILED");
+    assert!(
+        prep["type"]
+            .as_str()
+            .expect("type")
+            .starts_with("components.Prep@sha256=")
+    );
+    assert_eq!(
+        flaky["type"], "components.flaky",
+        "template name without a component spec"
+    );
+    assert_eq!(
+        train["properties"],
+        json!({"pipeline_name": workflow, "run_id": workflow, "component_id": "Train"})
+    );
+    assert_eq!(train["custom_properties"]["input:lr"], "0.1");
+    assert_eq!(train["custom_properties"]["input:epochs"], 3);
+    // Lineage: train's INPUT is prep's OUTPUT artifact.
+    let prep_out = &prep["events"][0];
+    assert_eq!(prep_out["type"], "OUTPUT");
+    assert_eq!(prep_out["key"], "data");
+    let train_events = train["events"].as_array().expect("events");
+    assert_eq!(train_events.len(), 2, "{train:#}");
+    assert_eq!(train_events[0]["type"], "INPUT");
+    assert_eq!(train_events[0]["key"], "data");
+    assert_eq!(train_events[0]["artifact_id"], prep_out["artifact_id"]);
+    assert_eq!(train_events[1]["type"], "OUTPUT");
+    assert_eq!(train_events[1]["key"], "model");
+    assert_eq!(flaky["events"], json!([]));
+    let artifacts = q["artifacts"].as_array().expect("artifacts");
+    let uris: Vec<&str> = artifacts
+        .iter()
+        .map(|a| a["uri"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(artifacts.len(), 3, "{uris:?}");
+    let model = artifacts
+        .iter()
+        .find(|a| a["custom_properties"]["name"] == "model")
+        .expect("model artifact");
+    assert_eq!(model["type"], "Model");
+    assert_eq!(
+        model["uri"],
+        format!("minio://mlpipeline/artifacts/{workflow}/{workflow}-train/model.tgz")
+    );
+    assert_eq!(model["custom_properties"]["pipeline_name"], workflow);
+    assert!(
+        model["custom_properties"]["argo_artifact"]
+            .as_str()
+            .expect("argo")
+            .contains("\"key\": ")
+    );
+    q
+}
+
+#[tokio::test]
+async fn a_kfp_run_should_read_back_like_the_kfp_ui_and_rerecording_duplicates_nothing() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let steps = run_steps("team-a", "wf-ui");
+    let writer = KfpWriter::new(MlmdClient::new(&server.config()).expect("client"), 100, 100);
+    record_run(&writer, &steps, &[false, true]).await;
+    let first = assert_run_as_the_ui_sees_it(server.port, "wf-ui");
+    let counts = first["counts"].clone();
+    assert_eq!(counts["executions"], 4);
+    assert_eq!(counts["contexts"], 1);
+
+    // Same writer (memo), then a fresh writer (a restart: memo lost), in
+    // every order of phases: nothing new.
+    record_run(&writer, &steps, &[false, true]).await;
+    let fresh = KfpWriter::new(MlmdClient::new(&server.config()).expect("client"), 100, 100);
+    record_run(&fresh, &steps, &[true, false, true]).await;
+    let again = assert_run_as_the_ui_sees_it(server.port, "wf-ui");
+    assert_eq!(again["counts"], counts);
+    assert_eq!(again["executions"], first["executions"]);
+}
+
+#[tokio::test]
+async fn the_same_workflow_name_in_two_namespaces_should_get_two_contexts() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let writer = KfpWriter::new(MlmdClient::new(&server.config()).expect("client"), 100, 100);
+    let a = writer.run_context("team-a", "wf").await.expect("a");
+    let b = writer.run_context("team-b", "wf").await.expect("b");
+    assert_ne!(a.id, b.id);
+    assert_eq!(
+        a.name.as_deref(),
+        Some("wf"),
+        "the first keeps the UI's name"
+    );
+    assert_eq!(b.name.as_deref(), Some("team-b.wf"));
+    // A restarted writer resolves both the same way.
+    let fresh = KfpWriter::new(MlmdClient::new(&server.config()).expect("client"), 100, 100);
+    assert_eq!(fresh.run_context("team-b", "wf").await.expect("b").id, b.id);
+    assert_eq!(fresh.run_context("team-a", "wf").await.expect("a").id, a.id);
+}
+
+#[tokio::test]
+async fn a_pod_deleted_before_finishing_should_be_canceled() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let writer = KfpWriter::new(MlmdClient::new(&server.config()).expect("client"), 100, 100);
+    let step = Step::new("ns", "wf-cancel", "long");
+    let mut pod = classify(&step.pod(Some("uid-c"))).expect("recorded");
+    pod.phase = "Running".into();
+    let running = writer.record(&pod, false).await.expect("running");
+    assert_eq!(running.state, ExecutionState::Running);
+    assert_eq!(running.outputs, None);
+    let canceled = writer.record(&pod, true).await.expect("deleted");
+    assert_eq!(canceled.state, ExecutionState::Canceled);
+    assert_eq!(canceled.execution_id, running.execution_id);
+    assert_eq!(canceled.outputs, Some(vec![]));
+    let q = python_json(
+        "kfp_query.py",
+        &[server.port.to_string(), "wf-cancel".into()],
+    );
+    assert_eq!(q["executions"][0]["state"], "CANCELED");
+}

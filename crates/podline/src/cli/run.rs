@@ -1,0 +1,525 @@
+//! `podline run`: run a command as a Kubernetes pod, stream its logs, exit with its exit code.
+//!
+//! Flags build a [`TaskSpec`]; the knobs build a [`LaunchConfig`]; [`podline_launch::Launcher`]
+//! does the work. SIGINT/SIGTERM cancel the run: the pod is deleted and podline exits 130/143.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use podline_launch::{
+    Cancel, CancelReason, LaunchConfig, Launcher, LogConfig, LogMode, LogSink, OnFinish,
+    PullPolicy, StdoutSink, TaskResult, TaskSpec, exit, spec,
+};
+
+use crate::cli::{Global, Output};
+
+const AFTER_HELP: &str = "\
+Examples:
+  podline run --image busybox:1.36 -- sh -c 'echo hello; exit 3'
+  podline run --image python:3.12 --env MODE=fast --requests cpu=500m,memory=256Mi -- python -c 'print(1)'
+  podline run --pod-template pod.yaml --task-id nightly-etl --reattach
+  podline run --image busybox --count 1000 --parallel 50 -- true
+  podline run -f tasks.yaml --parallel 20
+
+Exit codes:
+  0-255  the main container's exit code (137 = killed, e.g. OOM)
+  2      usage or configuration error (bad flag, env var, template); nothing created
+  3      the API server rejected the create (400/401/403/404/422) or create retries ran out
+  4      the pod did not start: schedule/startup timeout or a permanent image error
+  5      a pod not created by this run holds the name (left untouched), or --reattach is ambiguous
+  6      the pod was lost (deleted by someone else) or the API failed for good mid-run
+  130    interrupted by SIGINT (pod deleted)      143  interrupted by SIGTERM (pod deleted)
+With --count/-f: 0 if every task succeeded, else 1.
+
+Durations accept 90 (seconds), 90s, 2m, 500ms, 1h.
+With -o json|yaml the result document goes to stdout and the container's logs to stderr.";
+
+/// Run a command in a new pod, follow its logs and exit with its exit code.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_long_help = AFTER_HELP)]
+pub struct RunArgs {
+    /// Image of the main container.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Base pod name; a random 8-character suffix is added unless --exact-name.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Use --name as is (fails if the name is taken by another pod).
+    #[arg(long, requires = "name")]
+    pub exact_name: bool,
+    /// Environment variable for the main container (repeatable). Values are never logged.
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    /// Import every key of this Secret as environment variables (repeatable).
+    #[arg(long = "env-from-secret", value_name = "SECRET")]
+    pub env_from_secret: Vec<String>,
+    /// Extra pod label (repeatable).
+    #[arg(long = "label", short = 'l', value_name = "KEY=VALUE", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+    /// Extra pod annotation (repeatable).
+    #[arg(long = "annotation", value_name = "KEY=VALUE", value_parser = parse_annotation)]
+    pub annotations: Vec<(String, String)>,
+    /// Service account of the pod.
+    #[arg(long, value_name = "NAME")]
+    pub service_account: Option<String>,
+    /// Node selector entry (repeatable).
+    #[arg(long = "node-selector", value_name = "KEY=VALUE", value_parser = parse_node_selector)]
+    pub node_selector: Vec<(String, String)>,
+    /// Resource requests of the main container.
+    #[arg(long, value_name = "cpu=500m,memory=1Gi", value_parser = parse_requests)]
+    pub requests: Option<BTreeMap<String, String>>,
+    /// Resource limits of the main container.
+    #[arg(long, value_name = "cpu=1,memory=2Gi", value_parser = parse_limits)]
+    pub limits: Option<BTreeMap<String, String>>,
+    /// activeDeadlineSeconds: the server stops the pod after this long even if podline dies.
+    #[arg(long, value_name = "DURATION", env = "PODLINE_ACTIVE_DEADLINE", value_parser = parse_duration)]
+    pub active_deadline: Option<Duration>,
+    /// Image pull policy of the main container: Always, IfNotPresent or Never.
+    #[arg(long, value_name = "POLICY", value_parser = parse_pull_policy)]
+    pub image_pull_policy: Option<PullPolicy>,
+    /// Base pod manifest (YAML or JSON); flags override its fields.
+    #[arg(long, value_name = "FILE")]
+    pub pod_template: Option<PathBuf>,
+    /// What to do with the pod at the end: delete, delete-succeeded or keep. A pod still
+    /// pending or running after a failure, timeout or signal is deleted unless keep.
+    #[arg(long, value_name = "ACTION", env = "PODLINE_ON_FINISH", default_value = "delete", value_parser = parse_on_finish)]
+    pub on_finish: OnFinish,
+    /// Task id, stored as the podline.io/task-id label; used by --reattach.
+    #[arg(long, value_name = "ID", env = "PODLINE_TASK_ID")]
+    pub task_id: Option<String>,
+    /// Attach to the running pod of the same --task-id instead of creating a second one.
+    #[arg(long, requires = "task_id")]
+    pub reattach: bool,
+    /// Follow the logs of every container, each line prefixed with [container].
+    #[arg(long)]
+    pub all_containers: bool,
+    /// Run the task N times (summary instead of logs).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub count: u32,
+    /// How many tasks run at once with --count or -f.
+    #[arg(long, value_name = "M", env = "PODLINE_PARALLEL", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub parallel: u32,
+    /// A YAML or JSON list of tasks to run (fields: image, command, env, labels, taskId...).
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE",
+        conflicts_with = "count"
+    )]
+    pub file: Option<PathBuf>,
+    /// Total create attempts (first included) for 409 Conflict, 429, 5xx and network errors.
+    #[arg(long, value_name = "N", env = "PODLINE_CREATE_ATTEMPTS", default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..))]
+    pub create_attempts: u32,
+    /// First backoff window between create attempts (full jitter, doubling).
+    #[arg(long, value_name = "DURATION", env = "PODLINE_CREATE_BACKOFF_BASE", default_value = "200ms", value_parser = parse_duration)]
+    pub create_backoff_base: Duration,
+    /// Largest backoff window between create attempts.
+    #[arg(long, value_name = "DURATION", env = "PODLINE_CREATE_BACKOFF_CAP", default_value = "15s", value_parser = parse_duration)]
+    pub create_backoff_cap: Duration,
+    /// Overall time budget for the create, responses included.
+    #[arg(long, value_name = "DURATION", env = "PODLINE_CREATE_DEADLINE", default_value = "2m", value_parser = parse_duration)]
+    pub create_deadline: Duration,
+    /// Limit for the pod to be scheduled.
+    #[arg(long, value_name = "DURATION", env = "PODLINE_SCHEDULE_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
+    pub schedule_timeout: Duration,
+    /// Limit for the containers to start once the pod is scheduled.
+    #[arg(long, value_name = "DURATION", env = "PODLINE_STARTUP_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
+    pub startup_timeout: Duration,
+    /// Overall limit for the run; the pod is deleted when it expires.
+    #[arg(long, value_name = "DURATION", env = "PODLINE_TIMEOUT", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Reconnect the log stream when no line arrived for this long.
+    #[arg(long, value_name = "DURATION", env = "PODLINE_LOG_STALL_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub log_stall_timeout: Duration,
+    /// Grace period when podline deletes the pod (default: the pod's own).
+    #[arg(long, value_name = "DURATION", env = "PODLINE_DELETE_GRACE", value_parser = parse_duration)]
+    pub delete_grace: Option<Duration>,
+    /// The command and its arguments (replaces the image's entrypoint).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+fn spec_err(e: podline_launch::SpecError) -> String {
+    e.to_string()
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    spec::parse_key_value("--env", "--env KEY=VALUE", s).map_err(spec_err)
+}
+
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    let (k, v) = spec::parse_key_value("--label", "--label team=data", s).map_err(spec_err)?;
+    spec::validate_label_key("--label", &k).map_err(spec_err)?;
+    spec::validate_label_value("--label", &v).map_err(spec_err)?;
+    Ok((k, v))
+}
+
+fn parse_annotation(s: &str) -> Result<(String, String), String> {
+    let (k, v) =
+        spec::parse_key_value("--annotation", "--annotation note=text", s).map_err(spec_err)?;
+    spec::validate_label_key("--annotation", &k).map_err(spec_err)?;
+    Ok((k, v))
+}
+
+fn parse_node_selector(s: &str) -> Result<(String, String), String> {
+    spec::parse_key_value("--node-selector", "--node-selector disk=ssd", s).map_err(spec_err)
+}
+
+fn parse_requests(s: &str) -> Result<BTreeMap<String, String>, String> {
+    spec::parse_resources("--requests", s).map_err(spec_err)
+}
+
+fn parse_limits(s: &str) -> Result<BTreeMap<String, String>, String> {
+    spec::parse_resources("--limits", s).map_err(spec_err)
+}
+
+fn parse_pull_policy(s: &str) -> Result<PullPolicy, String> {
+    PullPolicy::parse(s).map_err(spec_err)
+}
+
+fn parse_on_finish(s: &str) -> Result<OnFinish, String> {
+    OnFinish::parse(s).map_err(spec_err)
+}
+
+/// Strict duration parser (the client crate's: `90` = seconds, `90s`, `2m`, `1m30s`, `500ms`,
+/// `1h`); zero is rejected here because every knob it feeds must be positive.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = podline_client::timeouts::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))?;
+    if d.is_zero() {
+        return Err(format!("{s:?} must be greater than zero"));
+    }
+    Ok(d)
+}
+
+impl RunArgs {
+    /// The task described by the flags (template loaded, not yet validated as a pod).
+    fn task_spec(&self, global: &Global) -> anyhow::Result<TaskSpec> {
+        let template = match &self.pod_template {
+            Some(path) => Some(spec::load_template(path)?),
+            None => None,
+        };
+        Ok(TaskSpec {
+            name: self.name.clone(),
+            exact_name: self.exact_name,
+            namespace: global.namespace.clone(),
+            image: self.image.clone(),
+            command: self.command.clone(),
+            env: self.env.clone(),
+            env_from_secrets: self.env_from_secret.clone(),
+            labels: self.labels.iter().cloned().collect(),
+            annotations: self.annotations.iter().cloned().collect(),
+            service_account: self.service_account.clone(),
+            node_selector: self.node_selector.iter().cloned().collect(),
+            requests: self.requests.clone().unwrap_or_default(),
+            limits: self.limits.clone().unwrap_or_default(),
+            active_deadline: self.active_deadline,
+            image_pull_policy: self.image_pull_policy,
+            template,
+            task_id: self.task_id.clone(),
+            run: None,
+        })
+    }
+
+    /// The launcher configuration from the knobs.
+    fn launch_config(&self, many: bool) -> anyhow::Result<LaunchConfig> {
+        if self.create_backoff_cap < self.create_backoff_base {
+            anyhow::bail!(
+                "--create-backoff-cap ({:?}) must be at least --create-backoff-base ({:?})",
+                self.create_backoff_cap,
+                self.create_backoff_base
+            );
+        }
+        let create = podline_launch::create::create_policy(
+            self.create_attempts,
+            self.create_backoff_base,
+            self.create_backoff_cap,
+            self.create_deadline,
+        )?;
+        let logs = if many {
+            LogMode::None
+        } else if self.all_containers {
+            LogMode::AllContainers
+        } else {
+            LogMode::Main
+        };
+        Ok(LaunchConfig {
+            create,
+            schedule_timeout: self.schedule_timeout,
+            startup_timeout: self.startup_timeout,
+            timeout: self.timeout,
+            on_finish: self.on_finish,
+            delete_grace: self.delete_grace,
+            logs,
+            log: LogConfig {
+                stall_timeout: self.log_stall_timeout,
+                ..LogConfig::default()
+            },
+            reattach: self.reattach,
+            ..LaunchConfig::default()
+        })
+    }
+}
+
+/// Builds a client like kubectl (the client crate's `connect`): --kubeconfig, KUBECONFIG,
+/// ~/.kube/config, in-cluster; --context and -n as given. Returns the client and the namespace.
+async fn connect(global: &Global) -> anyhow::Result<(kube::Client, String)> {
+    let options = podline_client::connect::ConnectOptions {
+        kubeconfig: global.kubeconfig.clone(),
+        context: global.context.clone(),
+        namespace: global.namespace.clone(),
+        ..podline_client::connect::ConnectOptions::default()
+    };
+    let connected = podline_client::connect::connect(&options).await?;
+    tracing::debug!(source = %connected.source, namespace = %connected.namespace, "connected");
+    Ok((connected.client, connected.namespace))
+}
+
+/// Cancels `cancel` on SIGINT or SIGTERM.
+fn watch_signals(cancel: Cancel) {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
+                tracing::warn!("cannot install signal handlers");
+                return;
+            };
+            let reason = tokio::select! {
+                _ = term.recv() => CancelReason::Terminate,
+                _ = int.recv() => CancelReason::Interrupt,
+            };
+            tracing::warn!(?reason, "signal received: deleting the pod");
+            cancel.cancel(reason);
+        }
+        #[cfg(not(unix))]
+        {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                cancel.cancel(CancelReason::Interrupt);
+            }
+        }
+    });
+}
+
+/// Logs to stderr when stdout carries a result document.
+struct StderrSink;
+
+impl LogSink for StderrSink {
+    fn write_line(&self, line: &[u8]) {
+        use std::io::Write as _;
+        let _ = std::io::stderr().lock().write_all(line);
+    }
+}
+
+/// Runs `podline run`.
+pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
+    let many = args.count > 1 || args.file.is_some();
+    let config = match args.launch_config(many) {
+        Ok(c) => c,
+        Err(err) => return usage(err),
+    };
+    let specs = if let Some(path) = &args.file {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => return usage(anyhow::anyhow!("-f {}: cannot read: {e}", path.display())),
+        };
+        match podline_launch::many::parse_tasks(&path.display().to_string(), &text) {
+            Ok(mut specs) => {
+                let base = args.task_spec(global)?;
+                for s in &mut specs {
+                    s.namespace = s.namespace.clone().or(base.namespace.clone());
+                }
+                specs
+            }
+            Err(err) => return usage(err.into()),
+        }
+    } else {
+        let spec = match args.task_spec(global) {
+            Ok(s) => s,
+            Err(err) => return usage(err),
+        };
+        vec![spec; args.count as usize]
+    };
+    let (client, namespace) = connect(global).await?;
+    let launcher = Launcher::new(client, namespace, config);
+    let cancel = Cancel::new();
+    watch_signals(cancel.clone());
+
+    if many {
+        let run_id = spec::new_launch_id()[..12].to_owned();
+        let specs = specs
+            .into_iter()
+            .map(|mut s| {
+                s.run = s.run.or_else(|| Some(run_id.clone()));
+                s
+            })
+            .collect();
+        let summary = podline_launch::run_many(
+            &launcher,
+            specs,
+            args.parallel as usize,
+            None,
+            true,
+            &cancel,
+        )
+        .await;
+        match global.output {
+            Output::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
+            Output::Yaml => print!("{}", serde_saphyr::to_string(&summary)?),
+            Output::Table | Output::Wide => print!("{}", summary.table()),
+        }
+        if cancel.is_cancelled() {
+            return Ok(ExitCode::from(exit::SIGTERM));
+        }
+        return Ok(if summary.failed == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
+
+    let structured = matches!(global.output, Output::Json | Output::Yaml);
+    let sink: Arc<dyn LogSink> = if structured {
+        Arc::new(StderrSink)
+    } else {
+        Arc::new(StdoutSink)
+    };
+    let spec = specs.into_iter().next().unwrap_or_default();
+    let result = launcher.run(&spec, sink, &cancel).await;
+    print_result(&result, global.output)?;
+    Ok(ExitCode::from(result.exit_code))
+}
+
+fn print_result(result: &TaskResult, output: Output) -> anyhow::Result<()> {
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(result)?),
+        Output::Yaml => print!("{}", serde_saphyr::to_string(result)?),
+        Output::Table | Output::Wide => {
+            if !result.succeeded() {
+                eprint!("{}", result.failure_report());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn usage(err: anyhow::Error) -> anyhow::Result<ExitCode> {
+    eprintln!("error: {err:#}");
+    Ok(ExitCode::from(exit::USAGE))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<RunArgs, String> {
+        let mut argv = vec!["podline-run"];
+        argv.extend_from_slice(args);
+        Wrapper::try_parse_from(argv)
+            .map(|w| w.run)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn flags_should_parse_into_a_spec() {
+        let a = parse(&[
+            "--image",
+            "busybox",
+            "--name",
+            "job",
+            "--env",
+            "A=1",
+            "-e",
+            "B=x=y",
+            "--label",
+            "team=data",
+            "--requests",
+            "cpu=500m,memory=1Gi",
+            "--active-deadline",
+            "10m",
+            "--image-pull-policy",
+            "never",
+            "--on-finish",
+            "keep",
+            "--",
+            "sh",
+            "-c",
+            "exit 3",
+        ])
+        .unwrap();
+        assert_eq!(a.command, ["sh", "-c", "exit 3"]);
+        assert_eq!(
+            a.env,
+            [("A".into(), "1".into()), ("B".into(), "x=y".into())]
+        );
+        assert_eq!(a.active_deadline, Some(Duration::from_secs(600)));
+        assert_eq!(a.on_finish, OnFinish::Keep);
+        assert_eq!(a.image_pull_policy, Some(PullPolicy::Never));
+        assert_eq!(a.create_attempts, 12);
+        assert_eq!(a.create_backoff_cap, Duration::from_secs(15));
+        assert_eq!(a.schedule_timeout, Duration::from_secs(120));
+        let global = Global {
+            kubeconfig: None,
+            context: None,
+            namespace: Some("ns".into()),
+            output: Output::Table,
+            verbosity: 0,
+        };
+        let spec = a.task_spec(&global).unwrap();
+        let built = spec.build_pod("default").unwrap();
+        assert_eq!(built.namespace, "ns");
+        assert!(built.name.starts_with("job-"));
+    }
+
+    #[test]
+    fn bad_values_should_name_the_flag_and_the_form() {
+        for (args, want) in [
+            (vec!["--env", "NOEQUALS"], "--env"),
+            (vec!["--requests", "cpu=lots"], "--requests"),
+            (vec!["--label", "bad key=v"], "--label"),
+            (vec!["--on-finish", "later"], "--on-finish"),
+            (vec!["--image-pull-policy", "maybe"], "--image-pull-policy"),
+            (vec!["--schedule-timeout", "0"], "greater than zero"),
+            (vec!["--startup-timeout", "soon"], "not a duration"),
+            (vec!["--create-backoff-cap", "5x"], "not a duration"),
+            (vec!["--count", "0"], "--count"),
+        ] {
+            let err = parse(&args).unwrap_err();
+            assert!(err.contains(want), "{args:?}: {err}");
+        }
+        assert!(parse(&["--reattach"]).unwrap_err().contains("--task-id"));
+        assert!(parse(&["--exact-name"]).unwrap_err().contains("--name"));
+    }
+
+    #[test]
+    fn durations_should_parse_strictly() {
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("1.5s").is_err());
+        assert!(parse_duration("0s").is_err());
+    }
+
+    #[test]
+    fn backoff_cap_below_base_should_be_rejected() {
+        let a = parse(&["--create-backoff-base", "10s", "--create-backoff-cap", "1s"]).unwrap();
+        let err = a.launch_config(false).unwrap_err().to_string();
+        assert!(err.contains("--create-backoff-cap"), "{err}");
+    }
+}

@@ -1,0 +1,180 @@
+//! Store errors, classified so the recorder knows whether to retry ([`StoreError::is_retryable`]).
+
+/// Everything that can go wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The `--db` / `PODLINE_DB` value is not something we can open.
+    #[error(
+        "invalid database {value:?}: {reason} (expected a file path, sqlite://PATH, or postgres://USER@HOST/DB)"
+    )]
+    InvalidTarget {
+        /// The value as given (passwords redacted).
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Connecting to the database failed.
+    #[error("cannot open {target}")]
+    Connect {
+        /// Which database (passwords redacted).
+        target: String,
+        /// Driver error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A schema migration failed; the database is left at the previous version.
+    #[error("schema migration {version} ({description}) failed")]
+    Migrate {
+        /// Migration version that failed.
+        version: i64,
+        /// What the migration does.
+        description: &'static str,
+        /// Driver error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The database was migrated by a newer podline than this one.
+    #[error(
+        "database schema version {found} is newer than this podline understands ({known}); upgrade podline"
+    )]
+    SchemaTooNew {
+        /// Version found in the database.
+        found: i64,
+        /// Newest version this build knows.
+        known: i64,
+    },
+    /// A statement failed.
+    #[error("store {op} failed")]
+    Query {
+        /// The store operation (`apply`, `pods`, `health`, ...), a metric label.
+        op: &'static str,
+        /// Driver error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A stored value could not be decoded (a hand edit, or a row from a newer writer).
+    #[error("stored {what} is invalid: {value:?}")]
+    Corrupt {
+        /// Which field.
+        what: &'static str,
+        /// The offending value.
+        value: String,
+    },
+}
+
+impl StoreError {
+    pub(crate) fn query(op: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError {
+        move |source| StoreError::Query { op, source }
+    }
+
+    /// Whether retrying the same call later may succeed: lost connections, pool exhaustion,
+    /// database restarts, lock contention, serialization failures, a full disk. The recorder
+    /// retries these with backoff and keeps its queue; anything else is reported as fatal.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            StoreError::Connect { source, .. }
+            | StoreError::Query { source, .. }
+            | StoreError::Migrate { source, .. } => is_transient(source),
+            StoreError::InvalidTarget { .. }
+            | StoreError::SchemaTooNew { .. }
+            | StoreError::Corrupt { .. } => false,
+        }
+    }
+
+    /// A short, stable label for metrics (`reason` in `store_errors_total{reason=...}`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StoreError::InvalidTarget { .. } => "invalid_target",
+            StoreError::Connect { .. } => "connect",
+            StoreError::Migrate { .. } => "migrate",
+            StoreError::SchemaTooNew { .. } => "schema_too_new",
+            StoreError::Query { source, .. } if is_transient(source) => "transient",
+            StoreError::Query { .. } => "query",
+            StoreError::Corrupt { .. } => "corrupt",
+        }
+    }
+}
+
+/// Transient driver failures: the connection or the server, not the statement.
+fn is_transient(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::BeginFailed
+        | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(db) => {
+            if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+                transient_sqlstate(pg.code())
+            } else if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                db.code()
+                    .and_then(|code| code.parse::<i64>().ok())
+                    .is_some_and(transient_sqlite_code)
+            } else {
+                false
+            }
+        }
+        _ => false,
+    }
+}
+
+/// PostgreSQL SQLSTATEs that mean "try again": class 08 (connection exception), 57P01-03
+/// (shutdown, crash shutdown, cannot connect now), 40001/40P01 (serialization failure,
+/// deadlock), class 53 (insufficient resources), 55P03 (lock not available).
+fn transient_sqlstate(code: &str) -> bool {
+    code.starts_with("08")
+        || code.starts_with("53")
+        || matches!(
+            code,
+            "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "55P03"
+        )
+}
+
+/// SQLite result codes that mean "try again": BUSY, LOCKED, IOERR, FULL. SQLite reports
+/// extended codes; the primary code is the low byte.
+fn transient_sqlite_code(code: i64) -> bool {
+    matches!(code & 0xff, 5 | 6 | 10 | 13)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlstate_classes_should_be_classified() {
+        for code in ["08006", "08003", "57P01", "40001", "40P01", "53300"] {
+            assert!(transient_sqlstate(code), "{code} should be transient");
+        }
+        for code in ["23505", "42P01", "22P02", "42601"] {
+            assert!(!transient_sqlstate(code), "{code} should be fatal");
+        }
+        for code in [5, 517, 6, 262, 10, 13] {
+            assert!(transient_sqlite_code(code), "{code} should be transient");
+        }
+        for code in [1, 19, 2067, 11] {
+            assert!(!transient_sqlite_code(code), "{code} should be fatal");
+        }
+    }
+
+    #[test]
+    fn io_errors_should_be_retryable_and_config_errors_not() {
+        let io = StoreError::Query {
+            op: "apply",
+            source: sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+        };
+        assert!(io.is_retryable());
+        assert_eq!(io.reason(), "transient");
+        let bad = StoreError::InvalidTarget {
+            value: "x".into(),
+            reason: "y".into(),
+        };
+        assert!(!bad.is_retryable());
+        let row = StoreError::Query {
+            op: "pod",
+            source: sqlx::Error::RowNotFound,
+        };
+        assert!(!row.is_retryable());
+    }
+}

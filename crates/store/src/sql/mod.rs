@@ -1,0 +1,192 @@
+//! The SQL store: one implementation for SQLite and PostgreSQL through sqlx's `Any` driver.
+//!
+//! Both backends run the same statements (`$N` placeholders, `ON CONFLICT` upserts, BIGINT and
+//! TEXT columns only); the [`Backend`] decides the few things that differ: connection pragmas,
+//! how a write transaction starts, and pool size.
+
+mod codec;
+mod read;
+mod schema;
+mod write;
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use jiff::Timestamp;
+use sqlx::any::AnyPoolOptions;
+use sqlx::{AnyPool, Executor};
+
+use crate::error::StoreError;
+use crate::model::{ApplyReport, Batch, ResumePoint};
+use crate::records::{
+    Counts, LivePod, LiveScope, MigrationReport, PodFilter, PodKey, PodRecord, RunFilter,
+    RunSummary,
+};
+use crate::store::Store;
+use crate::target::{Backend, DbTarget};
+
+/// Connection pool settings; the defaults suit one recorder plus a few readers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolSettings {
+    /// Most connections open at once. SQLite has one writer anyway; extra connections serve
+    /// concurrent readers (WAL lets them read while the recorder writes).
+    pub max_connections: u32,
+    /// How long a caller waits for a free (or new) connection before a retryable error.
+    /// Bounded so a dead database shows up as an error and a failed readiness check, not a hang.
+    pub acquire_timeout: Duration,
+    /// SQLite: how long a writer waits for another writer's lock before `SQLITE_BUSY`.
+    pub busy_timeout: Duration,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        Self {
+            max_connections: 4,
+            acquire_timeout: Duration::from_secs(10),
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The SQL-backed [`Store`]: SQLite (embedded default) or PostgreSQL (scale-out).
+#[derive(Debug, Clone)]
+pub struct SqlStore {
+    pool: AnyPool,
+    backend: Backend,
+    target: DbTarget,
+}
+
+impl SqlStore {
+    /// Connects (creating the SQLite file if needed) without migrating; call
+    /// [`Store::migrate`] next, or use [`open`](crate::open) which does both.
+    pub async fn connect(target: &DbTarget, settings: &PoolSettings) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let url = target.driver_url()?;
+        let backend = target.backend();
+        let busy_ms = settings.busy_timeout.as_millis();
+        let pool = AnyPoolOptions::new()
+            .max_connections(settings.max_connections.max(1))
+            .acquire_timeout(settings.acquire_timeout)
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        // WAL: readers never block the writer; NORMAL: durable at every
+                        // checkpoint, and a crash loses at most the last transactions, never
+                        // consistency (the resume point rolls back with its data).
+                        conn.execute("PRAGMA journal_mode = WAL").await?;
+                        conn.execute("PRAGMA synchronous = NORMAL").await?;
+                        conn.execute(sqlx::AssertSqlSafe(format!(
+                            "PRAGMA busy_timeout = {busy_ms}"
+                        )))
+                        .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await
+            .map_err(|source| StoreError::Connect {
+                target: target.to_string(),
+                source,
+            })?;
+        Ok(Self {
+            pool,
+            backend,
+            target: target.clone(),
+        })
+    }
+
+    /// The database this store talks to (redacted when displayed).
+    pub fn target(&self) -> &DbTarget {
+        &self.target
+    }
+
+    /// The underlying pool, for tests and tools that need raw SQL (e.g. fault injection).
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Closes every connection; pending writes must be awaited first.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    async fn apply_batch(&self, batch: &Batch) -> Result<ApplyReport, StoreError> {
+        let mut tx = match self.backend {
+            // Take the write lock up front so the transaction never fails halfway on a lock
+            // upgrade; busy_timeout makes it wait for another writer instead.
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Backend::Postgres => self.pool.begin().await,
+        }
+        .map_err(StoreError::query("apply"))?;
+        let report = write::apply_in_tx(&mut tx, batch, Timestamp::now()).await?;
+        tx.commit().await.map_err(StoreError::query("apply"))?;
+        Ok(report)
+    }
+
+    async fn write_probe(&self) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO podline_health (id, checked_at) VALUES (1, $1) \
+             ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at",
+        )
+        .bind(Timestamp::now().as_microsecond())
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::query("health"))?;
+        Ok(())
+    }
+}
+
+impl Store for SqlStore {
+    fn backend(&self) -> &'static str {
+        self.backend.as_str()
+    }
+
+    fn migrate(&self) -> BoxFuture<'_, Result<MigrationReport, StoreError>> {
+        Box::pin(schema::migrate(&self.pool, self.backend))
+    }
+
+    fn apply<'a>(&'a self, batch: &'a Batch) -> BoxFuture<'a, Result<ApplyReport, StoreError>> {
+        Box::pin(self.apply_batch(batch))
+    }
+
+    fn resume_point<'a>(
+        &'a self,
+        watch_key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ResumePoint>, StoreError>> {
+        Box::pin(read::resume_point(&self.pool, watch_key))
+    }
+
+    fn live_pods<'a>(
+        &'a self,
+        scope: &'a LiveScope,
+    ) -> BoxFuture<'a, Result<Vec<LivePod>, StoreError>> {
+        Box::pin(read::live_pods(&self.pool, scope))
+    }
+
+    fn runs<'a>(
+        &'a self,
+        filter: &'a RunFilter,
+    ) -> BoxFuture<'a, Result<Vec<RunSummary>, StoreError>> {
+        Box::pin(read::runs(&self.pool, filter))
+    }
+
+    fn pods<'a>(
+        &'a self,
+        filter: &'a PodFilter,
+    ) -> BoxFuture<'a, Result<Vec<PodRecord>, StoreError>> {
+        Box::pin(read::pods(&self.pool, filter))
+    }
+
+    fn pod<'a>(&'a self, key: &'a PodKey) -> BoxFuture<'a, Result<Option<PodRecord>, StoreError>> {
+        Box::pin(read::pod(&self.pool, key))
+    }
+
+    fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreError>> {
+        Box::pin(read::counts(&self.pool))
+    }
+
+    fn health(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.write_probe())
+    }
+}

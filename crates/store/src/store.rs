@@ -1,0 +1,86 @@
+//! The [`Store`] trait: what the recorder writes through and what queries read through.
+
+use futures::future::BoxFuture;
+use jiff::Timestamp;
+
+use crate::error::StoreError;
+use crate::model::{ApplyReport, Batch, ResumePoint, StoreOp};
+use crate::records::{
+    Counts, LivePod, LiveScope, MigrationReport, PodFilter, PodKey, PodRecord, RunFilter,
+    RunSummary,
+};
+
+/// A pod lifecycle store. Dyn-compatible, so the recorder holds one `Arc<dyn Store>` whatever
+/// the backend (SQLite, PostgreSQL, or a future sink such as MLMD).
+///
+/// Contract every implementation keeps (the integration tests check it for each backend):
+/// - [`apply`](Store::apply) is one transaction: ops and resume point commit together or not at all;
+/// - re-applying any batch changes nothing (idempotent), and an older or equal resourceVersion
+///   never overwrites newer data (monotonic);
+/// - transitions are unique per `(uid, phase)`, first time wins;
+/// - a deletion is recorded once and never undone by a stale upsert.
+pub trait Store: Send + Sync {
+    /// Which backend this is (`sqlite`, `postgres`), for logs and metric labels.
+    fn backend(&self) -> &'static str;
+
+    /// Brings the schema to the version this build expects. Idempotent; run on every start.
+    fn migrate(&self) -> BoxFuture<'_, Result<MigrationReport, StoreError>>;
+
+    /// Applies a batch in one transaction, with its resume point. On error nothing was written;
+    /// retry the same batch if [`StoreError::is_retryable`].
+    fn apply<'a>(&'a self, batch: &'a Batch) -> BoxFuture<'a, Result<ApplyReport, StoreError>>;
+
+    /// The stored resume point of a watch, to restart it without a relist or a gap.
+    fn resume_point<'a>(
+        &'a self,
+        watch_key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ResumePoint>, StoreError>>;
+
+    /// Pods the store believes still exist in `scope`: after a relist, those missing from the
+    /// list vanished in the gap and go to [`mark_vanished`](Store::mark_vanished).
+    fn live_pods<'a>(
+        &'a self,
+        scope: &'a LiveScope,
+    ) -> BoxFuture<'a, Result<Vec<LivePod>, StoreError>>;
+
+    /// Marks pods deleted with their final state unknown. Returns how many were newly marked
+    /// (already-deleted pods are left alone). Same as applying `StoreOp::Vanished` ops.
+    fn mark_vanished<'a>(
+        &'a self,
+        uids: &'a [String],
+        at: Timestamp,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let batch = Batch::new(
+                uids.iter()
+                    .map(|uid| StoreOp::Vanished {
+                        uid: uid.clone(),
+                        at,
+                    })
+                    .collect(),
+            );
+            Ok(self.apply(&batch).await?.deletions_recorded)
+        })
+    }
+
+    /// Runs (pods grouped by the run label), most recently created first.
+    fn runs<'a>(
+        &'a self,
+        filter: &'a RunFilter,
+    ) -> BoxFuture<'a, Result<Vec<RunSummary>, StoreError>>;
+
+    /// Pods matching `filter`, most recently created first, with containers and transitions.
+    fn pods<'a>(
+        &'a self,
+        filter: &'a PodFilter,
+    ) -> BoxFuture<'a, Result<Vec<PodRecord>, StoreError>>;
+
+    /// One pod with its timeline, or `None` if the store never saw it.
+    fn pod<'a>(&'a self, key: &'a PodKey) -> BoxFuture<'a, Result<Option<PodRecord>, StoreError>>;
+
+    /// Totals, for summaries and metrics.
+    fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreError>>;
+
+    /// Proves the store is writable right now (a real write in a transaction), for `/readyz`.
+    fn health(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+}
