@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub mod query;
+pub mod record;
 pub mod run;
 
 /// Exit code for errors podline could not attribute to a task (bad config, unreachable API...).
@@ -61,6 +63,14 @@ pub enum Output {
 pub enum Command {
     /// Run a command as a pod, follow its logs, exit with its exit code.
     Run(Box<run::RunArgs>),
+    /// Record every pod's lifecycle into a store (a daemon with /metrics, /healthz, /readyz).
+    Record(Box<record::RecordArgs>),
+    /// List recorded runs (pods grouped by their run label).
+    Runs(query::RunsArgs),
+    /// List recorded pods (filter with --run, --phase, -n).
+    Pods(query::PodsArgs),
+    /// Show one recorded pod and its timeline.
+    Show(query::ShowArgs),
     /// Placeholder until the subcommands land.
     Version,
 }
@@ -86,6 +96,10 @@ pub fn init_tracing(global: &Global) {
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run::run(*args, &cli.global).await,
+        Command::Record(args) => record::run(*args, &cli.global).await,
+        Command::Runs(args) => query::runs(args, &cli.global).await,
+        Command::Pods(args) => query::pods(args, &cli.global).await,
+        Command::Show(args) => query::show(args, &cli.global).await,
         Command::Version => {
             println!("podline {}", env!("CARGO_PKG_VERSION"));
             Ok(ExitCode::SUCCESS)
