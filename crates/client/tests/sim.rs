@@ -439,5 +439,69 @@ async fn connect_should_verify_tls_with_the_kubeconfig_ca() {
     .await
     .unwrap();
     let api: Api<Pod> = Api::namespaced(connected.client, "default");
-    assert!(api.list(&Default::default()).await.is_err());
+    let err = api.list(&Default::default()).await.unwrap_err();
+    // A rejected certificate is not worth retrying: fatal, with its own label.
+    assert_eq!(
+        podline_client::retry::classify(&err),
+        podline_client::retry::Disposition::Fatal { reason: "tls" },
+        "{err:?}"
+    );
+}
+
+/// kube's own RetryLayer is off: a 429 reaches us after one request (our retry policy decides),
+/// with its Retry-After.
+#[tokio::test]
+async fn connect_should_leave_retries_to_us() {
+    let sim = start_sim(sim_config()).await;
+    let api = pods(&sim).await;
+    create(&api, "target").await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(429))
+            .verb(FaultVerb::Get)
+            .resource("pods")
+            .times(1),
+    );
+    let before = sim.counts().get("get", "pods");
+    let err = api.get("target").await.unwrap_err();
+    assert_eq!(
+        sim.counts().get("get", "pods"),
+        before + 1,
+        "kube retried on its own"
+    );
+    assert_eq!(
+        podline_client::retry::classify(&err),
+        podline_client::retry::Disposition::Retry {
+            reason: "too_many_requests",
+            retry_after: Some(Duration::from_secs(1))
+        }
+    );
+}
+
+/// A unary call on a connection that goes silent fails within the read timeout derived from the
+/// client timeout, classified as a timeout (so our retry policy retries it).
+#[tokio::test]
+async fn connect_should_bound_unary_calls_by_the_client_timeout() {
+    let sim = start_sim(sim_config()).await;
+    let api = pods(&sim).await;
+    create(&api, "target").await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::Stall { after_events: 0 })
+            .verb(FaultVerb::Get)
+            .resource("pods")
+            .times(1),
+    );
+    let started = Instant::now();
+    let err = api.get("target").await.unwrap_err();
+    let took = started.elapsed();
+    eprintln!("stalled GET failed after {took:?} (client timeout {CLIENT:?})");
+    // Read timeout = client timeout + 5 s margin (see connect's docs).
+    assert!(
+        took <= CLIENT + Duration::from_secs(5) + SLACK,
+        "took {took:?}"
+    );
+    assert_eq!(
+        podline_client::retry::classify(&err).reason(),
+        "timeout",
+        "{err:?}"
+    );
 }
