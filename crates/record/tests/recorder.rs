@@ -70,8 +70,9 @@ async fn start_recorder(sim: &Sim, store: Arc<dyn Store>, timeouts: WatchTimeout
     .unwrap();
     let mut config = RecorderConfig::new(sim.url(), Some(NS.to_owned()));
     config.timeouts = timeouts;
-    config.watch_backoff =
-        Some(FullJitter::try_new(Duration::from_millis(50), Duration::from_millis(250), 2.0).unwrap());
+    config.watch_backoff = Some(
+        FullJitter::try_new(Duration::from_millis(50), Duration::from_millis(250), 2.0).unwrap(),
+    );
     config.linger = Duration::from_millis(20);
     let recorder = Recorder::new(connected.client, store, config);
     let (metrics, health) = (recorder.metrics(), recorder.health());
@@ -147,8 +148,13 @@ async fn assert_store_equals_truth(sim: &Sim, store: &Arc<dyn Store>, n: usize, 
     assert_eq!(report.expected, n, "{report}");
 }
 
-/// Runs 1000 pods while `fault` repeats, and checks the store against the ground truth.
-async fn thousand_pods_under<F, Fut>(rules: Vec<FaultRule>, timeouts: WatchTimeouts, fault: F)
+/// Runs 1000 pods while `fault` repeats, checks the store against the ground truth, and returns
+/// the recorder's metrics text and the sim (so each test can prove its fault actually happened).
+async fn thousand_pods_under<F, Fut>(
+    rules: Vec<FaultRule>,
+    timeouts: WatchTimeouts,
+    fault: F,
+) -> (String, Sim)
 where
     F: Fn(Sim) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send,
@@ -177,7 +183,28 @@ where
     faults.await.unwrap();
     sim.faults().clear();
     assert_store_equals_truth(&sim, &store, N, Duration::from_secs(30)).await;
+    let metrics = rec.metrics.render();
     rec.stop().await.unwrap();
+    (metrics, sim)
+}
+
+/// The value of one sample line (`name{labels}`) in a metrics text, 0 if absent.
+fn sample(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .unwrap_or(0.0) as u64
+}
+
+fn reconnects(text: &str, reason: &str) -> u64 {
+    sample(
+        text,
+        &format!("podline_record_watch_reconnects_total{{reason=\"{reason}\"}}"),
+    )
+}
+
+fn relists(text: &str) -> u64 {
+    sample(text, "podline_record_watch_relists_total")
 }
 
 async fn idle(_: Sim) {
@@ -193,26 +220,40 @@ fn watch_rule(action: FaultAction, probability: f64) -> FaultRule {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_1000_pods_exactly_while_watches_stall_past_the_client_timeout() {
-    let stall = watch_rule(FaultAction::Stall { after_events: 30 }, 0.3);
-    thousand_pods_under(vec![stall], timeouts(60, 1000), idle).await;
+    // Half of the watch requests stall after 30 events; the 2 s server timeout keeps new watch
+    // requests coming so the fault repeats through the run.
+    let stall = watch_rule(FaultAction::Stall { after_events: 30 }, 0.5);
+    let (m, _) = thousand_pods_under(vec![stall], timeouts(2, 1000), idle).await;
+    assert!(
+        reconnects(&m, "client_timeout") > 0,
+        "no stall happened:\n{m}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_1000_pods_exactly_while_the_server_ends_watches_at_its_timeout() {
     // timeoutSeconds=2: the server ends every watch after 2 s, cleanly.
-    thousand_pods_under(vec![], timeouts(2, 1000), idle).await;
+    let (m, _) = thousand_pods_under(vec![], timeouts(2, 1000), idle).await;
+    assert!(
+        reconnects(&m, "server_timeout") > 0,
+        "no server timeout:\n{m}"
+    );
+    assert_eq!(relists(&m), 1, "a server timeout must not relist:\n{m}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_1000_pods_exactly_while_connections_reset_mid_chunk() {
     let reset = watch_rule(
         FaultAction::Reset {
-            after_bytes: Some(6000),
+            after_bytes: Some(100_000),
             after_events: None,
         },
-        0.5,
+        1.0,
     );
-    thousand_pods_under(vec![reset], timeouts(60, 1000), idle).await;
+    // Every watch request is cut mid-chunk after ~100 kB (dozens of pod events).
+    let (m, _) = thousand_pods_under(vec![reset], timeouts(2, 1000), idle).await;
+    assert!(reconnects(&m, "reset") > 0, "no reset happened:\n{m}");
+    assert_eq!(relists(&m), 1, "a reset must not relist:\n{m}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,17 +263,22 @@ async fn records_1000_pods_exactly_while_lists_fail_with_5xx() {
         .resource("pods")
         .probability(0.5);
     // Force relists: history compacted and connections dropped, so the resume answers 410.
-    thousand_pods_under(vec![list_5xx], timeouts(60, 1000), |sim: Sim| async move {
+    let (m, sim) = thousand_pods_under(vec![list_5xx], timeouts(60, 1000), |sim: Sim| async move {
         tokio::time::sleep(Duration::from_millis(700)).await;
         sim.compact();
         sim.restart(Duration::ZERO).await;
     })
     .await;
+    assert!(relists(&m) > 1, "no relist happened:\n{m}");
+    assert!(
+        sim.counts().get("list", "pods") > relists(&m),
+        "no LIST failed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_1000_pods_exactly_with_410_after_compaction_during_outages() {
-    thousand_pods_under(vec![], timeouts(60, 1000), |sim: Sim| async move {
+    let (m, _) = thousand_pods_under(vec![], timeouts(60, 1000), |sim: Sim| async move {
         tokio::time::sleep(Duration::from_millis(700)).await;
         let compact = async {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -241,15 +287,22 @@ async fn records_1000_pods_exactly_with_410_after_compaction_during_outages() {
         tokio::join!(sim.restart(Duration::from_millis(300)), compact);
     })
     .await;
+    assert!(relists(&m) > 1, "no 410 relist happened:\n{m}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_1000_pods_exactly_across_api_restarts() {
-    thousand_pods_under(vec![], timeouts(60, 1000), |sim: Sim| async move {
+    let (m, _) = thousand_pods_under(vec![], timeouts(60, 1000), |sim: Sim| async move {
         tokio::time::sleep(Duration::from_millis(600)).await;
         sim.restart(Duration::from_millis(200)).await;
     })
     .await;
+    let total: u64 = m
+        .lines()
+        .filter(|l| l.starts_with("podline_record_watch_reconnects_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64;
+    assert!(total > 0, "no reconnect happened:\n{m}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -258,12 +311,21 @@ async fn records_1000_pods_exactly_when_lists_stall() {
         .verb(FaultVerb::List)
         .resource("pods")
         .probability(0.5);
-    thousand_pods_under(vec![list_stall], timeouts(60, 1000), |sim: Sim| async move {
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        sim.compact();
-        sim.restart(Duration::ZERO).await;
-    })
+    let (m, sim) = thousand_pods_under(
+        vec![list_stall],
+        timeouts(60, 1000),
+        |sim: Sim| async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            sim.compact();
+            sim.restart(Duration::ZERO).await;
+        },
+    )
     .await;
+    assert!(relists(&m) > 1, "no relist happened:\n{m}");
+    assert!(
+        sim.counts().get("list", "pods") > relists(&m),
+        "no LIST stalled"
+    );
 }
 
 /// Sum of a counter family in the Prometheus text.
@@ -284,7 +346,12 @@ async fn events_flow_again_within_the_client_timeout_plus_one_backoff_step_after
     let t = timeouts(60, 1000);
     let rec = start_recorder(&sim, store.clone(), t).await;
     create_pods(&sim, "warm", 1).await;
-    assert!(wait_until(Duration::from_secs(10), || async { !store.pods(&PodFilter::default()).await.unwrap().is_empty() }).await);
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            !store.pods(&PodFilter::default()).await.unwrap().is_empty()
+        })
+        .await
+    );
 
     // The next watch stalls right away; drop the current one so the recorder opens it.
     sim.faults()
@@ -294,14 +361,20 @@ async fn events_flow_again_within_the_client_timeout_plus_one_backoff_step_after
     create_pods(&sim, "after-stall", 1).await;
     let key = PodKey::parse("after-stall-0", NS);
     assert!(
-        wait_until(Duration::from_secs(10), || async { store.pod(&key).await.unwrap().is_some() }).await,
+        wait_until(Duration::from_secs(10), || async {
+            store.pod(&key).await.unwrap().is_some()
+        })
+        .await,
         "the pod created during the stall was never recorded"
     );
     let elapsed = started.elapsed();
     // Bound: a backoff step for the dropped connection, the client timeout for the stalled watch,
     // one more backoff step, plus the writer's linger and the commit.
     let bound = t.client + Duration::from_millis(2 * 250 + 300);
-    assert!(elapsed <= bound, "recovered after {elapsed:?}, bound {bound:?}");
+    assert!(
+        elapsed <= bound,
+        "recovered after {elapsed:?}, bound {bound:?}"
+    );
     rec.stop().await.unwrap();
 }
 
@@ -317,7 +390,11 @@ async fn an_idle_watch_that_reconnects_ten_times_lists_only_once() {
     })
     .await;
     assert!(reconnected, "{}", rec.metrics.render());
-    assert_eq!(sim.counts().get("list", "pods"), 1, "a routine reconnect re-listed");
+    assert_eq!(
+        sim.counts().get("list", "pods"),
+        1,
+        "a routine reconnect re-listed"
+    );
     assert!(sim.counts().get("watch", "pods") >= 11);
     rec.stop().await.unwrap();
 }
@@ -336,8 +413,16 @@ async fn a_restarted_recorder_resumes_without_listing_and_without_duplicates() {
     create_pods(&sim, "b", 50).await; // while nobody watches
     let rec = start_recorder(&sim, store.clone(), timeouts(60, 1000)).await;
     assert_store_equals_truth(&sim, &store, 100, Duration::from_secs(20)).await;
-    assert_eq!(sim.counts().get("list", "pods"), lists, "resumed by listing again");
-    assert!(rec.health.readiness().is_ready(), "{:?}", rec.health.readiness());
+    assert_eq!(
+        sim.counts().get("list", "pods"),
+        lists,
+        "resumed by listing again"
+    );
+    assert!(
+        rec.health.readiness().is_ready(),
+        "{:?}",
+        rec.health.readiness()
+    );
     rec.stop().await.unwrap();
 }
 
@@ -353,12 +438,20 @@ async fn pods_deleted_while_not_watching_are_marked_vanished_after_the_relist() 
 
     let api: Api<Pod> = Api::namespaced(podline_testkit::client(&sim).await, NS);
     for i in 0..4 {
-        api.delete(&format!("v-{i}"), &DeleteParams::default()).await.unwrap();
+        api.delete(&format!("v-{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
     }
-    assert!(wait_until(Duration::from_secs(10), || async {
-        sim.ground_truth().iter().filter(|h| h.deleted_at.is_some()).count() == 4
-    })
-    .await);
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            sim.ground_truth()
+                .iter()
+                .filter(|h| h.deleted_at.is_some())
+                .count()
+                == 4
+        })
+        .await
+    );
     sim.compact(); // the stored resume point is now too old: the restart must relist
 
     let rec = start_recorder(&sim, store.clone(), timeouts(60, 1000)).await;
@@ -371,7 +464,12 @@ async fn pods_deleted_while_not_watching_are_marked_vanished_after_the_relist() 
         .collect();
     assert_eq!(
         vanished,
-        BTreeMap::from([("v-0", false), ("v-1", false), ("v-2", false), ("v-3", false)])
+        BTreeMap::from([
+            ("v-0", false),
+            ("v-1", false),
+            ("v-2", false),
+            ("v-3", false)
+        ])
     );
     rec.stop().await.unwrap();
 }
@@ -379,7 +477,8 @@ async fn pods_deleted_while_not_watching_are_marked_vanished_after_the_relist() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forbidden_watch_stops_the_recorder_with_the_reason() {
     let sim = sim().await;
-    sim.faults().push(FaultRule::new(FaultAction::status(403)).verb(FaultVerb::List));
+    sim.faults()
+        .push(FaultRule::new(FaultAction::status(403)).verb(FaultVerb::List));
     let dir = tempfile::tempdir().unwrap();
     let rec = start_recorder(&sim, store(&dir).await, timeouts(60, 1000)).await;
     let outcome = tokio::time::timeout(Duration::from_secs(10), rec.task)
@@ -388,5 +487,8 @@ async fn a_forbidden_watch_stops_the_recorder_with_the_reason() {
         .unwrap();
     let err = outcome.expect_err("403 is fatal");
     assert!(matches!(err, RecordError::Watch(_)), "{err:?}");
-    assert!(err.to_string().to_lowercase().contains("forbidden"), "{err}");
+    assert!(
+        err.to_string().to_lowercase().contains("forbidden"),
+        "{err}"
+    );
 }
