@@ -15,7 +15,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let db = args
         .next()
         .unwrap_or_else(|| dir.path().join("bench.db").display().to_string());
-    let pods = args.next().map(|s| s.parse()).transpose()?.unwrap_or(25_000);
+    let pods = args
+        .next()
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(25_000);
     let batch_size = args.next().map(|s| s.parse()).transpose()?.unwrap_or(500);
     let store = podline_store::open(&db).await?;
     let config = BenchConfig {
