@@ -1,6 +1,7 @@
 //! Command-line surface: the global kubectl-style flags and one module per subcommand.
 
 mod bench;
+mod demo;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,6 +65,8 @@ pub enum Output {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The whole system on the embedded sim with faults switched on; checks the store at the end.
+    Demo(demo::DemoArgs),
     /// Measure podline against the issues' targets; prints a table and writes docs/benchmarks.md.
     Bench(bench::BenchArgs),
     /// Run a command as a pod, follow its logs, exit with its exit code.
@@ -101,6 +104,7 @@ pub fn init_tracing(global: &Global) {
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Bench(args) => bench::run(args).await,
+        Command::Demo(args) => demo::run(args).await,
         Command::Run(args) => run::run(*args, &cli.global).await,
         Command::Sim(args) => sim::run(*args, &cli.global).await,
         Command::Record(args) => record::run(*args, &cli.global).await,
