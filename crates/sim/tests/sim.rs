@@ -3,4 +3,5 @@
 mod sim {
     pub mod common;
     mod crud;
+    mod kubelet;
 }
