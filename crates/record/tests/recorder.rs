@@ -70,8 +70,9 @@ async fn start_recorder(sim: &Sim, store: Arc<dyn Store>, timeouts: WatchTimeout
     .unwrap();
     let mut config = RecorderConfig::new(sim.url(), Some(NS.to_owned()));
     config.timeouts = timeouts;
-    config.watch_backoff =
-        Some(FullJitter::try_new(Duration::from_millis(50), Duration::from_millis(250), 2.0).unwrap());
+    config.watch_backoff = Some(
+        FullJitter::try_new(Duration::from_millis(50), Duration::from_millis(250), 2.0).unwrap(),
+    );
     config.linger = Duration::from_millis(20);
     let recorder = Recorder::new(connected.client, store, config);
     let (metrics, health) = (recorder.metrics(), recorder.health());
@@ -258,11 +259,15 @@ async fn records_1000_pods_exactly_when_lists_stall() {
         .verb(FaultVerb::List)
         .resource("pods")
         .probability(0.5);
-    thousand_pods_under(vec![list_stall], timeouts(60, 1000), |sim: Sim| async move {
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        sim.compact();
-        sim.restart(Duration::ZERO).await;
-    })
+    thousand_pods_under(
+        vec![list_stall],
+        timeouts(60, 1000),
+        |sim: Sim| async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            sim.compact();
+            sim.restart(Duration::ZERO).await;
+        },
+    )
     .await;
 }
 
@@ -284,7 +289,12 @@ async fn events_flow_again_within_the_client_timeout_plus_one_backoff_step_after
     let t = timeouts(60, 1000);
     let rec = start_recorder(&sim, store.clone(), t).await;
     create_pods(&sim, "warm", 1).await;
-    assert!(wait_until(Duration::from_secs(10), || async { !store.pods(&PodFilter::default()).await.unwrap().is_empty() }).await);
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            !store.pods(&PodFilter::default()).await.unwrap().is_empty()
+        })
+        .await
+    );
 
     // The next watch stalls right away; drop the current one so the recorder opens it.
     sim.faults()
@@ -294,14 +304,20 @@ async fn events_flow_again_within_the_client_timeout_plus_one_backoff_step_after
     create_pods(&sim, "after-stall", 1).await;
     let key = PodKey::parse("after-stall-0", NS);
     assert!(
-        wait_until(Duration::from_secs(10), || async { store.pod(&key).await.unwrap().is_some() }).await,
+        wait_until(Duration::from_secs(10), || async {
+            store.pod(&key).await.unwrap().is_some()
+        })
+        .await,
         "the pod created during the stall was never recorded"
     );
     let elapsed = started.elapsed();
     // Bound: a backoff step for the dropped connection, the client timeout for the stalled watch,
     // one more backoff step, plus the writer's linger and the commit.
     let bound = t.client + Duration::from_millis(2 * 250 + 300);
-    assert!(elapsed <= bound, "recovered after {elapsed:?}, bound {bound:?}");
+    assert!(
+        elapsed <= bound,
+        "recovered after {elapsed:?}, bound {bound:?}"
+    );
     rec.stop().await.unwrap();
 }
 
@@ -317,7 +333,11 @@ async fn an_idle_watch_that_reconnects_ten_times_lists_only_once() {
     })
     .await;
     assert!(reconnected, "{}", rec.metrics.render());
-    assert_eq!(sim.counts().get("list", "pods"), 1, "a routine reconnect re-listed");
+    assert_eq!(
+        sim.counts().get("list", "pods"),
+        1,
+        "a routine reconnect re-listed"
+    );
     assert!(sim.counts().get("watch", "pods") >= 11);
     rec.stop().await.unwrap();
 }
@@ -336,8 +356,16 @@ async fn a_restarted_recorder_resumes_without_listing_and_without_duplicates() {
     create_pods(&sim, "b", 50).await; // while nobody watches
     let rec = start_recorder(&sim, store.clone(), timeouts(60, 1000)).await;
     assert_store_equals_truth(&sim, &store, 100, Duration::from_secs(20)).await;
-    assert_eq!(sim.counts().get("list", "pods"), lists, "resumed by listing again");
-    assert!(rec.health.readiness().is_ready(), "{:?}", rec.health.readiness());
+    assert_eq!(
+        sim.counts().get("list", "pods"),
+        lists,
+        "resumed by listing again"
+    );
+    assert!(
+        rec.health.readiness().is_ready(),
+        "{:?}",
+        rec.health.readiness()
+    );
     rec.stop().await.unwrap();
 }
 
@@ -353,12 +381,20 @@ async fn pods_deleted_while_not_watching_are_marked_vanished_after_the_relist() 
 
     let api: Api<Pod> = Api::namespaced(podline_testkit::client(&sim).await, NS);
     for i in 0..4 {
-        api.delete(&format!("v-{i}"), &DeleteParams::default()).await.unwrap();
+        api.delete(&format!("v-{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
     }
-    assert!(wait_until(Duration::from_secs(10), || async {
-        sim.ground_truth().iter().filter(|h| h.deleted_at.is_some()).count() == 4
-    })
-    .await);
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            sim.ground_truth()
+                .iter()
+                .filter(|h| h.deleted_at.is_some())
+                .count()
+                == 4
+        })
+        .await
+    );
     sim.compact(); // the stored resume point is now too old: the restart must relist
 
     let rec = start_recorder(&sim, store.clone(), timeouts(60, 1000)).await;
@@ -371,7 +407,12 @@ async fn pods_deleted_while_not_watching_are_marked_vanished_after_the_relist() 
         .collect();
     assert_eq!(
         vanished,
-        BTreeMap::from([("v-0", false), ("v-1", false), ("v-2", false), ("v-3", false)])
+        BTreeMap::from([
+            ("v-0", false),
+            ("v-1", false),
+            ("v-2", false),
+            ("v-3", false)
+        ])
     );
     rec.stop().await.unwrap();
 }
@@ -379,7 +420,8 @@ async fn pods_deleted_while_not_watching_are_marked_vanished_after_the_relist() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forbidden_watch_stops_the_recorder_with_the_reason() {
     let sim = sim().await;
-    sim.faults().push(FaultRule::new(FaultAction::status(403)).verb(FaultVerb::List));
+    sim.faults()
+        .push(FaultRule::new(FaultAction::status(403)).verb(FaultVerb::List));
     let dir = tempfile::tempdir().unwrap();
     let rec = start_recorder(&sim, store(&dir).await, timeouts(60, 1000)).await;
     let outcome = tokio::time::timeout(Duration::from_secs(10), rec.task)
@@ -388,5 +430,8 @@ async fn a_forbidden_watch_stops_the_recorder_with_the_reason() {
         .unwrap();
     let err = outcome.expect_err("403 is fatal");
     assert!(matches!(err, RecordError::Watch(_)), "{err:?}");
-    assert!(err.to_string().to_lowercase().contains("forbidden"), "{err}");
+    assert!(
+        err.to_string().to_lowercase().contains("forbidden"),
+        "{err}"
+    );
 }

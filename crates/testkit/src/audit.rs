@@ -117,15 +117,18 @@ pub fn compare_records(pods: &[PodRecord], truth: &[PodHistory]) -> AuditReport 
 
 fn check_pod(who: &str, pod: &PodRecord, history: &PodHistory, out: &mut Vec<String>) {
     let stored: BTreeMap<&str, Vec<i64>> =
-        pod.transitions
-            .iter()
-            .fold(BTreeMap::new(), |mut acc, t| {
-                acc.entry(t.phase.as_str()).or_default().push(t.at.as_second());
-                acc
-            });
+        pod.transitions.iter().fold(BTreeMap::new(), |mut acc, t| {
+            acc.entry(t.phase.as_str())
+                .or_default()
+                .push(t.at.as_second());
+            acc
+        });
     for (phase, times) in &stored {
         if times.len() > 1 {
-            out.push(format!("{who}: phase {phase} recorded {} times", times.len()));
+            out.push(format!(
+                "{who}: phase {phase} recorded {} times",
+                times.len()
+            ));
         }
     }
     let terminal = stored.keys().filter(|p| TERMINAL.contains(p)).count();
@@ -143,7 +146,9 @@ fn check_pod(who: &str, pod: &PodRecord, history: &PodHistory, out: &mut Vec<Str
     }
     for phase in stored.keys() {
         if !history.transitions.iter().any(|(p, _)| p == phase) {
-            out.push(format!("{who}: transition {phase} recorded but never happened"));
+            out.push(format!(
+                "{who}: transition {phase} recorded but never happened"
+            ));
         }
     }
     for (container, code) in &history.exit_codes {
@@ -238,7 +243,9 @@ mod tests {
     fn every_kind_of_difference_is_reported() {
         let mut wrong = record();
         wrong.transitions[1].at = t("2026-01-01T00:00:02Z");
-        wrong.transitions.push(PhaseTransition::new("Failed", t("2026-01-01T00:00:04Z")));
+        wrong
+            .transitions
+            .push(PhaseTransition::new("Failed", t("2026-01-01T00:00:04Z")));
         wrong.containers[0].exit_code = Some(1);
         wrong.deleted_at = Some(t("2026-01-01T00:00:05Z"));
         let mut stranger = record();

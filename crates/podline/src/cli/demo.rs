@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -21,6 +20,9 @@ use podline_record::{Recorder, RecorderConfig};
 use podline_sim::{FaultAction, FaultRule, FaultVerb, Sim, SimConfig};
 use rand::Rng as _;
 use tokio_util::sync::CancellationToken;
+
+/// The round whose fault is an API server restart with a compaction during the outage.
+const RESTART_ROUND: usize = 4;
 
 /// Flags of `podline demo`.
 #[derive(Debug, clap::Args)]
@@ -42,14 +44,20 @@ pub struct DemoArgs {
 
 /// Runs the demo and prints its summary.
 pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(args.rounds > 0 && args.pods > 0, "--rounds and --pods must be at least 1");
+    anyhow::ensure!(
+        args.rounds > 0 && args.pods > 0,
+        "--rounds and --pods must be at least 1"
+    );
     let started = Instant::now();
     remove_db_files(&args.db)?;
 
     let sim = Sim::start(SimConfig::default().faults(create_faults(args.no_faults)))
         .await
         .context("starting the embedded sim")?;
-    println!("sim:      {} (HTTPS, bearer token, simulated kubelet)", sim.url());
+    println!(
+        "sim:      {} (HTTPS, bearer token, simulated kubelet)",
+        sim.url()
+    );
 
     let client = sim_client(&sim).await?;
     let store = podline_store::open(&args.db.to_string_lossy())
@@ -62,10 +70,16 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let metrics = recorder.metrics();
     let shutdown = CancellationToken::new();
     let recording = tokio::spawn(recorder.run(shutdown.clone()));
-    println!("recorder: watching all namespaces into {}", args.db.display());
+    println!(
+        "recorder: watching all namespaces into {}",
+        args.db.display()
+    );
 
-    let mut launch_config = LaunchConfig::default();
-    launch_config.logs = LogMode::Main;
+    // Logs are followed (through reset log streams) and discarded.
+    let launch_config = LaunchConfig {
+        logs: LogMode::Main,
+        ..LaunchConfig::default()
+    };
     let launcher = Launcher::new(client, "default", launch_config);
     let cancel = Cancel::new();
 
@@ -74,11 +88,20 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let mut retries = 0u64;
     let mut time_to_running = Vec::new();
     for round in 1..=args.rounds {
-        if !args.no_faults {
-            inject_round_fault(&sim, round).await;
-        }
         let (specs, expected_codes) = round_specs(round, args.pods);
-        let summary = podline_launch::many::run_many(&launcher, specs, args.pods, None, false, &cancel).await;
+        // Each round's watch fault hits while its pods are being created and run.
+        let fault = (!args.no_faults).then(|| {
+            let sim = sim.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                inject_round_fault(&sim, round).await;
+            })
+        });
+        let summary =
+            podline_launch::many::run_many(&launcher, specs, args.pods, None, false, &cancel).await;
+        if let Some(fault) = fault {
+            fault.await.context("the fault timeline panicked")?;
+        }
         launched += summary.results.len();
         retries += summary.retries;
         for (result, expected) in summary.results.iter().zip(&expected_codes) {
@@ -90,7 +113,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                     "{}: exit {} (expected {expected}){}",
                     result.pod,
                     result.exit_code,
-                    result.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
+                    result
+                        .error
+                        .as_deref()
+                        .map(|e| format!(": {e}"))
+                        .unwrap_or_default()
                 ));
             }
         }
@@ -130,25 +157,48 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             return "-".into();
         }
         let index = ((time_to_running.len() * p).div_ceil(100)).saturating_sub(1);
-        format!("{} ms", time_to_running[index.min(time_to_running.len() - 1)])
+        format!(
+            "{} ms",
+            time_to_running[index.min(time_to_running.len() - 1)]
+        )
     };
     let rendered = metrics.render();
     println!();
-    println!("pods launched:        {launched} ({} rounds of {})", args.rounds, args.pods);
-    println!("create retries:       {retries} (409 Conflict / 429 answered by the sim, retried with full jitter)");
+    println!(
+        "pods launched:        {launched} ({} rounds of {})",
+        args.rounds, args.pods
+    );
+    println!(
+        "create retries:       {retries} (409 Conflict / 429 answered by the sim, retried with full jitter)"
+    );
     println!("time to running:      p50 {}, p99 {}", pct(50), pct(99));
     println!("unexpected outcomes:  {}", unexpected.len());
-    println!("watch reconnects:     {}", by_label(&rendered, "podline_record_watch_reconnects_total", "reason"));
-    println!("watch relists:        {}", sum_metric(&rendered, "podline_record_watch_relists_total"));
-    println!("pods recorded:        {} ({} transitions, {} deleted)", counts.pods, counts.transitions, counts.deleted);
+    println!(
+        "watch reconnects:     {}",
+        by_label(&rendered, "podline_record_watch_reconnects_total", "reason")
+    );
+    println!(
+        "watch relists:        {}",
+        sum_metric(&rendered, "podline_record_watch_relists_total")
+    );
+    println!(
+        "pods recorded:        {} ({} transitions, {} deleted)",
+        counts.pods, counts.transitions, counts.deleted
+    );
     println!("store vs ground truth: {audit}");
-    println!("elapsed:              {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "elapsed:              {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     for line in unexpected.iter().take(10) {
         println!("  {line}");
     }
     if audit.is_ok() && unexpected.is_empty() {
         println!("\nOK: every pod ran as scripted and the store equals what happened.");
-        println!("Explore: podline runs --db {0} ; podline pods --db {0} --phase Failed", args.db.display());
+        println!(
+            "Explore: podline runs --db {0} ; podline pods --db {0} --phase Failed",
+            args.db.display()
+        );
         Ok(ExitCode::SUCCESS)
     } else {
         println!("\nFAILED: see the lines above.");
@@ -163,17 +213,30 @@ fn create_faults(no_faults: bool) -> podline_sim::FaultPlan {
     if no_faults {
         return plan;
     }
-    plan.rules.push(FaultRule::new(FaultAction::status(409)).verb(FaultVerb::Create).resource("pods").probability(0.3));
     plan.rules.push(
-        FaultRule::new(FaultAction::Status { code: 429, reason: None, message: None, retry_after: Some(1) })
+        FaultRule::new(FaultAction::status(409))
             .verb(FaultVerb::Create)
             .resource("pods")
-            .probability(0.05),
+            .probability(0.3),
     );
     plan.rules.push(
-        FaultRule::new(FaultAction::Reset { after_bytes: None, after_events: Some(1) })
-            .verb(FaultVerb::Log)
-            .probability(0.1),
+        FaultRule::new(FaultAction::Status {
+            code: 429,
+            reason: None,
+            message: None,
+            retry_after: Some(1),
+        })
+        .verb(FaultVerb::Create)
+        .resource("pods")
+        .probability(0.05),
+    );
+    plan.rules.push(
+        FaultRule::new(FaultAction::Reset {
+            after_bytes: None,
+            after_events: Some(1),
+        })
+        .verb(FaultVerb::Log)
+        .probability(0.1),
     );
     plan
 }
@@ -184,29 +247,55 @@ async fn inject_round_fault(sim: &Sim, round: usize) {
     match round {
         2 => {
             println!("fault:    the recorder's watch stalls (silent connection)");
-            faults.push(FaultRule::new(FaultAction::Stall { after_events: 5 }).verb(FaultVerb::Watch).resource("pods").times(1));
+            faults.push(recorder_watch(FaultAction::Stall { after_events: 5 }).times(1));
         }
         3 => {
             println!("fault:    watch streams reset mid-chunk, twice");
             faults.push(
-                FaultRule::new(FaultAction::Reset { after_bytes: None, after_events: Some(20) })
-                    .verb(FaultVerb::Watch)
-                    .resource("pods")
-                    .times(2),
+                recorder_watch(FaultAction::Reset {
+                    after_bytes: None,
+                    after_events: Some(20),
+                })
+                .times(2),
             );
         }
-        4 => {
-            println!("fault:    API server restart (2 s down) with its watch history compacted");
+        RESTART_ROUND => {
+            println!(
+                "fault:    API server restart (2 s down); its watch history is compacted during the outage"
+            );
+            let restarting = {
+                let sim = sim.clone();
+                tokio::spawn(async move { sim.restart(Duration::from_secs(2)).await })
+            };
+            // The kubelet keeps working while the API is down, so history moves on; compacting
+            // it now makes the recorder's resume point too old: 410 Expired, re-list, reconcile.
+            tokio::time::sleep(Duration::from_secs(1)).await;
             sim.compact();
-            sim.restart(Duration::from_secs(2)).await;
+            let _ = restarting.await;
         }
         5 => {
-            println!("fault:    watch ends early (like a server timeout) and LISTs answer 503 once");
-            faults.push(FaultRule::new(FaultAction::EndEarly { after_events: 10 }).verb(FaultVerb::Watch).resource("pods").times(3));
-            faults.push(FaultRule::new(FaultAction::status(503)).verb(FaultVerb::List).resource("pods").times(1));
+            println!(
+                "fault:    watch ends early (like a server timeout) and LISTs answer 503 once"
+            );
+            faults.push(recorder_watch(FaultAction::EndEarly { after_events: 10 }).times(3));
+            faults.push(
+                FaultRule::new(FaultAction::status(503))
+                    .verb(FaultVerb::List)
+                    .resource("pods")
+                    .times(1),
+            );
         }
         _ => {}
     }
+}
+
+/// A rule on the recorder's watch only: the all-namespaces pod watch (the launcher's own
+/// per-pod watches are namespaced and not matched).
+fn recorder_watch(action: FaultAction) -> FaultRule {
+    FaultRule::new(action)
+        .verb(FaultVerb::Watch)
+        .resource("pods")
+        .namespace("")
 }
 
 /// One round's tasks: scripted pods with random durations and log lines; about one in ten
@@ -219,9 +308,25 @@ fn round_specs(round: usize, pods: usize) -> (Vec<TaskSpec>, Vec<u8>) {
     for i in 0..pods {
         let exit_code: u8 = if rng.random_ratio(1, 10) { 1 } else { 0 };
         let mut annotations = BTreeMap::new();
-        annotations.insert("sim.podline.io/duration".to_string(), format!("{}ms", rng.random_range(300..1500)));
-        annotations.insert("sim.podline.io/log-lines".to_string(), rng.random_range(1..20).to_string());
-        annotations.insert("sim.podline.io/exit-code".to_string(), exit_code.to_string());
+        // The restart round's pods outlive the outage, so none is created, finished and deleted
+        // while the API is down (only a finalizer could record the final state of such a pod).
+        let duration_ms = if round == RESTART_ROUND {
+            rng.random_range(4000..6000)
+        } else {
+            rng.random_range(300..1500)
+        };
+        annotations.insert(
+            "sim.podline.io/duration".to_string(),
+            format!("{duration_ms}ms"),
+        );
+        annotations.insert(
+            "sim.podline.io/log-lines".to_string(),
+            rng.random_range(1..20).to_string(),
+        );
+        annotations.insert(
+            "sim.podline.io/exit-code".to_string(),
+            exit_code.to_string(),
+        );
         specs.push(TaskSpec {
             name: Some(format!("demo-r{round}-{i}")),
             image: Some("busybox:1.36".into()),
@@ -238,11 +343,19 @@ fn round_specs(round: usize, pods: usize) -> (Vec<TaskSpec>, Vec<u8>) {
 /// A client for the sim built the way `podline` builds every client (timeouts, no hidden
 /// retries), from the sim's kubeconfig.
 async fn sim_client(sim: &Sim) -> anyhow::Result<kube::Client> {
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml()).context("parsing the sim's kubeconfig")?;
-    let options = ConnectOptions { client_timeout: Duration::from_secs(10), ..ConnectOptions::default() };
-    let connected = connect_with_kubeconfig(kubeconfig, ConfigSource::Flag(PathBuf::from("<sim>")), &options)
-        .await
-        .context("connecting to the sim")?;
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml())
+        .context("parsing the sim's kubeconfig")?;
+    let options = ConnectOptions {
+        client_timeout: Duration::from_secs(10),
+        ..ConnectOptions::default()
+    };
+    let connected = connect_with_kubeconfig(
+        kubeconfig,
+        ConfigSource::Flag(PathBuf::from("<sim>")),
+        &options,
+    )
+    .await
+    .context("connecting to the sim")?;
     Ok(connected.client)
 }
 
@@ -253,7 +366,11 @@ fn remove_db_files(db: &std::path::Path) -> anyhow::Result<()> {
         match std::fs::remove_file(&path) {
             Ok(()) => {}
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-            Err(err) => return Err(err).with_context(|| format!("removing the old {}", PathBuf::from(path).display())),
+            Err(err) => {
+                return Err(err).with_context(|| {
+                    format!("removing the old {}", PathBuf::from(path).display())
+                });
+            }
         }
     }
     Ok(())
@@ -273,15 +390,23 @@ fn by_label(rendered: &str, name: &str, label: &str) -> String {
     let needle = format!("{label}=\"");
     let mut parts = Vec::new();
     for line in rendered.lines().filter(|line| line.starts_with(name)) {
-        let Some(start) = line.find(&needle) else { continue };
+        let Some(start) = line.find(&needle) else {
+            continue;
+        };
         let rest = &line[start + needle.len()..];
         let Some(end) = rest.find('"') else { continue };
-        let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else { continue };
+        let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else {
+            continue;
+        };
         if value > 0.0 {
             parts.push(format!("{}={}", &rest[..end], value as u64));
         }
     }
-    if parts.is_empty() { "none".into() } else { parts.join(", ") }
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
+    }
 }
 
 #[cfg(test)]
@@ -296,9 +421,18 @@ mod tests {
 
     #[test]
     fn counters_are_read_from_rendered_metrics() {
-        assert_eq!(by_label(RENDERED, "podline_record_watch_reconnects_total", "reason"), "client_timeout=2, reset=1");
-        assert_eq!(sum_metric(RENDERED, "podline_record_watch_relists_total"), 3);
-        assert_eq!(by_label("", "podline_record_watch_reconnects_total", "reason"), "none");
+        assert_eq!(
+            by_label(RENDERED, "podline_record_watch_reconnects_total", "reason"),
+            "client_timeout=2, reset=1"
+        );
+        assert_eq!(
+            sum_metric(RENDERED, "podline_record_watch_relists_total"),
+            3
+        );
+        assert_eq!(
+            by_label("", "podline_record_watch_reconnects_total", "reason"),
+            "none"
+        );
     }
 
     #[test]
@@ -306,9 +440,16 @@ mod tests {
         let (specs, codes) = round_specs(3, 40);
         assert_eq!(specs.len(), 40);
         assert_eq!(codes.len(), 40);
-        assert!(specs.iter().all(|spec| spec.run.as_deref() == Some("demo-round-3")));
+        assert!(
+            specs
+                .iter()
+                .all(|spec| spec.run.as_deref() == Some("demo-round-3"))
+        );
         for (spec, code) in specs.iter().zip(&codes) {
-            assert_eq!(spec.annotations["sim.podline.io/exit-code"], code.to_string());
+            assert_eq!(
+                spec.annotations["sim.podline.io/exit-code"],
+                code.to_string()
+            );
         }
     }
 }

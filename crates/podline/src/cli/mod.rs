@@ -83,13 +83,20 @@ pub enum Command {
     Show(query::ShowArgs),
 }
 
-/// Sets up tracing to stderr: warnings by default, louder with -v, or as RUST_LOG says.
-pub fn init_tracing(global: &Global) {
+/// Sets up tracing to stderr: podline's own info lines (retries, reconnects) and warnings by
+/// default, louder with -v, or as RUST_LOG says. The demo and the benchmark summarise retries
+/// themselves, so they default to warnings only. kube's HTTP trace layer reports every handled
+/// transport error at ERROR; podline logs those itself (as retries), so it is silenced below -vv.
+const KUBE_TRACE_LAYER: &str = "kube_client::client::builder=off";
+
+pub fn init_tracing(global: &Global, command: &Command) {
+    let summarising = matches!(command, Command::Demo(_) | Command::Bench(_));
     let default = match global.verbosity {
-        0 => "warn,podline=info",
-        1 => "info",
-        2 => "debug,hyper=info,h2=info,rustls=info",
-        _ => "trace",
+        0 if summarising => format!("warn,{KUBE_TRACE_LAYER}"),
+        0 => format!("warn,podline=info,{KUBE_TRACE_LAYER}"),
+        1 => format!("info,{KUBE_TRACE_LAYER}"),
+        2 => "debug,hyper=info,h2=info,rustls=info".to_string(),
+        _ => "trace".to_string(),
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

@@ -52,9 +52,21 @@ pub struct Sizes {
 impl Sizes {
     fn new(quick: bool) -> Sizes {
         if quick {
-            Sizes { sim_creates: 4_000, list_pods: 10_000, watchers: 20, watch_seconds: 3, rss_pods: 10_000 }
+            Sizes {
+                sim_creates: 4_000,
+                list_pods: 10_000,
+                watchers: 20,
+                watch_seconds: 3,
+                rss_pods: 10_000,
+            }
         } else {
-            Sizes { sim_creates: 16_000, list_pods: 10_000, watchers: 100, watch_seconds: 5, rss_pods: 100_000 }
+            Sizes {
+                sim_creates: 16_000,
+                list_pods: 10_000,
+                watchers: 100,
+                watch_seconds: 5,
+                rss_pods: 100_000,
+            }
         }
     }
 }
@@ -62,7 +74,9 @@ impl Sizes {
 /// Runs the benchmarks, prints the table and writes the report.
 pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if cfg!(debug_assertions) {
-        eprintln!("warning: this is a debug build; run `cargo run --release -- bench` for real figures");
+        eprintln!(
+            "warning: this is a debug build; run `cargo run --release -- bench` for real figures"
+        );
     }
     let sizes = Sizes::new(args.quick);
     let wants = |part: Part| args.only.is_empty() || args.only.contains(&part);
@@ -78,14 +92,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         );
     }
     println!("{}", report::markdown(&rows));
-    report::write_file(&args.out, &rows, &notes).with_context(|| format!("writing {}", args.out.display()))?;
+    report::write_file(&args.out, &rows, &notes)
+        .with_context(|| format!("writing {}", args.out.display()))?;
     eprintln!("wrote {}", args.out.display());
     Ok(ExitCode::SUCCESS)
 }
 
 /// A kube client from a kubeconfig text (how users reach the sim).
 async fn kube_client(kubeconfig_yaml: &str) -> anyhow::Result<kube::Client> {
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(kubeconfig_yaml).context("parsing the sim's kubeconfig")?;
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(kubeconfig_yaml)
+        .context("parsing the sim's kubeconfig")?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .context("loading the sim's kubeconfig")?;
@@ -98,7 +114,9 @@ fn scripted_pod(name: &str, duration: &str) -> Pod {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
             labels: Some([("app".to_string(), "bench".to_string())].into()),
-            annotations: Some([("sim.podline.io/duration".to_string(), duration.to_string())].into()),
+            annotations: Some(
+                [("sim.podline.io/duration".to_string(), duration.to_string())].into(),
+            ),
             ..ObjectMeta::default()
         },
         spec: Some(PodSpec {
