@@ -35,14 +35,14 @@ impl SimProcess {
             .spawn()
             .context("starting `podline sim`")?;
         for _ in 0..200 {
-            if let Ok(text) = std::fs::read_to_string(&kubeconfig) {
-                if text.contains("server:") {
-                    return Ok(SimProcess {
-                        child,
-                        _dir: dir,
-                        kubeconfig_yaml: text,
-                    });
-                }
+            if let Ok(text) = std::fs::read_to_string(&kubeconfig)
+                && text.contains("server:")
+            {
+                return Ok(SimProcess {
+                    child,
+                    _dir: dir,
+                    kubeconfig_yaml: text,
+                });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -53,17 +53,6 @@ impl Row {
             met: Some(value <= target),
         }
     }
-
-    /// A row reported for information, with no target.
-    pub fn info(area: &'static str, metric: impl Into<String>, measured: impl Into<String>) -> Row {
-        Row {
-            area,
-            metric: metric.into(),
-            target: String::new(),
-            measured: measured.into(),
-            met: None,
-        }
-    }
 }
 
 /// Formats a number with a thousands separator and at most one decimal.
@@ -73,7 +62,7 @@ pub fn human(value: f64) -> String {
         let digits = rounded.abs().to_string();
         let mut out = String::new();
         for (i, c) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i) % 3 == 0 {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
                 out.push(',');
             }
             out.push(c);
@@ -186,7 +175,7 @@ mod tests {
             Row::at_most("sim", "list", 150.0, 100.0, "ms").met,
             Some(false)
         );
-        let table = markdown(&[Row::info("sim", "x", "1")]);
-        assert!(table.contains("| sim | x |  | 1 |  |"));
+        let table = markdown(&[Row::at_least("sim", "x", 1.0, 2.0, "/s")]);
+        assert!(table.contains("| sim | x | >= 2 /s | 1 /s | **no** |"));
     }
 }
