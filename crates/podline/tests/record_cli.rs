@@ -152,7 +152,6 @@ fn finished(sim: &Sim, n: usize) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "KUBELET-GATE: needs the simulated kubelet on main"]
 async fn kill_9_at_random_points_twenty_times_loses_and_duplicates_nothing() {
     const N: usize = 1000;
     let sim = start_sim(test_config().bookmark_interval(Duration::from_millis(300))).await;
