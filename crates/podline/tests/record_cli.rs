@@ -51,7 +51,10 @@ fn bad_timeout_values_stop_startup_naming_the_variable_value_and_expectation() {
     let out = run_with_env(&[("PODLINE_WATCH_SERVER_TIMEOUT", "0")]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(64), "{stderr}");
-    assert!(stderr.contains("PODLINE_WATCH_SERVER_TIMEOUT") && stderr.contains("greater than zero"), "{stderr}");
+    assert!(
+        stderr.contains("PODLINE_WATCH_SERVER_TIMEOUT") && stderr.contains("greater than zero"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -68,9 +71,14 @@ fn a_client_timeout_not_shorter_than_the_server_timeout_stops_startup() {
         "{stderr}"
     );
     // The same rule for flags, named as flags.
-    let out = record_cmd(&["--watch-client-timeout", "90", "--watch-server-timeout", "60"])
-        .output()
-        .unwrap();
+    let out = record_cmd(&[
+        "--watch-client-timeout",
+        "90",
+        "--watch-server-timeout",
+        "60",
+    ])
+    .output()
+    .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(64), "{stderr}");
     assert!(stderr.contains("--watch-client-timeout"), "{stderr}");
@@ -112,10 +120,16 @@ async fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forbidden_watch_exits_non_zero_with_a_clear_message() {
     let sim = start_sim(test_config()).await;
-    sim.faults()
-        .push(FaultRule::new(FaultAction::status(403)).verb(FaultVerb::List).resource("pods"));
-    sim.faults()
-        .push(FaultRule::new(FaultAction::status(403)).verb(FaultVerb::Watch).resource("pods"));
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(403))
+            .verb(FaultVerb::List)
+            .resource("pods"),
+    );
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(403))
+            .verb(FaultVerb::Watch)
+            .resource("pods"),
+    );
     let kubeconfig = kubeconfig_file(&sim);
     let dir = tempfile::tempdir().unwrap();
     let mut child = spawn_recorder(kubeconfig.path(), &dir.path().join("p.db"));
@@ -125,7 +139,10 @@ async fn a_forbidden_watch_exits_non_zero_with_a_clear_message() {
     let mut stderr = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
     assert!(!status.success(), "{stderr}");
-    assert!(stderr.contains("cannot watch pods") && stderr.to_lowercase().contains("forbidden"), "{stderr}");
+    assert!(
+        stderr.contains("cannot watch pods") && stderr.to_lowercase().contains("forbidden"),
+        "{stderr}"
+    );
 }
 
 fn pod(i: usize) -> Pod {
@@ -146,9 +163,11 @@ fn pod(i: usize) -> Pod {
 fn finished(sim: &Sim, n: usize) -> bool {
     let truth = sim.ground_truth();
     truth.len() >= n
-        && truth
-            .iter()
-            .all(|h| h.transitions.iter().any(|(p, _)| p == "Succeeded" || p == "Failed"))
+        && truth.iter().all(|h| {
+            h.transitions
+                .iter()
+                .any(|(p, _)| p == "Succeeded" || p == "Failed")
+        })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,7 +223,9 @@ async fn kill_9_at_random_points_twenty_times_loses_and_duplicates_nothing() {
             .is_ok_and(|r| r.is_ok())
     })
     .await;
-    let report = audit::compare(store.as_ref(), &sim.ground_truth()).await.unwrap();
+    let report = audit::compare(store.as_ref(), &sim.ground_truth())
+        .await
+        .unwrap();
     assert!(converged, "{report}");
     assert_eq!(report.expected, N);
 
