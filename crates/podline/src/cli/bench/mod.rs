@@ -5,8 +5,10 @@
 //! process so that the benchmark's own allocations don't count.
 
 mod child;
+mod launch;
 mod report;
 mod sim;
+mod store;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,6 +39,10 @@ pub struct BenchArgs {
 pub enum Part {
     /// The embedded API server.
     Sim,
+    /// The launcher.
+    Launch,
+    /// The lifecycle store.
+    Store,
 }
 
 /// Problem sizes; `--quick` shrinks them.
@@ -47,6 +53,8 @@ pub struct Sizes {
     watchers: usize,
     watch_seconds: u64,
     rss_pods: usize,
+    launch_pods: usize,
+    store_pods: usize,
 }
 
 impl Sizes {
@@ -58,6 +66,8 @@ impl Sizes {
                 watchers: 20,
                 watch_seconds: 3,
                 rss_pods: 10_000,
+                launch_pods: 400,
+                store_pods: 5_000,
             }
         } else {
             Sizes {
@@ -66,6 +76,8 @@ impl Sizes {
                 watchers: 100,
                 watch_seconds: 5,
                 rss_pods: 100_000,
+                launch_pods: 2_000,
+                store_pods: 25_000,
             }
         }
     }
@@ -90,6 +102,28 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
              the LIST is timed without client-side decoding."
                 .into(),
         );
+    }
+    if wants(Part::Launch) {
+        eprintln!("benchmarking the launcher...");
+        rows.extend(
+            launch::run(sizes.launch_pods)
+                .await
+                .context("launch benchmark")?,
+        );
+        notes.push(
+            "launch: pods run 50 ms in the sim, which schedules after 10 ms and pulls for 10 ms; \
+             the time-to-running target is podline's 20 ms overhead on top of those 20 ms."
+                .into(),
+        );
+    }
+    if wants(Part::Store) {
+        eprintln!("benchmarking the store...");
+        rows.extend(
+            store::run(sizes.store_pods)
+                .await
+                .context("store benchmark")?,
+        );
+        notes.push("store: 4 events per pod (Pending, Running, Succeeded upserts, Deleted), 500 per transaction with the resume point.".into());
     }
     println!("{}", report::markdown(&rows));
     report::write_file(&args.out, &rows, &notes)
