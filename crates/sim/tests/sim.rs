@@ -3,4 +3,9 @@
 mod sim {
     pub mod common;
     mod crud;
+    mod errors;
+    mod faults;
+    mod kinds;
+    mod kubectl;
+    mod watch;
 }
