@@ -15,6 +15,7 @@
 //! | 408, client-side timeouts | `Retry` | `timeout` |
 //! | connection refused / reset, TLS handshake I/O, truncated body | `Retry` | `transport` |
 //! | 400, 401, 403, 404, 405, 410, 415, 422 | `Fatal` | `bad_request`, `unauthorized`, `forbidden`, `not_found`, `method_not_allowed`, `gone`, `unsupported_media_type`, `invalid` |
+//! | the server's TLS certificate is rejected | `Fatal` | `tls` |
 //! | any other status, undecodable bodies, bad config | `Fatal` | `client_error`, `server_error`, `unexpected_status`, `decode`, `config`, `auth` |
 //!
 //! 410 is fatal here because a *unary* call cannot fix it by repeating itself; the watch handles
@@ -79,7 +80,9 @@ pub fn classify(err: &kube::Error) -> Disposition {
         E::HyperError(e) if e.is_timeout() => transient("timeout"),
         E::HyperError(_) => transient("transport"),
         E::Service(e) => {
-            if is_timeout(e.as_ref()) {
+            if is_bad_certificate(e.as_ref()) {
+                fatal("tls")
+            } else if is_timeout(e.as_ref()) {
                 transient("timeout")
             } else {
                 transient("transport")
@@ -155,21 +158,47 @@ fn fatal(reason: &'static str) -> Disposition {
     Disposition::Fatal { reason }
 }
 
-/// Whether a timeout (ours, tower's, hyper-timeout's or the OS's) is somewhere in the cause chain.
-fn is_timeout(err: &(dyn std::error::Error + 'static)) -> bool {
+/// Calls `found` on every error in the cause chain, including the error wrapped inside an
+/// `io::Error` (whose `source()` skips it).
+fn any_cause(
+    err: &(dyn std::error::Error + 'static),
+    found: &dyn Fn(&(dyn std::error::Error + 'static)) -> bool,
+) -> bool {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = cause {
-        if e.is::<tokio::time::error::Elapsed>() || e.is::<tower::timeout::error::Elapsed>() {
+        if found(e) {
             return true;
         }
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::TimedOut
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            && any_cause(inner, found)
         {
             return true;
         }
         cause = e.source();
     }
     false
+}
+
+/// Whether TLS rejected the server's certificate: no retry fixes that (wrong CA, wrong name).
+fn is_bad_certificate(err: &(dyn std::error::Error + 'static)) -> bool {
+    any_cause(err, &|e| {
+        matches!(
+            e.downcast_ref::<rustls::Error>(),
+            Some(rustls::Error::InvalidCertificate(_))
+        )
+    })
+}
+
+/// Whether a timeout (ours, tower's, hyper-timeout's or the OS's) is somewhere in the cause chain.
+fn is_timeout(err: &(dyn std::error::Error + 'static)) -> bool {
+    any_cause(err, &|e| {
+        e.is::<tokio::time::error::Elapsed>()
+            || e.is::<tower::timeout::error::Elapsed>()
+            || e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+    })
 }
 
 /// How a unary call is retried: full-jitter backoff, at most `max_attempts` calls in total, an

@@ -203,7 +203,7 @@ pub enum LaunchError {
         pod: String,
     },
     /// The run was cancelled (SIGINT/SIGTERM); the pod was deleted.
-    #[error("interrupted by {signal}; pod {pod} deleted")]
+    #[error("interrupted by {signal}{}", if pod.is_empty() { String::new() } else { format!(" while running pod {pod}") })]
     Interrupted {
         /// Pod name (may be empty when interrupted before create).
         pod: String,

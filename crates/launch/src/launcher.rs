@@ -168,6 +168,22 @@ impl Launcher {
         cancel: &Cancel,
     ) -> TaskResult {
         let mut result = TaskResult::default();
+        // With an overall timeout, the server enforces it too (activeDeadlineSeconds), so the
+        // pod stops even if podline is SIGKILLed before it can delete it.
+        let mut spec = std::borrow::Cow::Borrowed(spec);
+        if let (Some(timeout), None) = (self.config.timeout, spec.active_deadline) {
+            spec.to_mut().active_deadline = Some(timeout + Duration::from_secs(30));
+        }
+        let spec = spec.as_ref();
+        if cancel.is_cancelled() {
+            return finish_early(
+                result,
+                LaunchError::Interrupted {
+                    pod: String::new(),
+                    signal: cancel.signal(),
+                },
+            );
+        }
         let built = match spec.build_pod(&self.default_namespace) {
             Ok(built) => built,
             Err(err) => {

@@ -16,7 +16,21 @@
 //!   [`run_many`] runs many with a concurrency limit and a [`Summary`].
 //! - [`exit`]: the documented exit codes.
 //!
-//! # Example
+//! # Flow of one run ([`Launcher::run`])
+//!
+//! 1. [`TaskSpec::build_pod`]: template + flags, unique name, launch id label, `restartPolicy:
+//!    Never` (errors here exit 2, nothing is created).
+//! 2. [`create::create_idempotent`]: retries 409 Conflict / 429 / 5xx / transport errors with
+//!    full-jitter backoff and a deadline; `AlreadyExists` with our launch id is adopted, with
+//!    another is refused (exit 5); 400/401/403/404/422 fail at once (exit 3).
+//! 3. [`podwatch`]: one watch on `metadata.name=<pod>` feeds every later stage.
+//! 4. [`StartTracker`]: schedule and startup timeouts, fast failure on permanent image errors
+//!    (exit 4).
+//! 5. [`logs::follow`]: streams logs to a [`LogSink`], resuming with `sinceTime` + [`Dedup`].
+//! 6. Completion: the main container's exit code becomes the process exit code.
+//! 7. [`cleanup`]: `--on-finish`, and deletion after failures, timeouts and signals.
+//!
+//! # Example: build a pod
 //!
 //! ```
 //! use podline_launch::TaskSpec;
@@ -29,6 +43,24 @@
 //! let built = spec.build_pod("default").unwrap();
 //! assert!(built.name.starts_with("busybox-"));
 //! assert_eq!(built.pod.spec.unwrap().restart_policy.as_deref(), Some("Never"));
+//! ```
+//!
+//! # Example: run a task
+//!
+//! ```no_run
+//! # async fn demo(client: kube::Client) {
+//! use std::sync::Arc;
+//! use podline_launch::{Cancel, LaunchConfig, Launcher, StdoutSink, TaskSpec};
+//!
+//! let launcher = Launcher::new(client, "default", LaunchConfig::default());
+//! let spec = TaskSpec {
+//!     image: Some("busybox:1.36".into()),
+//!     command: vec!["sh".into(), "-c".into(), "echo hello; exit 3".into()],
+//!     ..TaskSpec::default()
+//! };
+//! let result = launcher.run(&spec, Arc::new(StdoutSink), &Cancel::new()).await;
+//! assert_eq!(result.exit_code, 3); // the container's exit code
+//! # }
 //! ```
 
 pub mod cleanup;

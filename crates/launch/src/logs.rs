@@ -156,7 +156,14 @@ pub async fn follow(
         )
         .await;
         match end {
-            StreamEnd::Eof if terminated => return reconnects,
+            // Done when a stream opened after the container terminated ends cleanly without
+            // anything new: a stream that still brought new lines may have been cut short
+            // (an early end looks like a clean one), so one more read confirms the end.
+            StreamEnd::Eof if terminated && !progressed => return reconnects,
+            StreamEnd::Eof if terminated => {
+                delays = backon::BackoffBuilder::build(cfg.reconnect_backoff.clone());
+                continue;
+            }
             StreamEnd::Eof => {}
             StreamEnd::Broken(why) => {
                 if gone {
@@ -176,7 +183,8 @@ pub async fn follow(
         let delay = delays.next().unwrap_or(Duration::from_secs(1));
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
-            _ = state.changed() => {}
+            // A closed channel (the watch ended) must not turn this into a busy loop.
+            Ok(()) = state.changed() => {}
         }
     }
 }

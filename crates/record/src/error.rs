@@ -31,3 +31,30 @@ pub enum ObserveError {
     )]
     EmptyRunLabel,
 }
+
+/// A label selector (`-l`) that does not parse; startup stops with this message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid label selector {selector:?}: cannot parse {requirement:?}; expected comma-separated \
+     requirements like \"app=web\", \"tier!=db\", \"env in (a,b)\", \"env notin (a)\", \"key\" or \"!key\""
+)]
+pub struct SelectorError {
+    /// The whole selector as given.
+    pub selector: String,
+    /// The requirement that does not parse.
+    pub requirement: String,
+}
+
+/// Why [`Recorder::run`](crate::Recorder::run) stopped: only what no retry can fix.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The watch failed in a way no retry can fix (401, 403, a missing namespace, a bad selector).
+    #[error("cannot watch pods: {0}")]
+    Watch(#[source] podline_client::watch::WatchError),
+    /// The watch stream ended although it never ends by itself (a bug in the watch).
+    #[error("the pod watch ended unexpectedly")]
+    WatchEnded,
+    /// The store refused to answer in a way no retry can fix (bad schema, corrupt data).
+    #[error("cannot use the store: {0}")]
+    Store(#[source] podline_store::StoreError),
+}

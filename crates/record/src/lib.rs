@@ -13,11 +13,16 @@ pub mod error;
 pub mod health;
 pub mod lifecycle;
 pub mod metrics;
-#[allow(dead_code)] // wired into the recorder once the watch and store crates land
 mod queue;
-mod store_shim;
+pub mod reconcile;
+pub mod recorder;
+pub mod selector;
 
-pub use error::ObserveError;
+pub use error::{ObserveError, RecordError, SelectorError};
 pub use health::Health;
 pub use lifecycle::{LifecycleConfig, observe};
 pub use metrics::Metrics;
+pub use recorder::{Recorder, RecorderConfig};
+pub use selector::LabelSelector;
+/// Re-exported so callers of [`Recorder::run`] need no direct tokio-util dependency.
+pub use tokio_util::sync::CancellationToken;

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::error::ObserveError;
-use crate::store_shim::{
+use podline_store::{
     ContainerObservation, ContainerState as StoredState, PhaseTransition, PodObservation,
 };
 

@@ -33,6 +33,7 @@ pub struct Metrics {
     queue_overflows: Counter,
     write_latency: Histogram,
     batch_size: Histogram,
+    commit_lag: Histogram,
     store_errors: Family<OneLabel, Counter>,
     skipped_objects: Counter,
 }
@@ -56,6 +57,7 @@ impl Metrics {
         // 0.5 ms .. ~8 s: a batch commit is normally a few ms; seconds mean a sick disk or DB.
         let write_latency = Histogram::new(exponential_buckets(0.0005, 2.0, 15));
         let batch_size = Histogram::new(exponential_buckets(1.0, 2.0, 14));
+        let commit_lag = Histogram::new(exponential_buckets(0.001, 2.0, 15));
         let store_errors = Family::<OneLabel, Counter>::default();
         let skipped_objects = Counter::default();
         registry.register(
@@ -99,6 +101,11 @@ impl Metrics {
             batch_size.clone(),
         );
         registry.register(
+            "event_to_commit_seconds",
+            "Time from the oldest change of a batch entering the queue to its commit",
+            commit_lag.clone(),
+        );
+        registry.register(
             "store_errors",
             "Failed store writes, by kind (retryable, rejected)",
             store_errors.clone(),
@@ -119,6 +126,7 @@ impl Metrics {
             queue_overflows,
             write_latency,
             batch_size,
+            commit_lag,
             store_errors,
             skipped_objects,
         }
@@ -157,10 +165,14 @@ impl Metrics {
         self.queue_overflows.inc();
     }
 
-    /// Records one committed transaction: its duration and how many pod changes it carried.
-    pub fn write(&self, seconds: f64, ops: usize) {
+    /// Records one committed transaction: its duration, how many pod changes it carried, and how
+    /// long its oldest change waited since the watch delivered it.
+    pub fn write(&self, seconds: f64, ops: usize, lag: Option<f64>) {
         self.write_latency.observe(seconds);
         self.batch_size.observe(ops as f64);
+        if let Some(lag) = lag {
+            self.commit_lag.observe(lag);
+        }
     }
 
     /// Counts one failed store write of `kind` ("retryable" or "rejected").
@@ -207,7 +219,7 @@ mod tests {
         m.reconnect("client_timeout");
         m.relist();
         m.queue_depth(7);
-        m.write(0.002, 10);
+        m.write(0.002, 10, Some(0.01));
         m.store_error("retryable");
         m.skipped_object();
         let text = m.render();
@@ -217,6 +229,7 @@ mod tests {
             "podline_record_watch_relists_total 1",
             "podline_record_queue_depth 7",
             "podline_record_write_latency_seconds_count 1",
+            "podline_record_event_to_commit_seconds_count 1",
             "podline_record_store_errors_total{kind=\"retryable\"} 1",
             "podline_record_skipped_objects_total 1",
             "podline_record_last_event_age_seconds",

@@ -27,7 +27,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::store_shim::{PodObservation, StoreOp};
+use podline_store::{PodObservation, StoreOp};
 
 /// What the writer takes out of the queue in one go.
 #[derive(Debug, Default)]
@@ -43,19 +43,11 @@ pub(crate) struct Drained {
     pub oldest: Option<Instant>,
 }
 
-impl Drained {
-    /// Whether there is nothing to write at all.
-    pub fn is_empty(&self) -> bool {
-        self.ops.is_empty() && self.resume.is_none() && self.reconcile.is_none()
-    }
-}
-
 #[derive(Debug)]
 struct Entry {
     upsert: Option<PodObservation>,
     deleted: Option<StoreOp>,
     vanished: Option<StoreOp>,
-    queued_at: Instant,
 }
 
 #[derive(Debug, Default)]
@@ -128,7 +120,6 @@ impl Queue {
                     upsert: None,
                     deleted: None,
                     vanished: None,
-                    queued_at: now,
                 });
             let newer = entry
                 .upsert
@@ -154,7 +145,6 @@ impl Queue {
                 upsert: None,
                 deleted: None,
                 vanished: None,
-                queued_at: now,
             });
             if let Some(obs) = last
                 && entry
@@ -271,14 +261,12 @@ impl Queue {
     /// Newer queued changes win over the returned ones; the resume point is kept at the newest.
     pub fn requeue(&self, drained: Drained) {
         let mut inner = self.lock();
-        let now = Instant::now();
         for op in drained.ops {
             let uid = op.uid().to_owned();
             let entry = inner.pending.entry(uid).or_insert_with(|| Entry {
                 upsert: None,
                 deleted: None,
                 vanished: None,
-                queued_at: now,
             });
             match op {
                 StoreOp::Upsert(obs) => {

@@ -242,7 +242,11 @@ where
                     return (Err(err), State::Resume { resource_version });
                 }
                 Ok(None) => {
-                    if started.elapsed() + SERVER_END_SLACK >= ctx.config.timeouts.server {
+                    let lived = started.elapsed();
+                    let server = ctx.config.timeouts.server;
+                    // (The second test keeps a tiny server timeout from turning an immediately
+                    // closing server into a busy loop.)
+                    if lived + SERVER_END_SLACK >= server && lived >= server / 2 {
                         // The routine end at timeoutSeconds: re-watch at once.
                         ctx.note_end("server_timeout");
                     } else {

@@ -4,6 +4,8 @@
 //!   ([`KfpPod`]), from [`argo`] (template, URIs, outputs) and [`component`]
 //!   (component spec, parameters). Pure.
 //! - [`writer`]: [`KfpWriter`] records a [`KfpPod`] into MLMD idempotently.
+//! - [`sink`]: [`KfpSink`] turns pod events into records and pod markers,
+//!   waiting out MLMD outages; [`run`] drives it from a pod watch.
 //! - [`patch`]: the labels and annotations written back on the pod.
 //! - [`config`]: [`KfpEnv`], the writer's environment variables, strictly parsed.
 //! - [`keys`]: the label/annotation names of the contract.
@@ -16,9 +18,11 @@ pub mod fixture;
 pub mod keys;
 pub mod patch;
 pub mod pod;
+pub mod sink;
 pub mod writer;
 
 pub use config::{EnvError, KfpEnv};
 pub use patch::PodPatch;
 pub use pod::{KfpPod, Skip, Warning, classify};
+pub use sink::{KfpSink, Outcome, SinkConfig, SinkStats, run};
 pub use writer::{KfpWriter, Recorded};

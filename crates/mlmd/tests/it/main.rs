@@ -5,4 +5,5 @@
 mod support;
 
 mod client_real;
+mod kfp_sim;
 mod writer_real;

@@ -1,10 +1,14 @@
 //! Command-line surface: the global kubectl-style flags and one module per subcommand.
 
+mod bench;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub mod query;
+pub mod record;
 pub mod run;
 pub mod sim;
 
@@ -60,12 +64,20 @@ pub enum Output {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Measure podline against the issues' targets; prints a table and writes docs/benchmarks.md.
+    Bench(bench::BenchArgs),
     /// Run a command as a pod, follow its logs, exit with its exit code.
     Run(Box<run::RunArgs>),
     /// Serve the embedded, fault-injecting Kubernetes API server (and its kubelet) until Ctrl-C.
     Sim(Box<sim::SimArgs>),
-    /// Placeholder until the subcommands land.
-    Version,
+    /// Record every pod's lifecycle into a store (a daemon with /metrics, /healthz, /readyz).
+    Record(Box<record::RecordArgs>),
+    /// List recorded runs (pods grouped by their run label).
+    Runs(query::RunsArgs),
+    /// List recorded pods (filter with --run, --phase, -n).
+    Pods(query::PodsArgs),
+    /// Show one recorded pod and its timeline.
+    Show(query::ShowArgs),
 }
 
 /// Sets up tracing to stderr: warnings by default, louder with -v, or as RUST_LOG says.
@@ -88,11 +100,12 @@ pub fn init_tracing(global: &Global) {
 /// Runs the chosen subcommand.
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Bench(args) => bench::run(args).await,
         Command::Run(args) => run::run(*args, &cli.global).await,
         Command::Sim(args) => sim::run(*args, &cli.global).await,
-        Command::Version => {
-            println!("podline {}", env!("CARGO_PKG_VERSION"));
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Record(args) => record::run(*args, &cli.global).await,
+        Command::Runs(args) => query::runs(args, &cli.global).await,
+        Command::Pods(args) => query::pods(args, &cli.global).await,
+        Command::Show(args) => query::show(args, &cli.global).await,
     }
 }

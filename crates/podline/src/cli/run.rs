@@ -85,25 +85,31 @@ pub struct RunArgs {
     pub pod_template: Option<PathBuf>,
     /// What to do with the pod at the end: delete, delete-succeeded or keep. A pod still
     /// pending or running after a failure, timeout or signal is deleted unless keep.
-    #[arg(long, value_name = "ACTION", env = "PODLINE_ON_FINISH", default_value = "delete", value_parser = parse_on_finish)]
+    #[arg(help_heading = "Lifecycle", long, value_name = "ACTION", env = "PODLINE_ON_FINISH", default_value = "delete", value_parser = parse_on_finish)]
     pub on_finish: OnFinish,
     /// Task id, stored as the podline.io/task-id label; used by --reattach.
-    #[arg(long, value_name = "ID", env = "PODLINE_TASK_ID")]
+    #[arg(
+        help_heading = "Lifecycle",
+        long,
+        value_name = "ID",
+        env = "PODLINE_TASK_ID"
+    )]
     pub task_id: Option<String>,
     /// Attach to the running pod of the same --task-id instead of creating a second one.
-    #[arg(long, requires = "task_id")]
+    #[arg(help_heading = "Lifecycle", long, requires = "task_id")]
     pub reattach: bool,
     /// Follow the logs of every container, each line prefixed with [container].
-    #[arg(long)]
+    #[arg(help_heading = "Lifecycle", long)]
     pub all_containers: bool,
     /// Run the task N times (summary instead of logs).
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(help_heading = "Many tasks", long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub count: u32,
     /// How many tasks run at once with --count or -f.
-    #[arg(long, value_name = "M", env = "PODLINE_PARALLEL", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(help_heading = "Many tasks", long, value_name = "M", env = "PODLINE_PARALLEL", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallel: u32,
     /// A YAML or JSON list of tasks to run (fields: image, command, env, labels, taskId...).
     #[arg(
+        help_heading = "Many tasks",
         short = 'f',
         long = "filename",
         value_name = "FILE",
@@ -111,31 +117,31 @@ pub struct RunArgs {
     )]
     pub file: Option<PathBuf>,
     /// Total create attempts (first included) for 409 Conflict, 429, 5xx and network errors.
-    #[arg(long, value_name = "N", env = "PODLINE_CREATE_ATTEMPTS", default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "N", env = "PODLINE_CREATE_ATTEMPTS", default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..))]
     pub create_attempts: u32,
     /// First backoff window between create attempts (full jitter, doubling).
-    #[arg(long, value_name = "DURATION", env = "PODLINE_CREATE_BACKOFF_BASE", default_value = "200ms", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_CREATE_BACKOFF_BASE", default_value = "200ms", value_parser = parse_duration)]
     pub create_backoff_base: Duration,
     /// Largest backoff window between create attempts.
-    #[arg(long, value_name = "DURATION", env = "PODLINE_CREATE_BACKOFF_CAP", default_value = "15s", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_CREATE_BACKOFF_CAP", default_value = "15s", value_parser = parse_duration)]
     pub create_backoff_cap: Duration,
     /// Overall time budget for the create, responses included.
-    #[arg(long, value_name = "DURATION", env = "PODLINE_CREATE_DEADLINE", default_value = "2m", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_CREATE_DEADLINE", default_value = "2m", value_parser = parse_duration)]
     pub create_deadline: Duration,
     /// Limit for the pod to be scheduled.
-    #[arg(long, value_name = "DURATION", env = "PODLINE_SCHEDULE_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_SCHEDULE_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
     pub schedule_timeout: Duration,
     /// Limit for the containers to start once the pod is scheduled.
-    #[arg(long, value_name = "DURATION", env = "PODLINE_STARTUP_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_STARTUP_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
     pub startup_timeout: Duration,
     /// Overall limit for the run; the pod is deleted when it expires.
-    #[arg(long, value_name = "DURATION", env = "PODLINE_TIMEOUT", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_TIMEOUT", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
     /// Reconnect the log stream when no line arrived for this long.
-    #[arg(long, value_name = "DURATION", env = "PODLINE_LOG_STALL_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_LOG_STALL_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub log_stall_timeout: Duration,
     /// Grace period when podline deletes the pod (default: the pod's own).
-    #[arg(long, value_name = "DURATION", env = "PODLINE_DELETE_GRACE", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_DELETE_GRACE", value_parser = parse_duration)]
     pub delete_grace: Option<Duration>,
     /// The command and its arguments (replaces the image's entrypoint).
     #[arg(last = true, value_name = "CMD")]

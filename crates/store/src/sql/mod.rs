@@ -119,7 +119,7 @@ impl SqlStore {
             Backend::Postgres => self.pool.begin().await,
         }
         .map_err(StoreError::query("apply"))?;
-        let report = write::apply_in_tx(&mut tx, batch, Timestamp::now()).await?;
+        let report = write::apply_in_tx(&mut tx, self.backend, batch, Timestamp::now()).await?;
         tx.commit().await.map_err(StoreError::query("apply"))?;
         Ok(report)
     }
@@ -175,11 +175,11 @@ impl Store for SqlStore {
         &'a self,
         filter: &'a PodFilter,
     ) -> BoxFuture<'a, Result<Vec<PodRecord>, StoreError>> {
-        Box::pin(read::pods(&self.pool, filter))
+        Box::pin(read::pods(&self.pool, self.backend, filter))
     }
 
     fn pod<'a>(&'a self, key: &'a PodKey) -> BoxFuture<'a, Result<Option<PodRecord>, StoreError>> {
-        Box::pin(read::pod(&self.pool, key))
+        Box::pin(read::pod(&self.pool, self.backend, key))
     }
 
     fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreError>> {

@@ -6,12 +6,13 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, AnyPool, AssertSqlSafe, Row};
 
 use super::codec::{map_from_json, rv_from, ts_from, ts_from_opt};
-use super::write::list_placeholders;
+use super::write::Params;
 use crate::error::StoreError;
 use crate::model::{ContainerObservation, ContainerState, PhaseTransition, ResumePoint};
 use crate::records::{
     Counts, LivePod, LiveScope, PodFilter, PodKey, PodRecord, RunFilter, RunSummary,
 };
+use crate::target::Backend;
 
 type Query<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>;
 
@@ -66,7 +67,11 @@ fn pod_from_row(row: &AnyRow) -> Result<PodRecord, StoreError> {
 }
 
 /// Fills containers and transitions of `pods` with two queries per chunk of uids.
-async fn load_children(pool: &AnyPool, pods: &mut [PodRecord]) -> Result<(), StoreError> {
+async fn load_children(
+    pool: &AnyPool,
+    backend: Backend,
+    pods: &mut [PodRecord],
+) -> Result<(), StoreError> {
     const OP: &str = "read pod";
     let index: BTreeMap<String, usize> = pods
         .iter()
@@ -75,7 +80,7 @@ async fn load_children(pool: &AnyPool, pods: &mut [PodRecord]) -> Result<(), Sto
         .collect();
     let uids: Vec<&str> = index.keys().map(String::as_str).collect();
     for chunk in uids.chunks(UIDS_PER_QUERY) {
-        let list = list_placeholders(chunk.len(), 1);
+        let list = Params::new(backend).list(chunk.len());
         let sql = format!(
             "SELECT uid, name, image, image_id, state, reason, message, exit_code, restarts, \
              started_at, finished_at FROM containers WHERE uid IN ({list}) ORDER BY uid, position"
@@ -133,7 +138,11 @@ async fn load_children(pool: &AnyPool, pods: &mut [PodRecord]) -> Result<(), Sto
     Ok(())
 }
 
-pub(crate) async fn pods(pool: &AnyPool, filter: &PodFilter) -> Result<Vec<PodRecord>, StoreError> {
+pub(crate) async fn pods(
+    pool: &AnyPool,
+    backend: Backend,
+    filter: &PodFilter,
+) -> Result<Vec<PodRecord>, StoreError> {
     let mut conditions = Vec::new();
     let mut values: Vec<&str> = Vec::new();
     for (column, value) in [
@@ -170,11 +179,15 @@ pub(crate) async fn pods(pool: &AnyPool, filter: &PodFilter) -> Result<Vec<PodRe
         .iter()
         .map(pod_from_row)
         .collect::<Result<Vec<_>, _>>()?;
-    load_children(pool, &mut pods).await?;
+    load_children(pool, backend, &mut pods).await?;
     Ok(pods)
 }
 
-pub(crate) async fn pod(pool: &AnyPool, key: &PodKey) -> Result<Option<PodRecord>, StoreError> {
+pub(crate) async fn pod(
+    pool: &AnyPool,
+    backend: Backend,
+    key: &PodKey,
+) -> Result<Option<PodRecord>, StoreError> {
     let row = match key {
         PodKey::Uid(uid) => by_uid(pool, uid).await?,
         PodKey::Name { namespace, name } => {
@@ -193,7 +206,7 @@ pub(crate) async fn pod(pool: &AnyPool, key: &PodKey) -> Result<Option<PodRecord
     };
     let Some(row) = row else { return Ok(None) };
     let mut pods = vec![pod_from_row(&row)?];
-    load_children(pool, &mut pods).await?;
+    load_children(pool, backend, &mut pods).await?;
     Ok(pods.pop())
 }
 

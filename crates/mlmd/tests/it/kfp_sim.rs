@@ -1,0 +1,371 @@
+//! KFP mode end to end: Argo-style pods in the sim, the sink over
+//! `podline_client::watch`, the real MLMD behind `mlmd_server.py`.
+//!
+//! The sim's kubelet is off: the tests move pods through their phases with
+//! status patches, as Argo's pods would move, so each step is deterministic.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use podline_client::backoff::FullJitter;
+use podline_client::watch::WatchConfig;
+use podline_mlmd::kfp::fixture::{Step, component_spec};
+use podline_mlmd::kfp::keys::WRITTEN_LABEL;
+use podline_mlmd::kfp::{KfpSink, KfpWriter, SinkConfig, run};
+use podline_mlmd::proto::{ExecutionState, GetExecutionsByExternalIdsRequest};
+use podline_mlmd::{MlmdClient, MlmdClientConfig};
+use podline_testkit::{Sim, start_sim, test_config, wait_until};
+use serde_json::{Value as Json, json};
+use tokio::task::JoinHandle;
+
+use crate::require_mlmd;
+use crate::support::{MlmdServer, python_json};
+use crate::writer_real::{assert_run_as_the_ui_sees_it, run_steps};
+
+const NS: &str = "default";
+
+fn sink_config() -> SinkConfig {
+    SinkConfig {
+        backoff: FullJitter::try_new(Duration::from_millis(20), Duration::from_millis(300), 2.0)
+            .expect("valid backoff"),
+        patch_attempts: 5,
+    }
+}
+
+fn spawn_sink(kube: &kube::Client, mlmd: &MlmdClientConfig) -> (Arc<KfpSink>, JoinHandle<()>) {
+    let writer = KfpWriter::new(MlmdClient::new(mlmd).expect("client"), 1000, 1000);
+    let sink = Arc::new(KfpSink::new(writer, kube.clone(), sink_config()));
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), NS);
+    let task_sink = sink.clone();
+    let task = tokio::spawn(async move {
+        if let Err(e) = run(&task_sink, pods, WatchConfig::default()).await {
+            panic!("fatal watch error: {e}");
+        }
+    });
+    (sink, task)
+}
+
+async fn sim() -> (Sim, kube::Client) {
+    let sim = start_sim(test_config().kubelet_enabled(false)).await;
+    let kube = podline_testkit::client(&sim).await;
+    (sim, kube)
+}
+
+fn wtr_api(kube: &kube::Client) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "argoproj.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "argoproj.io/v1alpha1".into(),
+        kind: "WorkflowTaskResult".into(),
+        plural: "workflowtaskresults".into(),
+    };
+    Api::namespaced_with(kube.clone(), NS, &resource)
+}
+
+/// Create a step's pod (and its WorkflowTaskResult, as Argo's wait
+/// container would before the pod ends), move it to `end`; returns its uid.
+async fn run_step(kube: &kube::Client, step: &Step, wtr: Option<&Json>, end: &str) -> String {
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), NS);
+    let pod = pods
+        .create(&PostParams::default(), &step.pod(None))
+        .await
+        .expect("create pod");
+    let name = step.pod_name.clone();
+    let status = |phase: &str| Patch::Merge(json!({"status": {"phase": phase}}));
+    pods.patch_status(&name, &PatchParams::default(), &status("Running"))
+        .await
+        .expect("running");
+    if let Some(outputs) = wtr {
+        let node = format!("{}-node", step.pod_name);
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "WorkflowTaskResult",
+            "metadata": {"name": node, "namespace": NS,
+                         "labels": {"workflows.argoproj.io/workflow": step.workflow}},
+            "outputs": outputs,
+        }))
+        .expect("task result");
+        wtr_api(kube)
+            .create(&PostParams::default(), &obj)
+            .await
+            .expect("create task result");
+    }
+    pods.patch_status(&name, &PatchParams::default(), &status(end))
+        .await
+        .expect("finished");
+    pod.metadata.uid.expect("uid")
+}
+
+/// Run a whole KFP-shaped workflow (see `run_steps`); returns (pod name, uid, cached).
+async fn run_workflow(kube: &kube::Client, workflow: &str) -> Vec<(String, String, bool)> {
+    let mut pods = Vec::new();
+    for (step, wtr, end) in run_steps(NS, workflow) {
+        let uid = run_step(kube, &step, wtr.as_ref(), end).await;
+        pods.push((step.pod_name.clone(), uid, step.cached));
+    }
+    pods
+}
+
+/// True once every pod's execution is terminal in MLMD and every non-cached
+/// pod carries `metadata_written` (the last thing the sink does).
+async fn all_recorded(
+    kube: &kube::Client,
+    mlmd: &MlmdClient,
+    pods: &[(String, String, bool)],
+) -> bool {
+    let api: Api<Pod> = Api::namespaced(kube.clone(), NS);
+    for (name, uid, cached) in pods {
+        let found = mlmd
+            .get_executions_by_external_ids(GetExecutionsByExternalIdsRequest {
+                external_ids: vec![format!("podline/kfp/{NS}/{uid}")],
+            })
+            .await;
+        let state = found
+            .ok()
+            .and_then(|f| f.executions.into_iter().next())
+            .and_then(|e| e.last_known_state)
+            .and_then(|s| ExecutionState::try_from(s).ok());
+        if !matches!(
+            state,
+            Some(ExecutionState::Complete | ExecutionState::Failed | ExecutionState::Cached)
+        ) {
+            return false;
+        }
+        if !cached {
+            let Ok(pod) = api.get(name).await else {
+                return false;
+            };
+            let written = pod
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(WRITTEN_LABEL));
+            if written.map(String::as_str) != Some("true") {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+async fn await_recorded(
+    kube: &kube::Client,
+    mlmd: &MlmdClientConfig,
+    pods: &[(String, String, bool)],
+) {
+    let client = MlmdClient::new(mlmd).expect("client");
+    assert!(
+        wait_until(Duration::from_secs(30), || all_recorded(
+            kube, &client, pods
+        ))
+        .await,
+        "pods not all recorded within 30 s"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kfp_run_in_the_sim_should_be_recorded_as_the_kfp_ui_expects() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let (_sim, kube) = sim().await;
+    let (sink, task) = spawn_sink(&kube, &server.config());
+    let pods = run_workflow(&kube, "wf-sim").await;
+    await_recorded(&kube, &server.config(), &pods).await;
+    task.abort();
+    let q = assert_run_as_the_ui_sees_it(server.port, "wf-sim");
+
+    // The markers on the pods: the ids the UI and the cache server read.
+    let api: Api<Pod> = Api::namespaced(kube.clone(), NS);
+    let train = api.get("wf-sim-train").await.expect("train pod");
+    let labels = train.metadata.labels.expect("labels");
+    let annotations = train.metadata.annotations.expect("annotations");
+    let execs = q["executions"].as_array().expect("executions");
+    let train_exec = execs
+        .iter()
+        .find(|e| e["custom_properties"]["kfp_pod_name"] == "wf-sim-train")
+        .expect("train execution");
+    assert_eq!(
+        labels["pipelines.kubeflow.org/metadata_execution_id"],
+        train_exec["id"].to_string()
+    );
+    assert_eq!(
+        labels["pipelines.kubeflow.org/metadata_context_id"],
+        q["context"]["id"].to_string()
+    );
+    let inputs: Json =
+        serde_json::from_str(&annotations["pipelines.kubeflow.org/metadata_input_artifact_ids"])
+            .expect("inputs json");
+    assert_eq!(inputs[0]["name"], "data");
+    let outputs: Json =
+        serde_json::from_str(&annotations["pipelines.kubeflow.org/metadata_output_artifact_ids"])
+            .expect("outputs json");
+    assert_eq!(
+        outputs[0]["name"], "model",
+        "outputs from the WorkflowTaskResult"
+    );
+    assert_eq!(outputs[0]["type"], "Model");
+    // The cache hit keeps the webhook's markers (not patched by us).
+    let eval = api.get("wf-sim-eval").await.expect("eval pod");
+    assert_eq!(
+        eval.metadata.labels.expect("labels")["pipelines.kubeflow.org/metadata_execution_id"],
+        "999999"
+    );
+    let stats = sink.stats();
+    assert_eq!(stats.failed.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_and_restarting_the_writer_20_times_should_duplicate_nothing() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let (_sim, kube) = sim().await;
+    let workflows = ["wf-k1", "wf-k2", "wf-k3"];
+    let driver_kube = kube.clone();
+    let driver = tokio::spawn(async move {
+        let mut all = Vec::new();
+        for wf in workflows {
+            all.extend(run_workflow(&driver_kube, wf).await);
+        }
+        all
+    });
+    let (_, mut task) = spawn_sink(&kube, &server.config());
+    for _ in 0..20 {
+        // A random kill point: anywhere in a watch, an MLMD call or a patch.
+        let ms = rand::random_range(10..120);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        task.abort();
+        let _ = task.await;
+        (_, task) = spawn_sink(&kube, &server.config());
+    }
+    let pods = driver.await.expect("driver");
+    await_recorded(&kube, &server.config(), &pods).await;
+    task.abort();
+    let mut counts = None;
+    for wf in workflows {
+        let q = assert_run_as_the_ui_sees_it(server.port, wf);
+        counts = Some(q["counts"].clone());
+    }
+    let counts = counts.expect("counts");
+    assert_eq!(counts["executions"], 12, "{counts}");
+    assert_eq!(counts["distinct_execution_external_ids"], 12);
+    assert_eq!(counts["contexts"], 3);
+    assert_eq!(
+        counts["artifacts"], 9,
+        "data, model and report per run: {counts}"
+    );
+    assert_eq!(counts["distinct_artifact_external_ids"], 9);
+    assert_eq!(counts["events"], 12, "4 per run: {counts}");
+}
+
+/// How long MLMD stays down in the outage test (the issue says 30 s; the
+/// default keeps the suite fast, `PODLINE_TEST_MLMD_OUTAGE_SECS` overrides).
+fn outage() -> Duration {
+    let secs = std::env::var("PODLINE_TEST_MLMD_OUTAGE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    Duration::from_secs(secs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mlmd_down_at_start_and_mid_run_should_lose_nothing() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("mlmd.db");
+    // Reserve a port for the MLMD that is not running yet.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port");
+    let mut config = MlmdClientConfig::new("127.0.0.1", port);
+    config.connect_timeout = Duration::from_secs(1);
+    config.request_timeout = Duration::from_secs(5);
+    let (_sim, kube) = sim().await;
+    let (sink, task) = spawn_sink(&kube, &config);
+
+    // Down at start: the run happens while MLMD is unreachable.
+    let first = run_workflow(&kube, "wf-down-1").await;
+    tokio::time::sleep(outage()).await; // the outage itself, not a sync
+    let mut server = MlmdServer::start(&db, port);
+    await_recorded(&kube, &config, &first).await;
+
+    // Down mid-run: stop it, run more, bring it back.
+    server.stop();
+    let driver_kube = kube.clone();
+    let driver = tokio::spawn(async move { run_workflow(&driver_kube, "wf-down-2").await });
+    tokio::time::sleep(outage()).await;
+    server.restart();
+    let second = driver.await.expect("driver");
+    await_recorded(&kube, &config, &second).await;
+    task.abort();
+    assert_run_as_the_ui_sees_it(server.port, "wf-down-1");
+    let q = assert_run_as_the_ui_sees_it(server.port, "wf-down-2");
+    assert_eq!(q["counts"]["executions"], 8);
+    assert!(
+        sink.stats()
+            .mlmd_retries
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0,
+        "the sink waited MLMD out"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_annotations_should_be_recorded_with_what_can_be_read_and_the_stream_goes_on() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let (_sim, kube) = sim().await;
+    let (sink, task) = spawn_sink(&kube, &server.config());
+
+    let mut bad = Step::new(NS, "wf-bad", "broken");
+    bad.component_spec = Some("{this is not json".into());
+    bad.parameters = Some("[\"not\", \"an object\"]".into());
+    bad.annotations.push((
+        "workflows.argoproj.io/outputs".into(),
+        r#"{"artifacts":[{"name":"broken-weird","ftp":{"host":"x"}},{"name":"broken-ok","s3":{"key":"k/ok.tgz"}}]}"#.into(),
+    ));
+    let bad_uid = run_step(&kube, &bad, None, "Succeeded").await;
+    let mut good = Step::new(NS, "wf-bad", "after");
+    good.component_spec = Some(component_spec("After", &[]));
+    let good_uid = run_step(&kube, &good, None, "Succeeded").await;
+    let pods = vec![
+        (bad.pod_name.clone(), bad_uid, false),
+        (good.pod_name.clone(), good_uid, false),
+    ];
+    await_recorded(&kube, &server.config(), &pods).await;
+    task.abort();
+
+    let q = python_json("kfp_query.py", &[server.port.to_string(), "wf-bad".into()]);
+    let execs = q["executions"].as_array().expect("executions");
+    assert_eq!(execs.len(), 2, "{q:#}");
+    let broken = execs
+        .iter()
+        .find(|e| e["custom_properties"]["kfp_pod_name"] == "wf-bad-broken")
+        .expect("broken pod recorded");
+    assert_eq!(
+        broken["type"], "components.broken",
+        "template name when the spec is unreadable"
+    );
+    assert_eq!(broken["state"], "COMPLETE");
+    assert_eq!(
+        broken["events"].as_array().map(Vec::len),
+        Some(1),
+        "the readable output only"
+    );
+    let artifacts = q["artifacts"].as_array().expect("artifacts");
+    assert_eq!(artifacts.len(), 1);
+    assert_eq!(artifacts[0]["uri"], "minio://mlpipeline/k/ok.tgz");
+    // component_spec, arguments.parameters and the unknown artifact kind,
+    // each time the pod was seen.
+    assert!(
+        sink.stats()
+            .warnings
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 3
+    );
+}

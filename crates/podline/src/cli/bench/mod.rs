@@ -1,0 +1,116 @@
+//! `podline bench`: the one benchmark command. It measures the figures the issues set targets
+//! for, prints a table and writes it to docs/benchmarks.md with the machine noted.
+//!
+//! Throughput is measured in-process over loopback; memory is measured on a child `podline`
+//! process so that the benchmark's own allocations don't count.
+
+mod child;
+mod report;
+mod sim;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::ValueEnum;
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use kube::api::ObjectMeta;
+
+use report::Row;
+
+/// Flags of `podline bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Run only these parts (comma-separated). Default: all.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<Part>,
+    /// Smaller sizes, for a quick look (rates still compare with the targets).
+    #[arg(long)]
+    pub quick: bool,
+    /// Where to write the Markdown report.
+    #[arg(long, default_value = "docs/benchmarks.md", value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+/// The parts of podline that have benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Part {
+    /// The embedded API server.
+    Sim,
+}
+
+/// Problem sizes; `--quick` shrinks them.
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    sim_creates: usize,
+    list_pods: usize,
+    watchers: usize,
+    watch_seconds: u64,
+    rss_pods: usize,
+}
+
+impl Sizes {
+    fn new(quick: bool) -> Sizes {
+        if quick {
+            Sizes { sim_creates: 4_000, list_pods: 10_000, watchers: 20, watch_seconds: 3, rss_pods: 10_000 }
+        } else {
+            Sizes { sim_creates: 16_000, list_pods: 10_000, watchers: 100, watch_seconds: 5, rss_pods: 100_000 }
+        }
+    }
+}
+
+/// Runs the benchmarks, prints the table and writes the report.
+pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    if cfg!(debug_assertions) {
+        eprintln!("warning: this is a debug build; run `cargo run --release -- bench` for real figures");
+    }
+    let sizes = Sizes::new(args.quick);
+    let wants = |part: Part| args.only.is_empty() || args.only.contains(&part);
+    let mut rows: Vec<Row> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    if wants(Part::Sim) {
+        eprintln!("benchmarking the sim...");
+        rows.extend(sim::run(&sizes).await.context("sim benchmark")?);
+        notes.push(
+            "sim: server and clients share the same 2 cores; creates go through kube-rs clients, \
+             the LIST is timed without client-side decoding."
+                .into(),
+        );
+    }
+    println!("{}", report::markdown(&rows));
+    report::write_file(&args.out, &rows, &notes).with_context(|| format!("writing {}", args.out.display()))?;
+    eprintln!("wrote {}", args.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A kube client from a kubeconfig text (how users reach the sim).
+async fn kube_client(kubeconfig_yaml: &str) -> anyhow::Result<kube::Client> {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(kubeconfig_yaml).context("parsing the sim's kubeconfig")?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .context("loading the sim's kubeconfig")?;
+    kube::Client::try_from(config).context("building a kube client")
+}
+
+/// A pod the sim's kubelet runs from annotations, for `duration`.
+fn scripted_pod(name: &str, duration: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some([("app".to_string(), "bench".to_string())].into()),
+            annotations: Some([("sim.podline.io/duration".to_string(), duration.to_string())].into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "main".into(),
+                image: Some("busybox:1.36".into()),
+                command: Some(vec!["true".into()]),
+                ..Container::default()
+            }],
+            restart_policy: Some("Never".into()),
+            ..PodSpec::default()
+        }),
+        status: None,
+    }
+}

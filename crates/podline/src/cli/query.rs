@@ -1,0 +1,450 @@
+//! `podline runs`, `podline pods`, `podline show POD`: read what the recorder stored.
+//!
+//! They read only the store (no cluster needed). `-n` filters by namespace (default: all);
+//! `-o table|wide|json|yaml` picks the format.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use jiff::Timestamp;
+use podline_store::{PodFilter, PodKey, PodRecord, RunFilter, RunSummary, Store};
+use serde::Serialize;
+
+use crate::cli::{EXIT_ERROR, Global, Output};
+
+/// Where the store is; shared by every query command.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DbArgs {
+    /// The store to read: a SQLite file path (or sqlite://PATH) or postgres://USER@HOST/DB.
+    #[arg(
+        long,
+        env = "PODLINE_DB",
+        default_value = "podline.db",
+        value_name = "DB"
+    )]
+    pub db: String,
+}
+
+/// List runs (pods grouped by their run label), newest first.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunsArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// At most this many runs.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u32>,
+}
+
+/// List recorded pods, newest first.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PodsArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Only pods of this run.
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+    /// Only pods in this phase (Pending, Running, Succeeded, Failed, Unknown).
+    #[arg(long, value_name = "PHASE")]
+    pub phase: Option<String>,
+    /// At most this many pods.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u32>,
+}
+
+/// Show one pod and its timeline: every phase with its time, its containers, its deletion.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The pod: NAME (in -n, else "default"), NAMESPACE/NAME, or its uid.
+    #[arg(value_name = "POD")]
+    pub pod: String,
+}
+
+async fn open(db: &DbArgs) -> anyhow::Result<std::sync::Arc<dyn Store>> {
+    podline_store::open(&db.db)
+        .await
+        .with_context(|| format!("cannot open the store --db {}", db.db))
+}
+
+/// `podline runs`.
+pub async fn runs(args: RunsArgs, global: &Global) -> anyhow::Result<ExitCode> {
+    let store = open(&args.db).await?;
+    let runs = store
+        .runs(&RunFilter {
+            namespace: global.namespace.clone(),
+            limit: args.limit,
+        })
+        .await?;
+    print!("{}", render_runs(&runs, global.output)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `podline pods`.
+pub async fn pods(args: PodsArgs, global: &Global) -> anyhow::Result<ExitCode> {
+    let store = open(&args.db).await?;
+    let pods = store
+        .pods(&PodFilter {
+            run: args.run,
+            phase: args.phase,
+            namespace: global.namespace.clone(),
+            limit: args.limit,
+        })
+        .await?;
+    print!("{}", render_pods(&pods, global.output)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `podline show POD`.
+pub async fn show(args: ShowArgs, global: &Global) -> anyhow::Result<ExitCode> {
+    let store = open(&args.db).await?;
+    let namespace = global.namespace.as_deref().unwrap_or("default");
+    let key = PodKey::parse(&args.pod, namespace);
+    match store.pod(&key).await? {
+        Some(pod) => {
+            print!("{}", render_pod(&pod, global.output)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            eprintln!(
+                "error: no recorded pod {:?} (looked for {namespace}/{} and for a uid)",
+                args.pod, args.pod
+            );
+            Ok(ExitCode::from(EXIT_ERROR))
+        }
+    }
+}
+
+fn machine<T: Serialize>(value: &T, output: Output) -> anyhow::Result<Option<String>> {
+    Ok(match output {
+        Output::Json => Some(serde_json::to_string_pretty(value)? + "\n"),
+        Output::Yaml => Some(serde_saphyr::to_string(value)?),
+        Output::Table | Output::Wide => None,
+    })
+}
+
+/// Renders runs as a table (or JSON/YAML).
+pub fn render_runs(runs: &[RunSummary], output: Output) -> anyhow::Result<String> {
+    if let Some(text) = machine(&runs, output)? {
+        return Ok(text);
+    }
+    let wide = output == Output::Wide;
+    let mut header = vec![
+        "NAMESPACE",
+        "RUN",
+        "PODS",
+        "SUCCEEDED",
+        "FAILED",
+        "RUNNING",
+        "PENDING",
+    ];
+    if wide {
+        header.extend(["DELETED", "FIRST CREATED", "LAST FINISHED"]);
+    }
+    let rows = runs.iter().map(|r| {
+        let n = |phase: &str| r.phases.get(phase).copied().unwrap_or(0).to_string();
+        let mut row = vec![
+            r.namespace.clone(),
+            r.run.clone(),
+            r.pods.to_string(),
+            n("Succeeded"),
+            n("Failed"),
+            n("Running"),
+            n("Pending"),
+        ];
+        if wide {
+            row.extend([
+                r.deleted.to_string(),
+                time(r.first_created_at),
+                time(r.last_finished_at),
+            ]);
+        }
+        row
+    });
+    Ok(table(&header, rows))
+}
+
+/// Renders pods as a table (or JSON/YAML).
+pub fn render_pods(pods: &[PodRecord], output: Output) -> anyhow::Result<String> {
+    if let Some(text) = machine(&pods, output)? {
+        return Ok(text);
+    }
+    let wide = output == Output::Wide;
+    let mut header = vec![
+        "NAMESPACE",
+        "NAME",
+        "RUN",
+        "PHASE",
+        "EXIT",
+        "CREATED",
+        "DURATION",
+    ];
+    if wide {
+        header.extend(["NODE", "REASON", "DELETED", "UID"]);
+    }
+    let rows = pods.iter().map(|p| {
+        let mut row = vec![
+            p.namespace.clone(),
+            p.name.clone(),
+            p.run.clone().unwrap_or_else(|| "-".into()),
+            p.phase.clone().unwrap_or_else(|| "-".into()),
+            exit_codes(p),
+            time(p.created_at),
+            duration(p.started_at.or(p.created_at), p.finished_at),
+        ];
+        if wide {
+            row.extend([
+                p.node.clone().unwrap_or_else(|| "-".into()),
+                p.reason.clone().unwrap_or_else(|| "-".into()),
+                deleted(p),
+                p.uid.clone(),
+            ]);
+        }
+        row
+    });
+    Ok(table(&header, rows))
+}
+
+/// Renders one pod with its timeline (or JSON/YAML).
+pub fn render_pod(pod: &PodRecord, output: Output) -> anyhow::Result<String> {
+    if let Some(text) = machine(pod, output)? {
+        return Ok(text);
+    }
+    let mut out = String::new();
+    let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let _ = writeln!(out, "Pod:        {}/{}", pod.namespace, pod.name);
+    let _ = writeln!(out, "UID:        {}", pod.uid);
+    let _ = writeln!(out, "Run:        {}", dash(&pod.run));
+    let _ = writeln!(out, "Owner:      {}", dash(&pod.owner));
+    let _ = writeln!(out, "Node:       {}", dash(&pod.node));
+    let phase = dash(&pod.phase);
+    match &pod.reason {
+        Some(reason) => {
+            let _ = writeln!(out, "Phase:      {phase} ({reason})");
+        }
+        None => {
+            let _ = writeln!(out, "Phase:      {phase}");
+        }
+    }
+    if let Some(message) = &pod.message {
+        let _ = writeln!(out, "Message:    {message}");
+    }
+    let _ = writeln!(out, "\nTimeline:");
+    let start = pod.transitions.first().map(|t| t.at);
+    let mut events: Vec<(Timestamp, String)> = pod
+        .transitions
+        .iter()
+        .map(|t| (t.at, t.phase.clone()))
+        .collect();
+    if let Some(at) = pod.scheduled_at {
+        events.push((at, "Scheduled".into()));
+    }
+    if let Some(at) = pod.deletion_requested_at {
+        events.push((at, "Deletion requested".into()));
+    }
+    if let Some(at) = pod.deleted_at {
+        let how = if pod.final_state_observed {
+            "Deleted"
+        } else {
+            "Deleted (vanished while not watching: final state unknown)"
+        };
+        events.push((at, how.into()));
+    }
+    events.sort_by_key(|(at, _)| *at);
+    for (at, what) in events {
+        let offset =
+            start.map_or_else(String::new, |s| format!("+{}", human(at.duration_since(s))));
+        let _ = writeln!(out, "  {:<22} {:>9}  {what}", at.to_string(), offset);
+    }
+    if !pod.containers.is_empty() {
+        let _ = writeln!(out, "\nContainers:");
+        let rows = pod.containers.iter().map(|c| {
+            vec![
+                c.name.clone(),
+                c.image.clone(),
+                c.state.map_or("-", |s| s.as_str()).to_owned(),
+                c.exit_code.map_or_else(|| "-".into(), |e| e.to_string()),
+                c.restarts.to_string(),
+                dash(&c.reason),
+            ]
+        });
+        for line in table(
+            &["NAME", "IMAGE", "STATE", "EXIT", "RESTARTS", "REASON"],
+            rows,
+        )
+        .lines()
+        {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    Ok(out)
+}
+
+fn exit_codes(p: &PodRecord) -> String {
+    let codes: Vec<String> = p
+        .containers
+        .iter()
+        .filter_map(|c| c.exit_code.map(|e| e.to_string()))
+        .collect();
+    if codes.is_empty() {
+        "-".into()
+    } else {
+        codes.join(",")
+    }
+}
+
+fn deleted(p: &PodRecord) -> String {
+    match (p.deleted_at, p.final_state_observed) {
+        (None, _) => "-".into(),
+        (Some(_), true) => "yes".into(),
+        (Some(_), false) => "vanished".into(),
+    }
+}
+
+fn time(t: Option<Timestamp>) -> String {
+    t.map_or_else(
+        || "-".into(),
+        |t| {
+            t.round(jiff::Unit::Second)
+                .map_or_else(|_| t.to_string(), |t| t.to_string())
+        },
+    )
+}
+
+fn duration(from: Option<Timestamp>, to: Option<Timestamp>) -> String {
+    match (from, to) {
+        (Some(from), Some(to)) => human(to.duration_since(from)),
+        _ => "-".into(),
+    }
+}
+
+fn human(d: jiff::SignedDuration) -> String {
+    let ms = d.as_millis();
+    if ms < 1_000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        let secs = d.as_secs();
+        format!("{}m{}s", secs / 60, secs % 60)
+    }
+}
+
+/// Left-aligned columns separated by three spaces, like kubectl.
+fn table(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
+    let rows: Vec<Vec<String>> = rows.collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                let _ = write!(s, "{cell:<w$}   ");
+            }
+        }
+        out.push_str(s.trim_end());
+        out.push('\n');
+    };
+    line(header.to_vec());
+    for row in &rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use podline_store::{ContainerObservation, ContainerState, PhaseTransition};
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn record() -> PodRecord {
+        PodRecord {
+            uid: "u-1".into(),
+            namespace: "ns".into(),
+            name: "train-1".into(),
+            resource_version: 9,
+            run: Some("r1".into()),
+            labels: Default::default(),
+            annotations: Default::default(),
+            owner: Some("Workflow/wf".into()),
+            node: Some("sim-node-1".into()),
+            phase: Some("Failed".into()),
+            reason: Some("Error".into()),
+            message: None,
+            created_at: Some(t("2026-01-01T00:00:00Z")),
+            scheduled_at: Some(t("2026-01-01T00:00:01Z")),
+            started_at: Some(t("2026-01-01T00:00:02Z")),
+            finished_at: Some(t("2026-01-01T00:00:05Z")),
+            deletion_requested_at: None,
+            deleted_at: Some(t("2026-01-01T00:01:00Z")),
+            final_state_observed: false,
+            recorded_at: t("2026-01-01T00:00:00Z"),
+            updated_at: t("2026-01-01T00:00:05Z"),
+            containers: vec![ContainerObservation {
+                name: "main".into(),
+                image: "busybox".into(),
+                state: Some(ContainerState::Terminated),
+                exit_code: Some(3),
+                reason: Some("Error".into()),
+                ..Default::default()
+            }],
+            transitions: vec![
+                PhaseTransition::new("Pending", t("2026-01-01T00:00:00Z")),
+                PhaseTransition::new("Running", t("2026-01-01T00:00:02Z")),
+                PhaseTransition::new("Failed", t("2026-01-01T00:00:05Z")),
+            ],
+        }
+    }
+
+    #[test]
+    fn show_prints_a_timeline_in_time_order_with_offsets() {
+        let text = render_pod(&record(), Output::Table).unwrap();
+        let pending = text.find("Pending").unwrap();
+        let scheduled = text.find("Scheduled").unwrap();
+        let failed = text.find("+5.0s  Failed").unwrap();
+        let deleted = text.find("Deleted (vanished").unwrap();
+        assert!(
+            pending < scheduled && scheduled < failed && failed < deleted,
+            "{text}"
+        );
+        assert!(text.contains("+5.0s"), "{text}");
+        assert!(text.contains("Phase:      Failed (Error)"), "{text}");
+        assert!(text.contains("terminated"), "{text}");
+    }
+
+    #[test]
+    fn pods_table_and_machine_formats() {
+        let pods = vec![record()];
+        let table = render_pods(&pods, Output::Table).unwrap();
+        let mut lines = table.lines();
+        assert!(lines.next().unwrap().starts_with("NAMESPACE   NAME"));
+        let row = lines.next().unwrap();
+        assert!(
+            row.contains("train-1") && row.contains("Failed") && row.contains("3.0s"),
+            "{row}"
+        );
+        let wide = render_pods(&pods, Output::Wide).unwrap();
+        assert!(wide.contains("vanished") && wide.contains("u-1"), "{wide}");
+        let json: serde_json::Value =
+            serde_json::from_str(&render_pods(&pods, Output::Json).unwrap()).unwrap();
+        assert_eq!(json[0]["name"], "train-1");
+        assert!(
+            render_pods(&pods, Output::Yaml)
+                .unwrap()
+                .contains("name: train-1")
+        );
+    }
+}

@@ -1,0 +1,187 @@
+//! `podline record`: the recorder daemon. Watches pods and writes their lifecycle into the store,
+//! serving `/metrics`, `/healthz` and `/readyz`.
+//!
+//! Exit codes: 0 after SIGTERM/Ctrl-C (queue flushed); 64 for a bad flag or environment value
+//! (the message names it); non-zero with a clear message when the watch fails in a way no retry
+//! can fix (401, 403, a missing namespace).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use podline_client::connect::{ConnectOptions, connect};
+use podline_client::timeouts::WatchTimeouts;
+use podline_record::CancellationToken;
+use podline_record::lifecycle::DEFAULT_RUN_LABEL;
+use podline_record::{LabelSelector, LifecycleConfig, Recorder, RecorderConfig, health};
+
+use crate::cli::{EXIT_USAGE, Global};
+
+/// Record every pod's lifecycle into a store, surviving whatever the API server does.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RecordArgs {
+    /// Watch pods in all namespaces (needs list/watch on pods cluster-wide).
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Only record pods matching this label selector (e.g. "app=train,tier!=db").
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// Where to store records: a SQLite file path (or sqlite://PATH) or postgres://USER@HOST/DB.
+    #[arg(
+        long,
+        env = "PODLINE_DB",
+        default_value = "podline.db",
+        value_name = "DB"
+    )]
+    pub db: String,
+    /// The label whose value names a pod's run (pods without it fall back to podline.io/run).
+    #[arg(long, default_value = DEFAULT_RUN_LABEL, value_name = "LABEL")]
+    pub run_label: String,
+    /// Address for /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Server-side watch timeout (timeoutSeconds): seconds ("1800") or a duration ("30m").
+    /// Also PODLINE_WATCH_SERVER_TIMEOUT. Default 1800 s.
+    #[arg(long, value_name = "DURATION")]
+    pub watch_server_timeout: Option<String>,
+    /// Client-side timeout bounding every wait (connect, LIST, each gap in the stream): seconds
+    /// ("60") or a duration ("90s"); must be shorter than the server timeout.
+    /// Also PODLINE_WATCH_CLIENT_TIMEOUT. Default 60 s.
+    #[arg(long, value_name = "DURATION")]
+    pub watch_client_timeout: Option<String>,
+}
+
+/// Runs the recorder until SIGTERM/Ctrl-C or a fatal watch error.
+pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> {
+    // Everything the user typed is validated before touching the network or the disk.
+    let timeouts = match WatchTimeouts::resolve(
+        args.watch_server_timeout.as_deref(),
+        args.watch_client_timeout.as_deref(),
+    ) {
+        Ok(timeouts) => timeouts,
+        Err(err) => return usage(err),
+    };
+    let selector = match args
+        .selector
+        .as_deref()
+        .map(LabelSelector::parse)
+        .transpose()
+    {
+        Ok(selector) => selector,
+        Err(err) => return usage(err),
+    };
+    let lifecycle = match LifecycleConfig::new(&args.run_label) {
+        Ok(lifecycle) => lifecycle,
+        Err(err) => return usage(format!("--run-label: {err}")),
+    };
+
+    let connected = connect(&ConnectOptions {
+        kubeconfig: global.kubeconfig.clone(),
+        context: global.context.clone(),
+        namespace: global.namespace.clone(),
+        client_timeout: timeouts.client,
+    })
+    .await?;
+    let store = podline_store::open(&args.db)
+        .await
+        .with_context(|| format!("cannot open the store --db {}", args.db))?;
+    let listener = health::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on --listen {}", args.listen))?;
+
+    let namespace = (!args.all_namespaces).then(|| connected.namespace.clone());
+    let mut config = RecorderConfig::new(connected.cluster_url.to_string(), namespace.clone());
+    config.selector = selector;
+    config.timeouts = timeouts;
+    config.lifecycle = lifecycle;
+    tracing::info!(
+        cluster = %connected.cluster_url,
+        namespace = namespace.as_deref().unwrap_or("(all)"),
+        db = %args.db,
+        listen = %args.listen,
+        server_timeout = ?timeouts.server,
+        client_timeout = ?timeouts.client,
+        "recording pods"
+    );
+
+    let recorder = Recorder::new(connected.client, store, config);
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(health::serve(listener, recorder.health(), shutdown.clone()));
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+
+    let outcome = recorder.run(shutdown.clone()).await;
+    shutdown.cancel();
+    if let Ok(Err(err)) = server.await {
+        tracing::warn!(error = %err, "metrics server failed");
+    }
+    outcome?;
+    tracing::info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn usage(err: impl std::fmt::Display) -> anyhow::Result<ExitCode> {
+    eprintln!("error: {err}");
+    Ok(ExitCode::from(EXIT_USAGE))
+}
+
+/// Cancels `token` on SIGTERM (what Kubernetes sends) or Ctrl-C.
+async fn cancel_on_signal(token: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    tracing::info!("signal received: stopping the watch and flushing");
+    token.cancel();
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Harness {
+        #[command(flatten)]
+        args: RecordArgs,
+    }
+
+    #[test]
+    fn flags_parse_with_kubectl_spellings_and_defaults() {
+        let h = Harness::try_parse_from(["x", "-A", "-l", "app=web", "--db", "/tmp/x.db"]).unwrap();
+        assert!(h.args.all_namespaces);
+        assert_eq!(h.args.selector.as_deref(), Some("app=web"));
+        assert_eq!(h.args.db, "/tmp/x.db");
+        assert_eq!(h.args.run_label, DEFAULT_RUN_LABEL);
+        assert_eq!(
+            h.args.listen,
+            "127.0.0.1:9464".parse::<SocketAddr>().unwrap()
+        );
+        assert_eq!(h.args.watch_client_timeout, None);
+        let h = Harness::try_parse_from([
+            "x",
+            "--watch-client-timeout",
+            "2s",
+            "--watch-server-timeout",
+            "30",
+        ])
+        .unwrap();
+        assert_eq!(h.args.watch_client_timeout.as_deref(), Some("2s"));
+        assert_eq!(h.args.watch_server_timeout.as_deref(), Some("30"));
+    }
+}

@@ -1,0 +1,90 @@
+//! Reconcile after a relist: pods the store believes live but that the relist did not return
+//! vanished while nobody was watching.
+//!
+//! Why: a DELETED event is lost whenever the watch is down long enough for the server's history to
+//! move on (the resume then answers 410 and we relist). Without this step those pods would stay
+//! "running" in the store forever. They are marked deleted with their final state unknown, which
+//! is the honest answer.
+//!
+//! Pure: the writer fetches the live pods from the store and applies the returned ops in the same
+//! transaction as the relist's data and resume point.
+
+use std::collections::HashSet;
+
+use jiff::Timestamp;
+
+use crate::selector::LabelSelector;
+use podline_store::{LivePod, StoreOp};
+
+/// The `Vanished` ops for pods in `live` that the relist (`seen`) did not return.
+///
+/// Skipped: pods with a change in the same batch (`in_batch`: they were just observed or are being
+/// deleted with a known final state) and pods outside the recorder's label selector (another
+/// recorder's scope: a relist with a selector never returns them).
+pub fn vanished(
+    live: &[LivePod],
+    seen: &HashSet<String>,
+    in_batch: &HashSet<&str>,
+    selector: Option<&LabelSelector>,
+    at: Timestamp,
+) -> Vec<StoreOp> {
+    live.iter()
+        .filter(|pod| !seen.contains(&pod.uid) && !in_batch.contains(pod.uid.as_str()))
+        .filter(|pod| selector.is_none_or(|s| s.matches(&pod.labels)))
+        .map(|pod| StoreOp::Vanished {
+            uid: pod.uid.clone(),
+            at,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn live(uid: &str, app: &str) -> LivePod {
+        LivePod {
+            uid: uid.to_owned(),
+            namespace: "ns".to_owned(),
+            name: format!("p-{uid}"),
+            resource_version: 1,
+            labels: BTreeMap::from([("app".to_owned(), app.to_owned())]),
+        }
+    }
+
+    fn uids(ops: &[StoreOp]) -> Vec<&str> {
+        ops.iter().map(StoreOp::uid).collect()
+    }
+
+    #[test]
+    fn only_pods_missing_from_the_relist_vanish() {
+        let live = vec![live("a", "x"), live("b", "x"), live("c", "x")];
+        let seen: HashSet<String> = ["a".to_owned()].into();
+        let in_batch: HashSet<&str> = ["c"].into();
+        let ops = vanished(&live, &seen, &in_batch, None, Timestamp::UNIX_EPOCH);
+        assert_eq!(uids(&ops), vec!["b"]);
+        assert!(matches!(ops[0], StoreOp::Vanished { .. }));
+    }
+
+    #[test]
+    fn pods_outside_the_selector_are_not_ours_to_reconcile() {
+        let live = vec![live("a", "x"), live("b", "other")];
+        let selector = LabelSelector::parse("app=x").unwrap();
+        let ops = vanished(
+            &live,
+            &HashSet::new(),
+            &HashSet::new(),
+            Some(&selector),
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(uids(&ops), vec!["a"]);
+    }
+
+    #[test]
+    fn a_complete_relist_vanishes_nothing() {
+        let live = vec![live("a", "x"), live("b", "x")];
+        let seen: HashSet<String> = ["a".to_owned(), "b".to_owned(), "new".to_owned()].into();
+        assert!(vanished(&live, &seen, &HashSet::new(), None, Timestamp::UNIX_EPOCH).is_empty());
+    }
+}

@@ -1,0 +1,630 @@
+//! The recorder: watch → coalescing queue → batched store transactions.
+//!
+//! Two tasks, so the watch never waits on the disk:
+//! - the **watch task** reads [`podline_client::watch`] (list+watch that resumes, relists on 410,
+//!   bounds every wait by the client timeout), maps each pod with [`observe`](crate::observe) and
+//!   pushes it into the [queue](crate::queue) (coalesced per pod: see there for the backpressure
+//!   choice); it also tells the queue how far the watch got (event and bookmark resourceVersions);
+//! - the **writer task** drains the queue every `linger` (50 ms, or as soon as `max_batch` pods are
+//!   pending) and applies one [`Batch`] per drain: the ops *and* the resume point they reach, in
+//!   one transaction. A restart (even `kill -9`) therefore resumes exactly where the stored data
+//!   ends: no gap, no duplicate.
+//!
+//! Resume point rules (the subtle part):
+//! - while a relist is in progress (`Init` .. `InitDone`) the resume point does not move: a
+//!   half-stored list is not a position to resume from;
+//! - at `InitDone` the queue gets the set of uids the list returned; the writer compares it with
+//!   the store's live pods ([`reconcile`](crate::reconcile)) and writes the `Vanished` ops in the
+//!   same transaction that moves the resume point to the list's resourceVersion (announced by the
+//!   `Connected` event of the watch that follows).
+//!
+//! Failures: a retryable store error puts the batch back into the queue (merged with what arrived
+//! since) and retries after a full-jitter backoff; a batch the store refuses outright is split so
+//! that only the pods that cannot be written are dropped (logged by namespace/name, counted). An
+//! undecodable pod object is logged and skipped. Only what no retry can fix (401, 403, a missing
+//! namespace) ends [`Recorder::run`] with an error.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject};
+use podline_client::backoff::FullJitter;
+use podline_client::timeouts::WatchTimeouts;
+use podline_client::watch::{Event, WatchConfig, WatchError, watch};
+use podline_store::{Batch, LiveScope, ResumePoint, Store, StoreOp};
+use serde::Deserialize;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::RecordError;
+use crate::health::Health;
+use crate::lifecycle::{LifecycleConfig, observe, parse_resource_version};
+use crate::metrics::Metrics;
+use crate::queue::{Drained, Pushed, Queue};
+use crate::reconcile;
+use crate::selector::LabelSelector;
+
+/// How a recorder watches and writes. Build with [`RecorderConfig::new`] and adjust fields.
+#[derive(Debug, Clone)]
+pub struct RecorderConfig {
+    /// Identifies the cluster in the stored resume point (e.g. the API server URL), so two
+    /// clusters recorded into one store never share a position.
+    pub cluster: String,
+    /// Namespace to watch; `None` watches all namespaces.
+    pub namespace: Option<String>,
+    /// Only pods matching this label selector (also restricts reconcile to them).
+    pub selector: Option<LabelSelector>,
+    /// Server-side and client-side watch timeouts (validated).
+    pub timeouts: WatchTimeouts,
+    /// Run label and the rest of the pod mapping.
+    pub lifecycle: LifecycleConfig,
+    /// Soft bound of the queue, in distinct pods with unwritten changes (default 10,000).
+    pub queue_capacity: usize,
+    /// A drain is written at once when this many pods are pending (default 500).
+    pub max_batch: usize,
+    /// How long the writer gathers changes before a transaction (default 50 ms).
+    pub linger: Duration,
+    /// Delays between retries of a failed store write (default 100 ms doubling to 10 s).
+    pub store_backoff: FullJitter,
+    /// Delays between failed watch attempts; `None` keeps the watch's default (200 ms .. 30 s).
+    pub watch_backoff: Option<FullJitter>,
+    /// On shutdown, how long the writer may keep retrying to flush (default 10 s). Whatever is
+    /// left is not lost: its resume point was not stored, so the next start reads it again.
+    pub flush_timeout: Duration,
+}
+
+impl RecorderConfig {
+    /// Defaults for a recorder of `cluster`, watching `namespace` (`None`: all namespaces).
+    pub fn new(cluster: impl Into<String>, namespace: Option<String>) -> Self {
+        // Proven invariant: base > 0, cap >= base, factor >= 1.
+        #[allow(clippy::unwrap_used)]
+        let store_backoff =
+            FullJitter::try_new(Duration::from_millis(100), Duration::from_secs(10), 2.0).unwrap();
+        Self {
+            cluster: cluster.into(),
+            namespace,
+            selector: None,
+            timeouts: WatchTimeouts::default(),
+            lifecycle: LifecycleConfig::default(),
+            queue_capacity: 10_000,
+            max_batch: 500,
+            linger: Duration::from_millis(50),
+            store_backoff,
+            watch_backoff: None,
+            flush_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// The key under which this watch's resume point is stored: cluster, namespace and selector,
+    /// because a resourceVersion is only a position within that exact scope.
+    pub fn watch_key(&self) -> String {
+        format!(
+            "{}|pods|ns={}|l={}",
+            self.cluster,
+            self.namespace.as_deref().unwrap_or("*"),
+            self.selector.as_ref().map_or("", |s| s.as_str())
+        )
+    }
+}
+
+/// A recorder bound to a cluster and a store. Create with [`Recorder::new`], serve
+/// [`Recorder::health`] over HTTP, then [`Recorder::run`] until shutdown.
+pub struct Recorder {
+    client: kube::Client,
+    store: Arc<dyn Store>,
+    config: RecorderConfig,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("store", &self.store.backend())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recorder {
+    /// A recorder writing pods seen through `client` into `store`.
+    pub fn new(client: kube::Client, store: Arc<dyn Store>, config: RecorderConfig) -> Self {
+        let metrics = Arc::new(Metrics::new());
+        // A healthy idle watch reconnects every client timeout; twice that without any progress
+        // means it is stuck.
+        let health = Arc::new(Health::new(metrics.clone(), config.timeouts.client * 2));
+        Self {
+            client,
+            store,
+            config,
+            metrics,
+            health,
+        }
+    }
+
+    /// The metrics, to serve or read in tests.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// The health state behind `/readyz`, to serve with [`health::serve`](crate::health::serve).
+    pub fn health(&self) -> Arc<Health> {
+        self.health.clone()
+    }
+
+    /// Records until `shutdown` is cancelled (then flushes and returns `Ok`) or until the watch
+    /// fails in a way no retry can fix (returns the error; the process should exit non-zero).
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), RecordError> {
+        let key = self.config.watch_key();
+        let Some(resume) = self.resume_point(&key, &shutdown).await? else {
+            return Ok(()); // shut down while waiting for the store
+        };
+        self.health
+            .set_store_writable(self.store.health().await.is_ok());
+
+        let queue = Arc::new(Queue::new(
+            self.config.queue_capacity,
+            self.config.timeouts.client / 4,
+        ));
+        let abandon = CancellationToken::new();
+        let writer = Writer {
+            queue: queue.clone(),
+            store: self.store.clone(),
+            key: key.clone(),
+            scope: LiveScope {
+                namespace: self.config.namespace.clone(),
+            },
+            selector: self.config.selector.clone(),
+            metrics: self.metrics.clone(),
+            health: self.health.clone(),
+            linger: self.config.linger,
+            max_batch: self.config.max_batch,
+            backoff: self.config.store_backoff.clone(),
+            abandon: abandon.clone(),
+        };
+        let writer = tokio::spawn(writer.run());
+
+        let outcome = self.watch_loop(resume, &queue, &shutdown).await;
+
+        self.health.set_watch_established(false);
+        queue.close();
+        let mut writer = writer;
+        tokio::select! {
+            _ = &mut writer => {}
+            () = tokio::time::sleep(self.config.flush_timeout) => {
+                abandon.cancel();
+                let _ = writer.await;
+            }
+        }
+        let pending = queue.depth();
+        if pending > 0 {
+            tracing::warn!(
+                pending,
+                "shutdown: the store did not accept the last changes in time; they will be read \
+                 again from the watch on the next start"
+            );
+        }
+        outcome
+    }
+
+    /// Reads the stored resume point, retrying while the store is unavailable.
+    async fn resume_point(
+        &self,
+        key: &str,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<Option<u64>>, RecordError> {
+        let mut delays = backon::BackoffBuilder::build(self.config.store_backoff.clone());
+        loop {
+            match self.store.resume_point(key).await {
+                Ok(point) => {
+                    let rv = point.map(|p| p.resource_version);
+                    match rv {
+                        Some(rv) => tracing::info!(resource_version = rv, "resuming the watch"),
+                        None => tracing::info!("no resume point stored: starting with a LIST"),
+                    }
+                    return Ok(Some(rv));
+                }
+                Err(err) if err.is_retryable() => {
+                    self.metrics.store_error("retryable");
+                    let delay = delays.next().unwrap_or(Duration::from_secs(10));
+                    tracing::warn!(error = %err, retry_in = ?delay, "store unavailable at startup");
+                    tokio::select! {
+                        () = shutdown.cancelled() => return Ok(None),
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+                Err(err) => return Err(RecordError::Store(err)),
+            }
+        }
+    }
+
+    async fn watch_loop(
+        &self,
+        resume: Option<u64>,
+        queue: &Queue,
+        shutdown: &CancellationToken,
+    ) -> Result<(), RecordError> {
+        let resource = ApiResource::erase::<Pod>(&());
+        // Watched as DynamicObject so that a pod the typed model cannot decode is one skipped
+        // object (logged by name), not a broken stream that would replay it forever.
+        let api: Api<DynamicObject> = match &self.config.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
+        let mut config = WatchConfig::default()
+            .timeouts(self.config.timeouts)
+            .resume_from(resume.map(|rv| rv.to_string()));
+        if let Some(selector) = &self.config.selector {
+            config = config.labels(selector.as_str());
+        }
+        if let Some(backoff) = &self.config.watch_backoff {
+            config = config.backoff(backoff.clone());
+        }
+        let mut events = std::pin::pin!(watch(api, config));
+        let mut state = WatchState::default();
+        loop {
+            let item = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => {
+                    tracing::info!("shutting down: flushing the queue");
+                    return Ok(());
+                }
+                item = events.next() => item,
+            };
+            match item {
+                Some(Ok(event)) => {
+                    self.health.progress();
+                    self.handle(event, queue, &mut state).await;
+                    self.metrics.queue_depth(queue.depth());
+                }
+                Some(Err(err)) if err.is_fatal() => return Err(RecordError::Watch(err)),
+                Some(Err(err)) => self.routine_error(&err),
+                None => return Err(RecordError::WatchEnded),
+            }
+        }
+    }
+
+    fn routine_error(&self, err: &WatchError) {
+        self.health.set_watch_established(false);
+        if err.is_gone() {
+            tracing::info!(
+                reason = err.reason(),
+                "watch history expired, re-listing: {err}"
+            );
+        } else {
+            tracing::debug!(reason = err.reason(), "watch interrupted, resuming: {err}");
+        }
+    }
+
+    async fn handle(&self, event: Event<DynamicObject>, queue: &Queue, state: &mut WatchState) {
+        match event {
+            Event::Init => {
+                self.metrics.event("init");
+                self.metrics.relist();
+                state.relisting = true;
+                state.seen.clear();
+            }
+            Event::InitApply(obj) => {
+                self.metrics.event("init_apply");
+                if let Some(uid) = obj.metadata.uid.clone() {
+                    state.seen.insert(uid);
+                }
+                self.upsert(obj, queue, state).await;
+            }
+            Event::InitDone => {
+                self.metrics.event("init_done");
+                state.relisting = false;
+                let seen = std::mem::take(&mut state.seen);
+                tracing::info!(
+                    pods = seen.len(),
+                    "list complete: reconciling with the store"
+                );
+                queue.reconcile(seen, jiff::Timestamp::now());
+            }
+            Event::Apply(obj) => {
+                self.metrics.event("apply");
+                self.upsert(obj, queue, state).await;
+            }
+            Event::Delete(obj) => {
+                self.metrics.event("delete");
+                self.delete(obj, queue, state).await;
+            }
+            Event::Bookmark(rv) => {
+                self.metrics.event("bookmark");
+                if let Some(rv) = parse_resource_version(Some(&rv)) {
+                    self.advance(rv, queue, state);
+                }
+            }
+            Event::Connected {
+                reason,
+                resource_version,
+            } => {
+                self.health.set_watch_established(true);
+                if reason != "initial" && reason != "resume" {
+                    self.metrics.reconnect(reason);
+                }
+                tracing::debug!(reason, resource_version, "watch connected");
+                if let Some(rv) = parse_resource_version(Some(&resource_version)) {
+                    self.advance(rv, queue, state);
+                }
+            }
+        }
+    }
+
+    fn advance(&self, rv: u64, queue: &Queue, state: &WatchState) {
+        if !state.relisting {
+            queue.advance(rv);
+        }
+    }
+
+    async fn upsert(&self, obj: DynamicObject, queue: &Queue, state: &WatchState) {
+        let rv = parse_resource_version(obj.metadata.resource_version.as_deref());
+        if let Some(obs) = self.observe(obj) {
+            self.count(queue.upsert(obs).await);
+        }
+        if let Some(rv) = rv {
+            self.advance(rv, queue, state);
+        }
+    }
+
+    async fn delete(&self, obj: DynamicObject, queue: &Queue, state: &WatchState) {
+        let rv = parse_resource_version(obj.metadata.resource_version.as_deref());
+        if let Some(obs) = self.observe(obj) {
+            let deleted = StoreOp::Deleted {
+                uid: obs.uid.clone(),
+                namespace: obs.namespace.clone(),
+                name: obs.name.clone(),
+                resource_version: obs.resource_version,
+                at: jiff::Timestamp::now(),
+                final_state_observed: true,
+            };
+            self.count(queue.delete(Some(obs), deleted).await);
+        }
+        if let Some(rv) = rv {
+            self.advance(rv, queue, state);
+        }
+    }
+
+    fn count(&self, pushed: Pushed) {
+        if pushed == Pushed::Overflowed {
+            self.metrics.queue_overflow();
+        }
+    }
+
+    /// Decodes and maps one object; logs and counts it if that is impossible.
+    fn observe(&self, obj: DynamicObject) -> Option<podline_store::PodObservation> {
+        let namespace = obj.metadata.namespace.clone().unwrap_or_default();
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        let result = to_pod(obj)
+            .map_err(|err| err.to_string())
+            .and_then(|pod| observe(&pod, &self.config.lifecycle).map_err(|err| err.to_string()));
+        match result {
+            Ok(obs) => Some(obs),
+            Err(error) => {
+                self.metrics.skipped_object();
+                tracing::warn!(%namespace, pod = %name, %error, "cannot record this pod object; skipped");
+                None
+            }
+        }
+    }
+}
+
+/// What the watch task tracks between events.
+#[derive(Debug, Default)]
+struct WatchState {
+    /// Between `Init` and `InitDone`.
+    relisting: bool,
+    /// Uids returned by the relist in progress.
+    seen: HashSet<String>,
+}
+
+/// The typed pod out of a dynamic object, without re-serialising the metadata.
+fn to_pod(obj: DynamicObject) -> Result<Pod, serde_json::Error> {
+    let spec = obj.data.get("spec").map(PodSpec::deserialize).transpose()?;
+    let status = obj
+        .data
+        .get("status")
+        .map(PodStatus::deserialize)
+        .transpose()?;
+    Ok(Pod {
+        metadata: obj.metadata,
+        spec,
+        status,
+    })
+}
+
+/// The writer task: queue → one transaction per drain, with retries.
+struct Writer {
+    queue: Arc<Queue>,
+    store: Arc<dyn Store>,
+    key: String,
+    scope: LiveScope,
+    selector: Option<LabelSelector>,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    linger: Duration,
+    max_batch: usize,
+    backoff: FullJitter,
+    abandon: CancellationToken,
+}
+
+impl Writer {
+    async fn run(self) {
+        let mut delays = backon::BackoffBuilder::build(self.backoff.clone());
+        loop {
+            let next = tokio::select! {
+                () = self.abandon.cancelled() => return,
+                next = self.queue.next_batch(self.linger, self.max_batch) => next,
+            };
+            let Some(drained) = next else { return };
+            self.metrics.queue_depth(self.queue.depth());
+            match self.write(drained).await {
+                Ok(()) => delays = backon::BackoffBuilder::build(self.backoff.clone()),
+                Err(()) => {
+                    let delay = delays.next().unwrap_or(self.backoff.cap());
+                    tokio::select! {
+                        () = self.abandon.cancelled() => return,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes one drain. `Err(())` means it was put back and the caller should back off.
+    async fn write(&self, mut drained: Drained) -> Result<(), ()> {
+        let seen = drained.reconcile.take();
+        let mut ops = std::mem::take(&mut drained.ops);
+        if let Some(seen_set) = &seen {
+            match self.store.live_pods(&self.scope).await {
+                Ok(live) => {
+                    let in_batch: HashSet<&str> = ops.iter().map(StoreOp::uid).collect();
+                    let vanished = reconcile::vanished(
+                        &live,
+                        seen_set,
+                        &in_batch,
+                        self.selector.as_ref(),
+                        jiff::Timestamp::now(),
+                    );
+                    if !vanished.is_empty() {
+                        tracing::info!(
+                            pods = vanished.len(),
+                            "pods deleted while not watching: marked vanished (final state unknown)"
+                        );
+                    }
+                    ops.extend(vanished);
+                }
+                Err(err) => {
+                    self.failed(&err);
+                    drained.ops = ops;
+                    drained.reconcile = seen;
+                    self.queue.requeue(drained);
+                    return Err(());
+                }
+            }
+        }
+        let batch = Batch {
+            ops,
+            resume: drained.resume.map(|rv| ResumePoint {
+                watch_key: self.key.clone(),
+                resource_version: rv,
+            }),
+        };
+        let started = Instant::now();
+        match self.store.apply(&batch).await {
+            Ok(report) => {
+                self.committed(started, &batch, drained.oldest);
+                for rejected in &report.rejected {
+                    self.metrics.store_error("rejected");
+                    tracing::warn!(uid = %rejected.uid, reason = %rejected.reason, "store refused a pod change; skipped");
+                }
+                Ok(())
+            }
+            Err(err) if err.is_retryable() => {
+                self.failed(&err);
+                drained.ops = batch.ops;
+                drained.reconcile = seen;
+                self.queue.requeue(drained);
+                Err(())
+            }
+            Err(err) => {
+                self.metrics.store_error("rejected");
+                tracing::warn!(error = %err, ops = batch.ops.len(), "store refused a batch: writing its pods one by one");
+                self.isolate(batch, drained.oldest).await
+            }
+        }
+    }
+
+    /// Applies the ops of a refused batch one by one, drops the ones that can never be written,
+    /// then commits the resume point.
+    async fn isolate(&self, batch: Batch, oldest: Option<Instant>) -> Result<(), ()> {
+        let mut ops = batch.ops.into_iter();
+        while let Some(op) = ops.next() {
+            let single = Batch::new(vec![op]);
+            match self.store.apply(&single).await {
+                Ok(_) => {}
+                Err(err) if err.is_retryable() => {
+                    self.failed(&err);
+                    let mut rest = single.ops;
+                    rest.extend(ops);
+                    self.queue.requeue(Drained {
+                        ops: rest,
+                        resume: batch.resume.map(|r| r.resource_version),
+                        reconcile: None,
+                        oldest,
+                    });
+                    return Err(());
+                }
+                Err(err) => {
+                    self.metrics.store_error("rejected");
+                    describe_dropped(&single.ops[0], &err);
+                }
+            }
+        }
+        let resume_only = Batch {
+            ops: Vec::new(),
+            resume: batch.resume,
+        };
+        let started = Instant::now();
+        match self.store.apply(&resume_only).await {
+            Ok(_) => {
+                self.committed(started, &resume_only, oldest);
+                Ok(())
+            }
+            Err(err) => {
+                self.failed(&err);
+                self.queue.requeue(Drained {
+                    ops: Vec::new(),
+                    resume: resume_only.resume.map(|r| r.resource_version),
+                    reconcile: None,
+                    oldest,
+                });
+                Err(())
+            }
+        }
+    }
+
+    fn committed(&self, started: Instant, batch: &Batch, oldest: Option<Instant>) {
+        self.metrics.write(
+            started.elapsed().as_secs_f64(),
+            batch.ops.len(),
+            oldest.map(|at| at.elapsed().as_secs_f64()),
+        );
+        self.health.set_store_writable(true);
+    }
+
+    fn failed(&self, err: &podline_store::StoreError) {
+        self.metrics.store_error(if err.is_retryable() {
+            "retryable"
+        } else {
+            "rejected"
+        });
+        self.health.set_store_writable(false);
+        tracing::warn!(error = %err, reason = err.reason(), "store write failed; will retry");
+    }
+}
+
+fn describe_dropped(op: &StoreOp, err: &podline_store::StoreError) {
+    match op {
+        StoreOp::Upsert(obs) => tracing::error!(
+            namespace = %obs.namespace, pod = %obs.name, uid = %obs.uid, error = %err,
+            "cannot store this pod change; dropped"
+        ),
+        StoreOp::Deleted {
+            namespace,
+            name,
+            uid,
+            ..
+        } => tracing::error!(
+            %namespace, pod = %name, %uid, error = %err,
+            "cannot store this pod deletion; dropped"
+        ),
+        StoreOp::Vanished { uid, .. } => {
+            tracing::error!(%uid, error = %err, "cannot mark this pod vanished; dropped");
+        }
+    }
+}
