@@ -150,3 +150,55 @@ pub fn create_policy(
         .with_max_attempts(attempts)
         .with_deadline(Some(deadline)))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    #[test]
+    fn rejected_should_keep_the_servers_message_and_causes() {
+        let status: Status = serde_json::from_value(serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 422,
+            "reason": "Invalid", "message": "Pod \"x\" is invalid",
+            "details": {"name": "x", "kind": "pods", "causes": [{
+                "reason": "FieldValueRequired", "message": "Required value",
+                "field": "spec.containers[0].image"}]}
+        }))
+        .unwrap();
+        let err = rejected(kube::Error::Api(status.boxed()));
+        assert_eq!(err.exit_code(), crate::exit::CREATE_FAILED);
+        let text = err.to_string();
+        for want in [
+            "422",
+            "Invalid",
+            "Pod \"x\" is invalid",
+            "spec.containers[0].image: Required value",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in {text}");
+        }
+    }
+
+    #[test]
+    fn create_policy_should_reject_a_cap_below_the_base() {
+        assert!(
+            create_policy(
+                3,
+                Duration::from_secs(2),
+                Duration::from_secs(1),
+                Duration::from_secs(9)
+            )
+            .is_err()
+        );
+        let policy = create_policy(
+            5,
+            Duration::from_millis(10),
+            Duration::from_secs(1),
+            Duration::from_secs(9),
+        )
+        .unwrap();
+        assert_eq!(policy.max_attempts(), 5);
+        assert_eq!(policy.deadline(), Some(Duration::from_secs(9)));
+    }
+}

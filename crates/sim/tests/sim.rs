@@ -7,5 +7,6 @@ mod sim {
     mod faults;
     mod kinds;
     mod kubectl;
+    mod kubelet;
     mod watch;
 }

@@ -52,6 +52,14 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    /// An operation did not finish in time (the database hangs or a lock is held).
+    #[error("store {op} did not finish within {after:?}")]
+    Timeout {
+        /// The store operation, a metric label.
+        op: &'static str,
+        /// The limit that expired.
+        after: std::time::Duration,
+    },
     /// A stored value could not be decoded (a hand edit, or a row from a newer writer).
     #[error("stored {what} is invalid: {value:?}")]
     Corrupt {
@@ -75,6 +83,7 @@ impl StoreError {
             StoreError::Connect { source, .. }
             | StoreError::Query { source, .. }
             | StoreError::Migrate { source, .. } => is_transient(source),
+            StoreError::Timeout { .. } => true,
             StoreError::InvalidTarget { .. }
             | StoreError::SchemaTooNew { .. }
             | StoreError::Corrupt { .. } => false,
@@ -90,6 +99,7 @@ impl StoreError {
             StoreError::SchemaTooNew { .. } => "schema_too_new",
             StoreError::Query { source, .. } if is_transient(source) => "transient",
             StoreError::Query { .. } => "query",
+            StoreError::Timeout { .. } => "timeout",
             StoreError::Corrupt { .. } => "corrupt",
         }
     }

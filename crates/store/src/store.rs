@@ -81,6 +81,7 @@ pub trait Store: Send + Sync {
     /// Totals, for summaries and metrics.
     fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreError>>;
 
-    /// Proves the store is writable right now (a real write in a transaction), for `/readyz`.
+    /// Proves the store is writable right now (a real write), for `/readyz`. Bounded in time
+    /// (`PoolSettings::health_timeout` for the SQL store): a hung database reports an error.
     fn health(&self) -> BoxFuture<'_, Result<(), StoreError>>;
 }

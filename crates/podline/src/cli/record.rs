@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use podline_client::connect::{ConnectOptions, connect};
 use podline_client::timeouts::WatchTimeouts;
+use podline_lease::{ElectionConfig, LeaderElector};
 use podline_record::CancellationToken;
 use podline_record::lifecycle::DEFAULT_RUN_LABEL;
 use podline_record::{LabelSelector, LifecycleConfig, Recorder, RecorderConfig, health};
@@ -49,6 +50,24 @@ pub struct RecordArgs {
     /// Also PODLINE_WATCH_CLIENT_TIMEOUT. Default 60 s.
     #[arg(long, value_name = "DURATION")]
     pub watch_client_timeout: Option<String>,
+    /// Run several replicas safely: compete for a Lease and record only while holding it
+    /// (the others stand by, ready, and take over). Also PODLINE_LEADER_ELECT=true.
+    #[arg(long, env = "PODLINE_LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// The Lease to compete for with --leader-elect; one per shard.
+    #[arg(
+        long,
+        env = "PODLINE_LEASE_NAME",
+        default_value = "podline-recorder",
+        value_name = "NAME"
+    )]
+    pub lease_name: String,
+    /// Namespace of the Lease (default: $POD_NAMESPACE, else the context's namespace).
+    #[arg(long, env = "POD_NAMESPACE", value_name = "NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// This replica's name in the Lease (default: $POD_NAME, else $HOSTNAME). Must be unique.
+    #[arg(long, env = "POD_NAME", value_name = "NAME")]
+    pub leader_identity: Option<String>,
 }
 
 /// Runs the recorder until SIGTERM/Ctrl-C or a fatal watch error.
@@ -104,12 +123,46 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         "recording pods"
     );
 
+    let election = if args.leader_elect {
+        let identity = args
+            .leader_identity
+            .clone()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_default();
+        let lease_namespace = args
+            .lease_namespace
+            .clone()
+            .unwrap_or_else(|| connected.namespace.clone());
+        match LeaderElector::new(
+            connected.client.clone(),
+            lease_namespace,
+            args.lease_name.clone(),
+            identity,
+            ElectionConfig::default(),
+        ) {
+            Ok(elector) => Some(elector),
+            Err(err) => {
+                return usage(format!(
+                    "--leader-elect: {err} (set --leader-identity or POD_NAME)"
+                ));
+            }
+        }
+    } else {
+        None
+    };
+
     let recorder = Recorder::new(connected.client, store, config);
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(health::serve(listener, recorder.health(), shutdown.clone()));
     tokio::spawn(cancel_on_signal(shutdown.clone()));
 
-    let outcome = recorder.run(shutdown.clone()).await;
+    let outcome = match election {
+        None => recorder
+            .run(shutdown.clone())
+            .await
+            .map_err(anyhow::Error::from),
+        Some(elector) => run_as_leader(recorder, elector, &shutdown).await,
+    };
     shutdown.cancel();
     if let Ok(Err(err)) = server.await {
         tracing::warn!(error = %err, "metrics server failed");
@@ -117,6 +170,64 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     outcome?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--leader-elect`: stand by (ready, not recording) until this replica holds the Lease, then
+/// record. Losing the Lease ends the process with an error at once, without flushing, so only the
+/// new leader writes; nothing is lost, as the resume point only moves with committed data, and
+/// Kubernetes restarts the pod as a standby. On SIGTERM the leader flushes, then releases the
+/// Lease so a standby takes over at once.
+async fn run_as_leader(
+    recorder: Recorder,
+    elector: LeaderElector,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let mut leadership = elector.run();
+    let health = recorder.health();
+    // A standby is ready: the store opened and the election runs; it takes over when needed.
+    health.set_store_writable(true);
+    health.set_watch_established(true);
+    tracing::info!(
+        identity = leadership.identity(),
+        "standing by for the lease"
+    );
+    let standby = async {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                leader = leadership.wait_until_leader() => return leader,
+                _ = tick.tick() => health.progress(),
+            }
+        }
+    };
+    tokio::select! {
+        leader = standby => {
+            if !leader {
+                leadership.finished().await?;
+                anyhow::bail!("leader election ended unexpectedly");
+            }
+        }
+        () = shutdown.cancelled() => {
+            leadership.release().await?;
+            return Ok(());
+        }
+    }
+    health.set_watch_established(false);
+    let mut leading = leadership.subscribe();
+    let outcome = tokio::select! {
+        outcome = recorder.run(shutdown.clone()) => outcome,
+        _ = leading.wait_for(|leader| !*leader) => {
+            leadership.finished().await?;
+            anyhow::bail!(
+                "lost the lease to another replica: stopping so that only the new leader writes"
+            );
+        }
+    };
+    // Flushed (or failed): only now let a standby take over.
+    let released = leadership.release().await;
+    outcome?;
+    released?;
+    Ok(())
 }
 
 fn usage(err: impl std::fmt::Display) -> anyhow::Result<ExitCode> {
@@ -183,5 +294,26 @@ mod tests {
         .unwrap();
         assert_eq!(h.args.watch_client_timeout.as_deref(), Some("2s"));
         assert_eq!(h.args.watch_server_timeout.as_deref(), Some("30"));
+    }
+
+    #[test]
+    fn leader_election_flags_parse_with_defaults() {
+        let h = Harness::try_parse_from(["x"]).unwrap();
+        assert_eq!(h.args.lease_name, "podline-recorder");
+        let h = Harness::try_parse_from([
+            "x",
+            "--leader-elect",
+            "--lease-name",
+            "podline-recorder-team-a",
+            "--lease-namespace",
+            "podline",
+            "--leader-identity",
+            "recorder-0",
+        ])
+        .unwrap();
+        assert!(h.args.leader_elect);
+        assert_eq!(h.args.lease_name, "podline-recorder-team-a");
+        assert_eq!(h.args.lease_namespace.as_deref(), Some("podline"));
+        assert_eq!(h.args.leader_identity.as_deref(), Some("recorder-0"));
     }
 }

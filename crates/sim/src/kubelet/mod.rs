@@ -1,63 +1,452 @@
-//! The simulated kubelet (owned by sim-kubelet; this is sim-core's placeholder so the crate
-//! builds): schedules pods, moves their phases, writes their logs and events.
+//! The simulated kubelet (and the scheduler it stands in for): runs the sim's pods on one node.
+//!
+//! [`Kubelet::spawn`] starts one task that watches the cluster's pods and moves each through
+//! the phases a real node would: bound to [`KubeletConfig::node_name`] after the schedule
+//! delay (`Scheduled` event), images pulled (`Pulling`/`Pulled`), containers created and
+//! started, Pending -> Running -> Succeeded/Failed with the container statuses, conditions and
+//! times the real kubelet writes, and finally removed after a deletion (`Killing`).
+//!
+//! Containers are **scripted** by default, through pod annotations prefixed `sim.podline.io/`
+//! (a key applies to every container; `<key>.<container>` to one):
+//!
+//! | key | value | effect |
+//! |---|---|---|
+//! | `duration` | `150ms`, `2s`, `1m30s` | how long the container runs (default [`KubeletConfig::default_duration`]) |
+//! | `exit-code` | `0`..`255` | exit code (0: reason Completed, else Error) |
+//! | `oom` | `true` | exit 137, reason OOMKilled |
+//! | `logs` | text | these lines (split on `\n`), spread over the run |
+//! | `log-lines` | `N` | lines `line 1` .. `line N`, spread over the run |
+//! | `termination-message` | text | `state.terminated.message` |
+//! | `pull-delay` | duration | image pull time |
+//! | `image-error` | `ErrImagePull`, `ImagePullBackOff`, `InvalidImageName`, `auth` | the pull fails like a real one (images containing `does-not-exist` too) |
+//! | `image-error-transient` | `N` | with `image-error`: only the first N pulls fail |
+//! | `schedule-delay` | duration | time to binding (pod-level) |
+//! | `unschedulable` | `true` | stays Pending with a FailedScheduling event (pod-level) |
+//!
+//! A bad value fails the pod (`status.reason` `InvalidSimAnnotation`, a Warning event) with a
+//! message naming the annotation and what it expects; the kubelet itself never stops.
+//! With [`KubeletConfig::exec`] a container with a `command` or `args` runs as a local process
+//! instead (see `exec.rs`).
+//!
+//! One task drives all pods: per-pod state machines ([`pod`]) and a single timer wheel
+//! (`DelayQueue`), so 100k pods cost memory, not threads or tasks.
 
+mod config;
+mod exec;
+mod image;
+mod pod;
+mod script;
+mod status;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cluster::Cluster;
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::time::DelayQueue;
 
-/// Configuration of the simulated kubelet.
-#[derive(Debug, Clone)]
-pub struct KubeletConfig {
-    /// Whether the kubelet runs (false = `--no-kubelet`: pods stay Pending).
-    pub enabled: bool,
-    /// The node pods are scheduled to.
-    pub node_name: String,
-    /// Delay before a pod is scheduled.
-    pub schedule_delay: Duration,
-    /// Delay of an image pull.
-    pub pull_delay: Duration,
-    /// How long a scripted container runs without a `duration` annotation.
-    pub default_duration: Duration,
-    /// Run containers' commands as local processes (opt-in).
-    pub exec: bool,
-}
+pub use config::KubeletConfig;
+pub use script::{ANNOTATION_PREFIX, ScriptError};
 
-impl Default for KubeletConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            node_name: "sim-node-1".to_owned(),
-            schedule_delay: Duration::from_millis(10),
-            pull_delay: Duration::from_millis(10),
-            default_duration: Duration::from_millis(100),
-            exec: false,
-        }
-    }
-}
+use crate::cluster::{ChangeKind, Cluster, PodChange};
+use crate::logs::LogStore;
+use exec::{ExecReport, ExecSpec};
+use pod::{Ctx, Effect, Input, PodWork, TimerKind};
 
-/// The running kubelet.
+/// Entry point of the simulated kubelet.
+///
+/// It exists as a type so the sim has one obvious place to start it from: `Sim::start` calls
+/// [`Kubelet::spawn`] when [`KubeletConfig::enabled`] is set.
 #[derive(Debug)]
 pub struct Kubelet;
 
 impl Kubelet {
-    /// Starts the kubelet against `cluster`.
+    /// Starts the kubelet on the current tokio runtime; it runs until the handle is shut down
+    /// or dropped. Pods that exist already are picked up too.
     pub fn spawn(cluster: Cluster, cfg: KubeletConfig) -> KubeletHandle {
-        let _ = (cluster, cfg);
-        KubeletHandle { task: None }
+        let changes = cluster.subscribe_pods();
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let driver = Driver::new(cluster, cfg);
+        let task = tokio::spawn(driver.run(changes, stop_rx));
+        KubeletHandle {
+            stop: Some(stop_tx),
+            task: Some(task),
+        }
     }
 }
 
-/// Handle of a running kubelet; [`KubeletHandle::stop`] ends it.
+/// The running kubelet. Dropping it stops the kubelet (and kills `--exec` children).
 #[derive(Debug)]
 pub struct KubeletHandle {
-    task: Option<tokio::task::JoinHandle<()>>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
 }
 
 impl KubeletHandle {
-    /// Stops the kubelet.
+    /// Stops the kubelet at once without waiting (for synchronous shutdown paths).
     pub fn stop(&self) {
         if let Some(task) = &self.task {
             task.abort();
         }
     }
+
+    /// Stops the kubelet and waits for it: pods stay as they are, `--exec` children are killed.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
 }
+
+impl Drop for KubeletHandle {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// A pod the kubelet runs, with the latest object it saw (for event references and specs).
+struct Tracked {
+    work: PodWork,
+    pod: Arc<Pod>,
+    deleting: bool,
+}
+
+/// Gives an `--exec` task access to the cluster's log store without borrowing the cluster.
+#[derive(Clone)]
+struct ClusterLogs(Cluster);
+
+impl AsRef<LogStore> for ClusterLogs {
+    fn as_ref(&self) -> &LogStore {
+        self.0.logs()
+    }
+}
+
+/// The kubelet's single task: pod changes, timers and exec reports in, cluster writes out.
+struct Driver {
+    cluster: Cluster,
+    cfg: KubeletConfig,
+    pods: HashMap<Arc<str>, Tracked>,
+    timers: DelayQueue<(Arc<str>, TimerKind)>,
+    images: HashSet<String>,
+    next_ip: u32,
+    exec_tx: mpsc::UnboundedSender<ExecReport>,
+    exec_rx: mpsc::UnboundedReceiver<ExecReport>,
+    exec_kills: HashMap<(Arc<str>, usize), oneshot::Sender<()>>,
+    exec_tasks: JoinSet<()>,
+}
+
+impl Driver {
+    fn new(cluster: Cluster, cfg: KubeletConfig) -> Self {
+        let (exec_tx, exec_rx) = mpsc::unbounded_channel();
+        Driver {
+            cluster,
+            cfg,
+            pods: HashMap::new(),
+            timers: DelayQueue::new(),
+            images: HashSet::new(),
+            next_ip: 0,
+            exec_tx,
+            exec_rx,
+            exec_kills: HashMap::new(),
+            exec_tasks: JoinSet::new(),
+        }
+    }
+
+    async fn run(
+        mut self,
+        mut changes: broadcast::Receiver<PodChange>,
+        mut stop: oneshot::Receiver<()>,
+    ) {
+        tracing::debug!(node = %self.cfg.node_name, exec = self.cfg.exec, "simulated kubelet started");
+        self.resync();
+        loop {
+            // Unbiased: a flood of pod changes must not starve the timers (or the reverse).
+            tokio::select! {
+                _ = &mut stop => break,
+                change = changes.recv() => match change {
+                    Ok(change) => self.on_change(change),
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::debug!(missed, "kubelet fell behind the pod feed; resyncing");
+                        self.resync();
+                    }
+                    Err(RecvError::Closed) => break,
+                },
+                Some(expired) = self.timers.next(), if !self.timers.is_empty() => {
+                    let (uid, kind) = expired.into_inner();
+                    self.step(&uid, Input::Timer(kind));
+                }
+                Some(report) = self.exec_rx.recv() => {
+                    self.exec_kills.remove(&(Arc::clone(&report.uid), report.idx));
+                    let input = Input::ExecExited { idx: report.idx, run: report.run, exit: report.exit };
+                    self.step(&report.uid, input);
+                }
+                Some(_) = self.exec_tasks.join_next(), if !self.exec_tasks.is_empty() => {}
+            }
+        }
+        tracing::debug!("simulated kubelet stopped");
+    }
+
+    fn on_change(&mut self, change: PodChange) {
+        let Some(uid) = change.pod.metadata.uid.as_deref() else {
+            return;
+        };
+        if change.kind == ChangeKind::Deleted {
+            self.forget(uid);
+            self.cluster.logs().remove_pod(uid);
+            return;
+        }
+        self.observe(change.pod);
+    }
+
+    /// Re-reads every pod after missing changes: adopts new ones, notices deletions.
+    fn resync(&mut self) {
+        let pods = self.cluster.pods();
+        let live: HashSet<&str> = pods
+            .iter()
+            .filter_map(|p| p.metadata.uid.as_deref())
+            .collect();
+        let gone: Vec<Arc<str>> = self
+            .pods
+            .keys()
+            .filter(|uid| !live.contains(&***uid))
+            .cloned()
+            .collect();
+        for uid in gone {
+            self.forget(&uid);
+            self.cluster.logs().remove_pod(&uid);
+        }
+        for pod in pods {
+            self.observe(pod);
+        }
+    }
+
+    /// Handles the current state of a pod (from an event or a resync).
+    fn observe(&mut self, pod: Arc<Pod>) {
+        let Some(uid) = pod.metadata.uid.clone() else {
+            return;
+        };
+        if let Some(tracked) = self.pods.get_mut(uid.as_str()) {
+            tracked.pod = Arc::clone(&pod);
+            if pod.metadata.deletion_timestamp.is_some() && !tracked.deleting {
+                tracked.deleting = true;
+                let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(30);
+                let grace = Duration::from_secs(u64::try_from(grace).unwrap_or(0));
+                let key = Arc::clone(&tracked.work.uid);
+                self.step(&key, Input::Delete { grace });
+            }
+            return;
+        }
+        // Not ours (yet): events queue up, so look at the pod as it is now, not as it was.
+        let (Some(namespace), Some(name)) = (
+            pod.metadata.namespace.as_deref(),
+            pod.metadata.name.as_deref(),
+        ) else {
+            return;
+        };
+        let Some(pod) = self.cluster.get_pod(namespace, name) else {
+            return;
+        };
+        if pod.metadata.uid.as_deref() != Some(uid.as_str()) || !self.is_ours(&pod) {
+            return;
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
+            // Nothing of it runs here: there is nothing to stop.
+            self.cluster.remove_pod(namespace, name, &uid);
+            return;
+        }
+        if !is_fresh(&pod) {
+            return;
+        }
+        self.next_ip += 1;
+        let (work, effects) = PodWork::new(&pod, &self.cfg, pod_ip(self.next_ip));
+        let key = Arc::clone(&work.uid);
+        self.pods.insert(
+            Arc::clone(&key),
+            Tracked {
+                work,
+                pod,
+                deleting: false,
+            },
+        );
+        self.apply(&key, effects);
+    }
+
+    /// Whether this node is (or will be) responsible for the pod.
+    fn is_ours(&self, pod: &Pod) -> bool {
+        match pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            None => true,
+            Some(node) => node == self.cfg.node_name,
+        }
+    }
+
+    fn step(&mut self, uid: &Arc<str>, input: Input) {
+        let Some(tracked) = self.pods.get_mut(uid) else {
+            return;
+        };
+        let mut ctx = Ctx {
+            now: Timestamp::now(),
+            cfg: &self.cfg,
+            images: &mut self.images,
+        };
+        let effects = tracked.work.step(input, &mut ctx);
+        self.apply(uid, effects);
+    }
+
+    /// Carries out a step's effects in order.
+    fn apply(&mut self, uid: &Arc<str>, effects: Vec<Effect>) {
+        for effect in effects {
+            let Some(tracked) = self.pods.get_mut(uid) else {
+                return;
+            };
+            match effect {
+                Effect::Write => {
+                    let work = &tracked.work;
+                    let cfg = &self.cfg;
+                    let written =
+                        self.cluster
+                            .mutate_pod(&work.namespace, &work.name, &work.uid, |pod| {
+                                status::render(work, cfg, pod);
+                            });
+                    match written {
+                        Some(pod) => tracked.pod = pod,
+                        None => {
+                            // Gone or replaced by a new pod of the same name.
+                            self.forget(uid);
+                            return;
+                        }
+                    }
+                }
+                Effect::Event(ev) => {
+                    let kind = if ev.warning { "Warning" } else { "Normal" };
+                    self.cluster.record_event(
+                        &tracked.pod,
+                        kind,
+                        ev.reason,
+                        &ev.message,
+                        ev.component.name(),
+                    );
+                }
+                Effect::Timer { after, kind } => {
+                    self.timers.insert((Arc::clone(uid), kind), after);
+                }
+                Effect::Log { idx, line, at } => {
+                    let container = &tracked.work.containers[idx].name;
+                    self.cluster.logs().append(uid, container, &line, at);
+                }
+                Effect::FinishLog { idx } => {
+                    let container = &tracked.work.containers[idx].name;
+                    self.cluster.logs().finish(uid, container);
+                }
+                Effect::SpawnExec { idx, run } => self.spawn_exec(uid, idx, run),
+                Effect::KillExec { idx } => {
+                    if let Some(kill) = self.exec_kills.remove(&(Arc::clone(uid), idx)) {
+                        let _ = kill.send(());
+                    }
+                }
+                Effect::Remove => {
+                    let work = &tracked.work;
+                    self.cluster
+                        .remove_pod(&work.namespace, &work.name, &work.uid);
+                    self.forget(uid);
+                    return;
+                }
+            }
+        }
+        // A finished pod needs no more memory here (its logs stay until it is removed).
+        if self
+            .pods
+            .get(uid)
+            .is_some_and(|t| t.work.stage == pod::Stage::Done && !t.deleting)
+        {
+            self.forget(uid);
+        }
+    }
+
+    fn spawn_exec(&mut self, uid: &Arc<str>, idx: usize, run: u32) {
+        let Some(tracked) = self.pods.get(uid) else {
+            return;
+        };
+        let container = tracked
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.get(idx));
+        let hostname = tracked.work.name.clone();
+        let Some(spec) = container
+            .and_then(|c| ExecSpec::from_container(Arc::clone(uid), idx, run, &hostname, c))
+        else {
+            return;
+        };
+        for name in &spec.skipped_env {
+            let message = format!(
+                "--exec mode cannot resolve valueFrom for env var {name:?} of container {:?}; it is left unset",
+                spec.container
+            );
+            self.cluster.record_event(
+                &tracked.pod,
+                "Warning",
+                "EnvValueFromUnsupported",
+                &message,
+                "kubelet",
+            );
+        }
+        let (kill_tx, kill_rx) = oneshot::channel();
+        self.exec_kills.insert((Arc::clone(uid), idx), kill_tx);
+        let logs = ClusterLogs(self.cluster.clone());
+        self.exec_tasks
+            .spawn(exec::run(spec, logs, kill_rx, self.exec_tx.clone()));
+    }
+
+    /// Stops tracking a pod; dropping its kill senders kills any `--exec` child it has.
+    fn forget(&mut self, uid: &str) {
+        if let Some(tracked) = self.pods.remove(uid) {
+            for idx in 0..tracked.work.containers.len() {
+                self.exec_kills
+                    .remove(&(Arc::clone(&tracked.work.uid), idx));
+            }
+        }
+    }
+}
+
+/// A pod nobody ran yet: not terminal and no container started.
+fn is_fresh(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return true;
+    };
+    if matches!(
+        status.phase.as_deref(),
+        Some("Succeeded" | "Failed" | "Running")
+    ) {
+        return false;
+    }
+    !status.container_statuses.iter().flatten().any(|c| {
+        c.state
+            .as_ref()
+            .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+    })
+}
+
+/// The n-th pod IP of the node's pod CIDR (10.244.0.0/16, then the following /16s).
+fn pod_ip(n: u32) -> String {
+    let n = n + 1;
+    format!(
+        "10.{}.{}.{}",
+        244 + (n >> 16) % 12,
+        (n >> 8) & 0xff,
+        n & 0xff
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

@@ -36,6 +36,9 @@ pub struct PoolSettings {
     pub acquire_timeout: Duration,
     /// SQLite: how long a writer waits for another writer's lock before `SQLITE_BUSY`.
     pub busy_timeout: Duration,
+    /// Longest a [`Store::health`] probe may take before it reports the store not writable:
+    /// a readiness probe must answer even when the database hangs (a lock, a half-dead server).
+    pub health_timeout: Duration,
 }
 
 impl Default for PoolSettings {
@@ -44,6 +47,7 @@ impl Default for PoolSettings {
             max_connections: 4,
             acquire_timeout: Duration::from_secs(10),
             busy_timeout: Duration::from_secs(5),
+            health_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -54,6 +58,7 @@ pub struct SqlStore {
     pool: AnyPool,
     backend: Backend,
     target: DbTarget,
+    health_timeout: Duration,
 }
 
 impl SqlStore {
@@ -93,6 +98,7 @@ impl SqlStore {
             pool,
             backend,
             target: target.clone(),
+            health_timeout: settings.health_timeout,
         })
     }
 
@@ -125,15 +131,19 @@ impl SqlStore {
     }
 
     async fn write_probe(&self) -> Result<(), StoreError> {
-        sqlx::query(
+        let probe = sqlx::query(
             "INSERT INTO podline_health (id, checked_at) VALUES (1, $1) \
              ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at",
         )
         .bind(Timestamp::now().as_microsecond())
-        .execute(&self.pool)
-        .await
-        .map_err(StoreError::query("health"))?;
-        Ok(())
+        .execute(&self.pool);
+        match tokio::time::timeout(self.health_timeout, probe).await {
+            Ok(done) => done.map(|_| ()).map_err(StoreError::query("health")),
+            Err(_) => Err(StoreError::Timeout {
+                op: "health",
+                after: self.health_timeout,
+            }),
+        }
     }
 }
 

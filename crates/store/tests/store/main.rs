@@ -48,6 +48,7 @@ on_every_backend!(
     unstorable_ops_should_be_reported_without_blocking_the_batch,
     health_should_pass_when_writable_and_fail_when_closed,
     a_large_batch_should_be_split_into_several_statements,
+    two_overlapping_writers_should_converge_to_the_newest_data,
 );
 
 fn upserts(pods: impl IntoIterator<Item = podline_store::PodObservation>) -> Vec<StoreOp> {
@@ -638,6 +639,66 @@ async fn a_large_batch_should_be_split_into_several_statements(db: TestDb) {
     assert_eq!(store.mark_vanished(&uids, ts(1)).await.unwrap(), 2_000);
 }
 
+/// Two leaders overlap briefly during a Lease takeover: both write the same events, in different
+/// orders, at the same time. The result must equal one writer's, with no deadlock or failure
+/// that a retry doesn't fix.
+async fn two_overlapping_writers_should_converge_to_the_newest_data(db: TestDb) {
+    let batches: Vec<Batch> = (0..12_u64)
+        .map(|k| {
+            // Each batch touches 40 pods that other batches touch too, in shuffled order.
+            let ops = (0..40_u64)
+                .map(|j| {
+                    let uid = format!("p{:02}", (j * 7 + k * 3) % 60);
+                    let phase = ["Pending", "Running", "Succeeded"][(k % 3) as usize];
+                    StoreOp::Upsert(pod(&uid, k * 100 + j + 1, phase))
+                })
+                .collect();
+            Batch::new(ops).with_resume("w", k)
+        })
+        .collect();
+    let expected_rv = |uid: &str| {
+        batches
+            .iter()
+            .flat_map(|b| &b.ops)
+            .filter_map(|op| match op {
+                StoreOp::Upsert(o) if o.uid == uid => Some(o.resource_version),
+                _ => None,
+            })
+            .max()
+    };
+
+    let writer = |store: std::sync::Arc<dyn Store>, order: Vec<Batch>| async move {
+        for batch in &order {
+            let mut attempts = 0;
+            while let Err(err) = store.apply(batch).await {
+                assert!(err.is_retryable(), "{err:?}");
+                attempts += 1;
+                assert!(attempts < 100, "{err:?}");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    let other: std::sync::Arc<dyn Store> =
+        std::sync::Arc::new(db.reopen(&PoolSettings::default()).await);
+    let reversed: Vec<Batch> = batches.iter().rev().cloned().collect();
+    tokio::join!(
+        writer(db.dyn_store(), batches.clone()),
+        writer(other, reversed)
+    );
+
+    let pods = db.store.pods(&PodFilter::default()).await.unwrap();
+    assert_eq!(pods.len(), 60);
+    for p in &pods {
+        assert_eq!(Some(p.resource_version), expected_rv(&p.uid), "{}", p.uid);
+        // The container row comes from the same (newest) observation as the pod row.
+        let want = pod(&p.uid, p.resource_version, p.phase.as_deref().unwrap());
+        assert_eq!(p.containers, want.containers, "{}", p.uid);
+        let mut phases: Vec<&str> = p.transitions.iter().map(|t| t.phase.as_str()).collect();
+        phases.dedup();
+        assert_eq!(phases.len(), p.transitions.len(), "transitions unique");
+    }
+}
+
 // ---- backend-specific tests ----
 
 /// A SQLite writer blocked by another process's write lock gets a retryable error once the busy
@@ -671,6 +732,39 @@ async fn sqlite_busy_should_be_retryable() {
 
     sqlx::raw_sql("ROLLBACK").execute(&mut other).await.unwrap();
     db.store.apply(&batch).await.unwrap();
+    db.store.health().await.unwrap();
+}
+
+/// A database that hangs (here: a lock held by someone else) makes the readiness probe fail
+/// within its timeout instead of hanging `/readyz`.
+#[tokio::test]
+async fn postgres_health_should_time_out_when_the_database_hangs() {
+    use sqlx::Connection;
+    let Some(db) = support::postgres_with(&PoolSettings {
+        health_timeout: Duration::from_millis(300),
+        ..Default::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let podline_store::DbTarget::Postgres { url } = &db.target else {
+        unreachable!()
+    };
+    let mut locker = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::raw_sql("BEGIN; LOCK TABLE podline_health IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = db.store.health().await.unwrap_err();
+    assert!(matches!(err, StoreError::Timeout { .. }), "{err:?}");
+    assert!(err.is_retryable());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut locker)
+        .await
+        .unwrap();
     db.store.health().await.unwrap();
 }
 

@@ -1,0 +1,159 @@
+//! The driver against a real `Cluster` (no HTTP): adoption, resync, removal.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::*;
+use crate::cluster::{HistoryLimits, Write};
+
+fn cluster() -> Cluster {
+    Cluster::new(HistoryLimits {
+        window: Duration::from_secs(75),
+        max_events: 100_000,
+    })
+}
+
+fn add_pod(cluster: &Cluster, name: &str, annotations: serde_json::Value) {
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "annotations": annotations},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
+    }))
+    .unwrap();
+    let mut pod = pod;
+    pod.metadata.creation_timestamp = Some(Time(Timestamp::now()));
+    cluster
+        .write_pod("default", name, |_| Ok::<_, ()>((Write::Create(pod), ())))
+        .unwrap();
+}
+
+fn phase_of(cluster: &Cluster, name: &str) -> Option<String> {
+    cluster
+        .get_pod("default", name)?
+        .status
+        .as_ref()?
+        .phase
+        .clone()
+}
+
+async fn wait(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn kubelet_should_adopt_pods_that_existed_before_it_started() {
+    let cluster = cluster();
+    for i in 0..20 {
+        add_pod(&cluster, &format!("early-{i}"), serde_json::json!({}));
+    }
+    let kubelet = Kubelet::spawn(cluster.clone(), KubeletConfig::default());
+    wait("every early pod to succeed", || {
+        (0..20).all(|i| phase_of(&cluster, &format!("early-{i}")).as_deref() == Some("Succeeded"))
+    })
+    .await;
+    kubelet.shutdown().await;
+}
+
+#[tokio::test]
+async fn resync_should_adopt_missed_pods_and_forget_removed_ones() {
+    let cluster = cluster();
+    let mut driver = Driver::new(cluster.clone(), KubeletConfig::default());
+    add_pod(
+        &cluster,
+        "missed",
+        serde_json::json!({"sim.podline.io/unschedulable": "true"}),
+    );
+    driver.resync();
+    assert!(
+        driver.pods.contains_key("uid-missed"),
+        "a pod seen only by resync is adopted"
+    );
+    assert!(!driver.timers.is_empty(), "and its schedule timer armed");
+    assert!(cluster.remove_pod("default", "missed", "uid-missed"));
+    driver.resync();
+    assert!(
+        driver.pods.is_empty(),
+        "a pod gone from the store is forgotten"
+    );
+}
+
+#[tokio::test]
+async fn resync_should_not_readopt_finished_pods() {
+    let cluster = cluster();
+    add_pod(
+        &cluster,
+        "done",
+        serde_json::json!({"sim.podline.io/duration": "10ms"}),
+    );
+    let kubelet = Kubelet::spawn(cluster.clone(), KubeletConfig::default());
+    wait("the pod to succeed", || {
+        phase_of(&cluster, "done").as_deref() == Some("Succeeded")
+    })
+    .await;
+    kubelet.shutdown().await;
+    let mut driver = Driver::new(cluster.clone(), KubeletConfig::default());
+    driver.resync();
+    assert!(driver.pods.is_empty());
+}
+
+#[tokio::test]
+async fn deleted_pods_the_kubelet_does_not_run_should_be_removed() {
+    let cluster = cluster();
+    add_pod(&cluster, "orphan", serde_json::json!({}));
+    cluster
+        .mutate_pod("default", "orphan", "uid-orphan", |p| {
+            p.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+            p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+                phase: Some("Succeeded".into()),
+                ..Default::default()
+            });
+        })
+        .unwrap();
+    let kubelet = Kubelet::spawn(cluster.clone(), KubeletConfig::default());
+    wait("the deleted pod to be removed", || {
+        cluster.get_pod("default", "orphan").is_none()
+    })
+    .await;
+    kubelet.shutdown().await;
+}
+
+#[tokio::test]
+async fn logs_should_be_dropped_when_the_pod_is_removed() {
+    let cluster = cluster();
+    add_pod(
+        &cluster,
+        "talk",
+        serde_json::json!({"sim.podline.io/logs": "hi"}),
+    );
+    let kubelet = Kubelet::spawn(cluster.clone(), KubeletConfig::default());
+    wait("the pod to succeed", || {
+        phase_of(&cluster, "talk").as_deref() == Some("Succeeded")
+    })
+    .await;
+    assert_eq!(cluster.logs().line_count("uid-talk", "main"), 1);
+    assert!(cluster.logs().is_finished("uid-talk", "main"));
+    assert!(cluster.remove_pod("default", "talk", "uid-talk"));
+    wait("the logs to be dropped", || {
+        cluster.logs().line_count("uid-talk", "main") == 0
+    })
+    .await;
+    kubelet.shutdown().await;
+}
+
+#[test]
+fn pod_ips_should_be_unique_and_valid() {
+    let ips: std::collections::HashSet<String> = (0..70_000).map(pod_ip).collect();
+    assert_eq!(ips.len(), 70_000);
+    assert!(
+        ips.iter()
+            .all(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok())
+    );
+}
