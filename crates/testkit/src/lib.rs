@@ -12,6 +12,8 @@
 //! # }
 //! ```
 
+pub mod audit;
+
 use std::future::Future;
 use std::io::Write;
 use std::sync::Once;

@@ -633,5 +633,16 @@ async fn ten_thousand_scripted_pods_should_run_to_completion_quickly() {
         done = all_succeeded();
     }
     assert!(done, "every pod should reach Succeeded");
-    eprintln!("{PODS} scripted pods completed in {:?}", started.elapsed());
+    let rss = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    eprintln!(
+        "{PODS} scripted pods completed in {:?} ({rss}, whole test process)",
+        started.elapsed()
+    );
 }

@@ -1,0 +1,470 @@
+//! The launcher against the sim, with faults injected through the sim's fault plan.
+//! One test binary; each test starts its own sim on a random port.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use podline_launch::{
+    BufferSink, Cancel, CancelReason, LaunchConfig, Launcher, LogConfig, LogMode, NullSink,
+    OnFinish, TaskSpec, create::create_policy, exit, run_many,
+};
+use podline_sim::fault::{FaultAction, FaultRule, FaultVerb};
+use podline_testkit::{Sim, client, start_sim, test_config, wait_until};
+
+/// Fast knobs: tiny backoff (the sim answers in microseconds), short timeouts.
+fn fast_config() -> LaunchConfig {
+    let log = LogConfig {
+        stall_timeout: Duration::from_millis(300),
+        post_termination: Duration::from_secs(10),
+        ..LogConfig::default()
+    };
+    LaunchConfig {
+        create: create_policy(
+            12,
+            Duration::from_millis(5),
+            Duration::from_millis(200),
+            Duration::from_secs(30),
+        )
+        .unwrap(),
+        schedule_timeout: Duration::from_secs(10),
+        startup_timeout: Duration::from_secs(10),
+        log,
+        ..LaunchConfig::default()
+    }
+}
+
+/// A scripted task: `sim.podline.io/<key>: <value>` annotations drive the sim's kubelet.
+fn task(script: &[(&str, &str)]) -> TaskSpec {
+    let annotations: BTreeMap<String, String> = script
+        .iter()
+        .map(|(k, v)| (format!("sim.podline.io/{k}"), (*v).to_owned()))
+        .collect();
+    TaskSpec {
+        image: Some("busybox:1.36".into()),
+        command: vec!["sh".into(), "-c".into(), "true".into()],
+        annotations,
+        ..TaskSpec::default()
+    }
+}
+
+async fn setup(config: LaunchConfig) -> (Sim, Launcher, Api<Pod>) {
+    let sim = start_sim(test_config()).await;
+    let client = client(&sim).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    (sim, Launcher::new(client, "default", config), pods)
+}
+
+/// True once no pod is left in the namespace.
+async fn no_pods_left(pods: &Api<Pod>) -> bool {
+    wait_until(Duration::from_secs(10), || async {
+        pods.list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.is_empty())
+    })
+    .await
+}
+
+fn rule(verb: FaultVerb, resource: &str, action: FaultAction) -> FaultRule {
+    FaultRule::new(action).verb(verb).resource(resource)
+}
+
+/// Done-when 1 (the seed experiment): 1000 pods, 50 at a time, with 409 Conflict on 30% of
+/// creates and 429 on 5%: every one succeeds, none is left, none is duplicated, and the
+/// retries happened (counted per task).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_experiment_1000_pods_under_409_and_429_all_succeed() {
+    let mut config = fast_config();
+    config.logs = LogMode::None;
+    let (sim, launcher, pods) = setup(config).await;
+    sim.faults()
+        .push(rule(FaultVerb::Create, "pods", FaultAction::status(409)).probability(0.30));
+    sim.faults().push(
+        rule(
+            FaultVerb::Create,
+            "pods",
+            FaultAction::Status {
+                code: 429,
+                reason: None,
+                message: None,
+                retry_after: Some(1),
+            },
+        )
+        .probability(0.05),
+    );
+    let specs = vec![task(&[("duration", "20ms")]); 1000];
+    let summary = run_many(&launcher, specs, 50, None, false, &Cancel::new()).await;
+    let failures: Vec<_> = summary
+        .results
+        .iter()
+        .filter(|r| !r.succeeded())
+        .map(|r| r.error.clone())
+        .take(5)
+        .collect();
+    assert_eq!(summary.succeeded, 1000, "failures: {failures:?}");
+    assert!(summary.retries >= 200, "retries: {}", summary.retries);
+    assert!(no_pods_left(&pods).await, "pods left behind");
+    let truth = sim.ground_truth();
+    assert_eq!(truth.len(), 1000, "a duplicate or missing pod");
+    assert!(truth.iter().all(|p| p.deleted_at.is_some()));
+    assert!(summary.p99_time_to_running_ms.is_some());
+}
+
+/// Done-when 2: a 422 fails on the first attempt with the server's message; no retry.
+#[tokio::test]
+async fn invalid_pod_should_fail_at_once_with_the_servers_message() {
+    let (sim, launcher, _pods) = setup(fast_config()).await;
+    sim.faults().push(rule(
+        FaultVerb::Create,
+        "pods",
+        FaultAction::Status {
+            code: 422,
+            reason: Some("Invalid".into()),
+            message: Some("Pod \"x\" is invalid: spec.containers[0].image: Required value".into()),
+            retry_after: None,
+        },
+    ));
+    let result = launcher
+        .run(&task(&[]), Arc::new(NullSink), &Cancel::new())
+        .await;
+    assert_eq!(result.exit_code, exit::CREATE_FAILED);
+    let error = result.error.unwrap();
+    assert!(
+        error.contains("422") && error.contains("Required value"),
+        "{error}"
+    );
+    assert_eq!(sim.counts().get("create", "pods"), 1);
+    assert!(sim.ground_truth().is_empty());
+}
+
+/// Done-when 3: the create is stored but its response lost; the retry answers AlreadyExists,
+/// the launcher recognises its launch id and adopts the pod. Exactly one pod ever existed.
+#[tokio::test]
+async fn commit_then_drop_should_adopt_our_own_pod() {
+    let (sim, launcher, pods) = setup(fast_config()).await;
+    sim.faults()
+        .push(rule(FaultVerb::Create, "pods", FaultAction::CommitThenDrop).times(1));
+    let result = launcher
+        .run(
+            &task(&[("exit-code", "0")]),
+            Arc::new(NullSink),
+            &Cancel::new(),
+        )
+        .await;
+    assert!(result.succeeded(), "{result:?}");
+    assert!(result.adopted);
+    assert!(result.retries >= 1);
+    assert_eq!(sim.ground_truth().len(), 1);
+    assert!(no_pods_left(&pods).await);
+}
+
+/// Done-when 4: a foreign pod holds the name: clear failure, the foreign pod untouched.
+#[tokio::test]
+async fn foreign_pod_with_our_name_should_fail_and_stay_untouched() {
+    let (sim, launcher, pods) = setup(fast_config()).await;
+    let mut foreign = Pod::default();
+    foreign.metadata.name = Some("clash".into());
+    foreign.metadata.annotations = Some(BTreeMap::from([(
+        "sim.podline.io/duration".to_owned(),
+        "60s".to_owned(),
+    )]));
+    foreign.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+        containers: vec![k8s_openapi::api::core::v1::Container {
+            name: "c".into(),
+            image: Some("nginx".into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let created = pods.create(&PostParams::default(), &foreign).await.unwrap();
+    let uid = created.metadata.uid.clone();
+
+    let mut spec = task(&[]);
+    spec.name = Some("clash".into());
+    spec.exact_name = true;
+    let result = launcher
+        .run(&spec, Arc::new(NullSink), &Cancel::new())
+        .await;
+    assert_eq!(result.exit_code, exit::NAME_CLASH);
+    let error = result.error.unwrap();
+    assert!(
+        error.contains("clash") && error.contains("untouched"),
+        "{error}"
+    );
+    let after = pods.get("clash").await.unwrap();
+    assert_eq!(after.metadata.uid, uid);
+    assert!(after.metadata.deletion_timestamp.is_none());
+    assert_eq!(sim.counts().get("delete", "pods"), 0);
+}
+
+/// Done-when 5: the log stream is reset 10 times and stalled 10 times mid-run; stdout is
+/// byte-identical to what the container wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_stream_resets_and_stalls_should_not_lose_or_double_a_line() {
+    let (sim, launcher, _pods) = setup(fast_config()).await;
+    sim.faults().push(
+        rule(
+            FaultVerb::Log,
+            "pods/log",
+            FaultAction::Reset {
+                after_bytes: None,
+                after_events: Some(7),
+            },
+        )
+        .times(10),
+    );
+    sim.faults().push(
+        rule(
+            FaultVerb::Log,
+            "pods/log",
+            FaultAction::Stall { after_events: 5 },
+        )
+        .times(10),
+    );
+    let sink = Arc::new(BufferSink::default());
+    let result = launcher
+        .run(
+            &task(&[("log-lines", "300"), ("duration", "3s")]),
+            sink.clone(),
+            &Cancel::new(),
+        )
+        .await;
+    assert!(result.succeeded(), "{result:?}");
+    let expected: String = (1..=300).map(|i| format!("line {i}\n")).collect();
+    let got = String::from_utf8(sink.contents()).unwrap();
+    assert_eq!(got, expected);
+    assert!(
+        result.log_reconnects >= 15,
+        "reconnects: {}",
+        result.log_reconnects
+    );
+}
+
+/// Literal logs with repeated lines written at the same instant survive resets exactly.
+#[tokio::test]
+async fn repeated_identical_lines_should_survive_resets() {
+    let (sim, launcher, _pods) = setup(fast_config()).await;
+    sim.faults().push(
+        rule(
+            FaultVerb::Log,
+            "pods/log",
+            FaultAction::Reset {
+                after_bytes: None,
+                after_events: Some(2),
+            },
+        )
+        .times(5),
+    );
+    let text = "same\nsame\nsame\nother\nsame\n";
+    let sink = Arc::new(BufferSink::default());
+    let result = launcher
+        .run(
+            &task(&[("logs", text.trim_end()), ("duration", "300ms")]),
+            sink.clone(),
+            &Cancel::new(),
+        )
+        .await;
+    assert!(result.succeeded(), "{result:?}");
+    assert_eq!(String::from_utf8(sink.contents()).unwrap(), text);
+}
+
+/// Done-when 6 (library level; the binary-level SIGTERM test is in crates/podline/tests):
+/// cancelling a running task deletes its pod and exits 143.
+#[tokio::test]
+async fn cancel_during_run_should_delete_the_pod() {
+    let (sim, launcher, pods) = setup(fast_config()).await;
+    let cancel = Cancel::new();
+    let run = {
+        let launcher = launcher.clone();
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            launcher
+                .run(&task(&[("duration", "60s")]), Arc::new(NullSink), &cancel)
+                .await
+        })
+    };
+    let running = wait_until(Duration::from_secs(10), || async {
+        pods.list(&ListParams::default()).await.is_ok_and(|l| {
+            l.items
+                .iter()
+                .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        })
+    })
+    .await;
+    assert!(running);
+    cancel.cancel(CancelReason::Terminate);
+    let result = run.await.unwrap();
+    assert_eq!(result.exit_code, exit::SIGTERM);
+    assert!(result.deleted);
+    assert!(no_pods_left(&pods).await);
+    assert!(sim.ground_truth().iter().all(|p| p.deleted_at.is_some()));
+}
+
+/// Done-when 7a: an unschedulable pod times out with a clear report and is deleted.
+#[tokio::test]
+async fn schedule_timeout_should_report_and_delete_the_pod() {
+    let mut config = fast_config();
+    config.schedule_timeout = Duration::from_millis(800);
+    let (sim, launcher, pods) = setup(config).await;
+    let result = launcher
+        .run(
+            &task(&[("unschedulable", "true")]),
+            Arc::new(NullSink),
+            &Cancel::new(),
+        )
+        .await;
+    assert_eq!(result.exit_code, exit::START_FAILED);
+    let error = result.error.clone().unwrap();
+    assert!(error.contains("not scheduled"), "{error}");
+    assert!(result.deleted);
+    assert!(
+        result.failure_report().contains("FailedScheduling"),
+        "{}",
+        result.failure_report()
+    );
+    assert!(no_pods_left(&pods).await);
+    assert_eq!(sim.ground_truth().len(), 1);
+}
+
+/// Done-when 7b: a missing image fails fast (well before the startup timeout), is reported
+/// with its reason, and the pod is deleted.
+#[tokio::test]
+async fn permanent_image_error_should_fail_fast_and_delete_the_pod() {
+    let (_sim, launcher, pods) = setup(fast_config()).await;
+    let mut spec = task(&[]);
+    spec.image = Some("registry.example/team/does-not-exist:1".into());
+    let started = std::time::Instant::now();
+    let result = launcher
+        .run(&spec, Arc::new(NullSink), &Cancel::new())
+        .await;
+    assert!(started.elapsed() < Duration::from_secs(8));
+    assert_eq!(result.exit_code, exit::START_FAILED);
+    let error = result.error.clone().unwrap();
+    assert!(error.contains("ErrImagePull"), "{error}");
+    assert!(result.deleted);
+    assert!(no_pods_left(&pods).await);
+}
+
+/// Done-when 8: the container's exit code is podline's exit code (0, 1, 137), and the failure
+/// report carries the termination message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_codes_should_propagate() {
+    let (_sim, launcher, pods) = setup(fast_config()).await;
+    for code in [0u8, 1, 137] {
+        let code_s = code.to_string();
+        let result = launcher
+            .run(
+                &task(&[("exit-code", &code_s), ("termination-message", "bye")]),
+                Arc::new(NullSink),
+                &Cancel::new(),
+            )
+            .await;
+        assert_eq!(result.exit_code, code, "{result:?}");
+        assert_eq!(result.container_exit_code(), Some(i32::from(code)));
+        if code != 0 {
+            assert_eq!(result.phase, "Failed");
+            assert!(result.failure_report().contains("bye"));
+        }
+    }
+    assert!(no_pods_left(&pods).await);
+}
+
+/// `--on-finish keep` leaves a finished pod; `delete-succeeded` keeps only failed ones.
+#[tokio::test]
+async fn on_finish_should_decide_what_is_left() {
+    let mut config = fast_config();
+    config.on_finish = OnFinish::DeleteSucceeded;
+    let (_sim, launcher, pods) = setup(config).await;
+    let ok = launcher
+        .run(&task(&[]), Arc::new(NullSink), &Cancel::new())
+        .await;
+    let bad = launcher
+        .run(
+            &task(&[("exit-code", "2")]),
+            Arc::new(NullSink),
+            &Cancel::new(),
+        )
+        .await;
+    assert!(ok.deleted && !bad.deleted);
+    let left = pods.list(&ListParams::default()).await.unwrap();
+    let names: Vec<_> = left
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    assert_eq!(names, [bad.pod]);
+}
+
+/// `--reattach`: a second run with the same task id attaches to the running pod instead of
+/// creating another one, and reports its exit code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reattach_should_attach_to_the_running_pod_of_the_task() {
+    let mut config = fast_config();
+    config.on_finish = OnFinish::Keep;
+    let (sim, first, pods) = setup(config.clone()).await;
+    let mut spec = task(&[("duration", "2s"), ("exit-code", "3")]);
+    spec.task_id = Some("nightly-etl".into());
+    // The first launcher "dies" (its run is aborted) once the pod runs.
+    let handle = {
+        let spec = spec.clone();
+        tokio::spawn(async move { first.run(&spec, Arc::new(NullSink), &Cancel::new()).await })
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            pods.list(&ListParams::default()).await.is_ok_and(|l| {
+                l.items
+                    .iter()
+                    .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            })
+        })
+        .await
+    );
+    handle.abort();
+    config.reattach = true;
+    config.on_finish = OnFinish::Delete;
+    let second = Launcher::new(client(&sim).await, "default", config);
+    let result = second.run(&spec, Arc::new(NullSink), &Cancel::new()).await;
+    assert!(result.reattached, "{result:?}");
+    assert_eq!(result.exit_code, 3);
+    assert_eq!(sim.ground_truth().len(), 1);
+    assert!(no_pods_left(&pods).await);
+}
+
+/// `--all-containers` prefixes each line with its container.
+#[tokio::test]
+async fn all_containers_should_prefix_lines() {
+    let mut config = fast_config();
+    config.logs = LogMode::AllContainers;
+    let (_sim, launcher, _pods) = setup(config).await;
+    let mut spec = task(&[("logs", "hello")]);
+    let template = Pod {
+        spec: Some(k8s_openapi::api::core::v1::PodSpec {
+            containers: vec![
+                k8s_openapi::api::core::v1::Container {
+                    name: "main".into(),
+                    image: Some("busybox".into()),
+                    ..Default::default()
+                },
+                k8s_openapi::api::core::v1::Container {
+                    name: "side".into(),
+                    image: Some("busybox".into()),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }),
+        ..Pod::default()
+    };
+    spec.template = Some(template);
+    let sink = Arc::new(BufferSink::default());
+    let result = launcher.run(&spec, sink.clone(), &Cancel::new()).await;
+    assert!(result.succeeded(), "{result:?}");
+    let got = String::from_utf8(sink.contents()).unwrap();
+    let mut lines: Vec<&str> = got.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["[main] hello", "[side] hello"]);
+}
