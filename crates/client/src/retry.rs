@@ -570,4 +570,47 @@ mod tests {
         // Never more than one call past the deadline.
         assert!(start.elapsed() <= Duration::from_secs(6) + Duration::from_millis(10));
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The delay the policy picks: at least the capped Retry-After, never past the deadline,
+        /// and none once the deadline has passed.
+        #[test]
+        fn adjusted_delays_should_respect_retry_after_cap_and_deadline(
+            proposed_ms in 0u64..20_000,
+            retry_after_s in proptest::option::of(0u32..10_000),
+            cap_s in 1u64..60,
+            deadline_s in 1u64..300,
+            elapsed_s in 0u64..400,
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+            rt.block_on(async {
+                let policy = fast_policy()
+                    .with_max_retry_after(Duration::from_secs(cap_s))
+                    .with_deadline(Some(Duration::from_secs(deadline_s)));
+                let started = Instant::now();
+                tokio::time::advance(Duration::from_secs(elapsed_s)).await;
+                let err = match retry_after_s {
+                    Some(s) => api_retry_after(429, s),
+                    None => api(429, "TooManyRequests"),
+                };
+                let proposed = Duration::from_millis(proposed_ms);
+                let remaining = Duration::from_secs(deadline_s).saturating_sub(Duration::from_secs(elapsed_s));
+                match policy.adjust(&err, Some(proposed), started) {
+                    None => prop_assert!(remaining.is_zero()),
+                    Some(d) => {
+                        prop_assert!(d <= remaining);
+                        let floor = retry_after_s
+                            .map(|s| Duration::from_secs(u64::from(s)).min(Duration::from_secs(cap_s)))
+                            .unwrap_or_default()
+                            .max(proposed);
+                        prop_assert_eq!(d, floor.min(remaining));
+                    }
+                }
+                prop_assert_eq!(policy.adjust(&err, None, started), None);
+                Ok(())
+            })?;
+        }
+    }
 }

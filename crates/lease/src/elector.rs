@@ -280,6 +280,7 @@ impl<A: LeaseApi> Election<A> {
             () = sleep_until(term.renewed_at + self.cfg.retry_period()) => {}
         }
         let deadline = term.valid_until(&self.cfg);
+        let mut stale_in_a_row = 0_u32;
         loop {
             let sent = Instant::now();
             if sent >= deadline {
@@ -298,7 +299,20 @@ impl<A: LeaseApi> Election<A> {
                         renewed_at: sent,
                     }));
                 }
-                Ok(Err(RenewError::Stale(lease))) => term.lease = lease,
+                Ok(Err(RenewError::Stale(lease))) => {
+                    term.lease = lease;
+                    // Retry at once with the fresh copy, but don't hammer the API server if
+                    // it keeps answering 409 (a fault, or a misbehaving proxy).
+                    stale_in_a_row += 1;
+                    if stale_in_a_row > 1 {
+                        let retry_at = (Instant::now() + self.cfg.retry_period()).min(deadline);
+                        tokio::select! {
+                            biased;
+                            () = cancel.cancelled() => return self.stop_leading(term.lease).await,
+                            () = sleep_until(retry_at) => {}
+                        }
+                    }
+                }
                 Ok(Err(RenewError::Lost(holder))) => {
                     let holder = holder.unwrap_or_default();
                     warn!(holder, "lost the lease to another replica");

@@ -328,3 +328,22 @@ async fn a_forbidden_lease_ends_the_election_with_an_error() {
     assert!(!leadership.is_leader());
     assert!(!leadership.wait_until_leader().await);
 }
+
+/// A server that answers 409 to every renewal while the lease still reads as ours must not be
+/// hammered: the leader retries at most every retry period, then steps down at its deadline.
+#[tokio::test(start_paused = true)]
+async fn a_leader_facing_endless_conflicts_backs_off_and_steps_down() {
+    let fake = FakeLeases::default();
+    let timeline = Timeline::default();
+    let all = start(&fake, &timeline, &["a"]);
+    wait_for_leader(&all).await;
+    fake.with(|i| i.every_nth = Some((1, Fault::Conflict)));
+    let before = fake.with(|i| i.writes);
+    tokio::time::sleep(cfg().renew_deadline() + cfg().retry_period()).await;
+    let attempts = fake.with(|i| i.writes) - before;
+    assert!(!all[0].is_leader(), "stepped down at the renew deadline");
+    assert!(
+        attempts <= 12,
+        "{attempts} write attempts in one renew deadline"
+    );
+}

@@ -10,7 +10,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    cli::init_tracing(&cli.global);
+    cli::init_tracing(&cli.global, &cli.command);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1,6 +1,7 @@
 //! Command-line surface: the global kubectl-style flags and one module per subcommand.
 
 mod bench;
+mod demo;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,6 +65,8 @@ pub enum Output {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The whole system on the embedded sim with faults switched on; checks the store at the end.
+    Demo(demo::DemoArgs),
     /// Measure podline against the issues' targets; prints a table and writes docs/benchmarks.md.
     Bench(bench::BenchArgs),
     /// Run a command as a pod, follow its logs, exit with its exit code.
@@ -80,13 +83,20 @@ pub enum Command {
     Show(query::ShowArgs),
 }
 
-/// Sets up tracing to stderr: warnings by default, louder with -v, or as RUST_LOG says.
-pub fn init_tracing(global: &Global) {
+/// Sets up tracing to stderr: podline's own info lines (retries, reconnects) and warnings by
+/// default, louder with -v, or as RUST_LOG says. The demo and the benchmark summarise retries
+/// themselves, so they default to warnings only. kube's HTTP trace layer reports every handled
+/// transport error at ERROR; podline logs those itself (as retries), so it is silenced below -vv.
+const KUBE_TRACE_LAYER: &str = "kube_client::client::builder=off";
+
+pub fn init_tracing(global: &Global, command: &Command) {
+    let summarising = matches!(command, Command::Demo(_) | Command::Bench(_));
     let default = match global.verbosity {
-        0 => "warn,podline=info",
-        1 => "info",
-        2 => "debug,hyper=info,h2=info,rustls=info",
-        _ => "trace",
+        0 if summarising => format!("warn,{KUBE_TRACE_LAYER}"),
+        0 => format!("warn,podline=info,{KUBE_TRACE_LAYER}"),
+        1 => format!("info,{KUBE_TRACE_LAYER}"),
+        2 => "debug,hyper=info,h2=info,rustls=info".to_string(),
+        _ => "trace".to_string(),
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
@@ -101,6 +111,7 @@ pub fn init_tracing(global: &Global) {
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Bench(args) => bench::run(args).await,
+        Command::Demo(args) => demo::run(args).await,
         Command::Run(args) => run::run(*args, &cli.global).await,
         Command::Sim(args) => sim::run(*args, &cli.global).await,
         Command::Record(args) => record::run(*args, &cli.global).await,

@@ -68,10 +68,36 @@ pub struct RecordArgs {
     /// This replica's name in the Lease (default: $POD_NAME, else $HOSTNAME). Must be unique.
     #[arg(long, env = "POD_NAME", value_name = "NAME")]
     pub leader_identity: Option<String>,
+    /// Where records go: `store` (--db) or `mlmd`, ML Metadata as Kubeflow Pipelines'
+    /// metadata-writer writes it (KFP mode, configured by KFP's environment variables:
+    /// NAMESPACE_TO_WATCH, K8S_WATCH_SERVER_SIDE_TIMEOUT, K8S_WATCH_CLIENT_SIDE_TIMEOUT,
+    /// POD_NAMESPACE, CLUSTER_DOMAIN, METADATA_GRPC_MAX_RECEIVE_MESSAGE_LENGTH,
+    /// METADATA_TLS_ENABLED, CA_CERT_PATH).
+    #[arg(long, value_enum, default_value_t = Sink::Store)]
+    pub sink: Sink,
+    /// Shorthand for `--sink mlmd`.
+    #[arg(long)]
+    pub kfp: bool,
+    /// MLMD gRPC address for `--sink mlmd`; default
+    /// metadata-grpc-service.<POD_NAMESPACE><CLUSTER_DOMAIN>:8080, like KFP.
+    #[arg(long, env = "PODLINE_MLMD_ADDRESS", value_name = "HOST:PORT")]
+    pub mlmd_address: Option<String>,
+}
+
+/// Where `podline record` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sink {
+    /// podline's store (SQLite or PostgreSQL, see --db).
+    Store,
+    /// ML Metadata over gRPC, as Kubeflow Pipelines' metadata-writer (KFP mode).
+    Mlmd,
 }
 
 /// Runs the recorder until SIGTERM/Ctrl-C or a fatal watch error.
 pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> {
+    if args.kfp || args.sink == Sink::Mlmd {
+        return run_kfp(args, global).await;
+    }
     // Everything the user typed is validated before touching the network or the disk.
     let timeouts = match WatchTimeouts::resolve(
         args.watch_server_timeout.as_deref(),
@@ -169,6 +195,33 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     }
     outcome?;
     tracing::info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// KFP mode: Argo pods into ML Metadata (podline_mlmd), with KFP's environment variables.
+async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> {
+    use podline_mlmd::kfp::{KfpEnv, mlmd_config, run_daemon};
+    let mut env = match KfpEnv::from_env() {
+        Ok(env) => env,
+        Err(err) => return usage(err),
+    };
+    if args.all_namespaces {
+        env.namespace_to_watch = None;
+    }
+    let mlmd = match mlmd_config(&env, args.mlmd_address.as_deref()) {
+        Ok(mlmd) => mlmd,
+        Err(err) => return usage(format!("--mlmd-address: {err}")),
+    };
+    let connected = connect(&ConnectOptions {
+        kubeconfig: global.kubeconfig.clone(),
+        context: global.context.clone(),
+        namespace: global.namespace.clone(),
+        client_timeout: env.client_side_timeout,
+    })
+    .await?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    run_daemon(connected.client, &env, &mlmd, shutdown.cancelled_owned()).await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -293,6 +346,12 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(h.args.watch_client_timeout.as_deref(), Some("2s"));
+        assert_eq!(h.args.sink, Sink::Store);
+        let kfp =
+            Harness::try_parse_from(["x", "--sink", "mlmd", "--mlmd-address", "h:1"]).unwrap();
+        assert_eq!(kfp.args.sink, Sink::Mlmd);
+        assert_eq!(kfp.args.mlmd_address.as_deref(), Some("h:1"));
+        assert!(Harness::try_parse_from(["x", "--kfp"]).unwrap().args.kfp);
         assert_eq!(h.args.watch_server_timeout.as_deref(), Some("30"));
     }
 

@@ -35,10 +35,14 @@ impl SimProcess {
             .spawn()
             .context("starting `podline sim`")?;
         for _ in 0..200 {
-            if let Ok(text) = std::fs::read_to_string(&kubeconfig) {
-                if text.contains("server:") {
-                    return Ok(SimProcess { child, _dir: dir, kubeconfig_yaml: text });
-                }
+            if let Ok(text) = std::fs::read_to_string(&kubeconfig)
+                && text.contains("server:")
+            {
+                return Ok(SimProcess {
+                    child,
+                    _dir: dir,
+                    kubeconfig_yaml: text,
+                });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -54,7 +58,8 @@ impl SimProcess {
 
 /// Resident set size of a process in MiB, from /proc.
 pub fn rss_mib(pid: u32) -> anyhow::Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).context("reading /proc/<pid>/status")?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .context("reading /proc/<pid>/status")?;
     let kib = status
         .lines()
         .find(|line| line.starts_with("VmRSS:"))

@@ -5,8 +5,10 @@
 //! process so that the benchmark's own allocations don't count.
 
 mod child;
+mod launch;
 mod report;
 mod sim;
+mod store;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,6 +39,10 @@ pub struct BenchArgs {
 pub enum Part {
     /// The embedded API server.
     Sim,
+    /// The launcher.
+    Launch,
+    /// The lifecycle store.
+    Store,
 }
 
 /// Problem sizes; `--quick` shrinks them.
@@ -47,14 +53,32 @@ pub struct Sizes {
     watchers: usize,
     watch_seconds: u64,
     rss_pods: usize,
+    launch_pods: usize,
+    store_pods: usize,
 }
 
 impl Sizes {
     fn new(quick: bool) -> Sizes {
         if quick {
-            Sizes { sim_creates: 4_000, list_pods: 10_000, watchers: 20, watch_seconds: 3, rss_pods: 10_000 }
+            Sizes {
+                sim_creates: 4_000,
+                list_pods: 10_000,
+                watchers: 20,
+                watch_seconds: 3,
+                rss_pods: 10_000,
+                launch_pods: 400,
+                store_pods: 5_000,
+            }
         } else {
-            Sizes { sim_creates: 16_000, list_pods: 10_000, watchers: 100, watch_seconds: 5, rss_pods: 100_000 }
+            Sizes {
+                sim_creates: 16_000,
+                list_pods: 10_000,
+                watchers: 100,
+                watch_seconds: 5,
+                rss_pods: 100_000,
+                launch_pods: 2_000,
+                store_pods: 25_000,
+            }
         }
     }
 }
@@ -62,7 +86,9 @@ impl Sizes {
 /// Runs the benchmarks, prints the table and writes the report.
 pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if cfg!(debug_assertions) {
-        eprintln!("warning: this is a debug build; run `cargo run --release -- bench` for real figures");
+        eprintln!(
+            "warning: this is a debug build; run `cargo run --release -- bench` for real figures"
+        );
     }
     let sizes = Sizes::new(args.quick);
     let wants = |part: Part| args.only.is_empty() || args.only.contains(&part);
@@ -77,15 +103,39 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 .into(),
         );
     }
+    if wants(Part::Launch) {
+        eprintln!("benchmarking the launcher...");
+        rows.extend(
+            launch::run(sizes.launch_pods)
+                .await
+                .context("launch benchmark")?,
+        );
+        notes.push(
+            "launch: pods run 50 ms in the sim, which schedules after 10 ms and pulls for 10 ms; \
+             the time-to-running target is podline's 20 ms overhead on top of those 20 ms."
+                .into(),
+        );
+    }
+    if wants(Part::Store) {
+        eprintln!("benchmarking the store...");
+        rows.extend(
+            store::run(sizes.store_pods)
+                .await
+                .context("store benchmark")?,
+        );
+        notes.push("store: 4 events per pod (Pending, Running, Succeeded upserts, Deleted), 500 per transaction with the resume point.".into());
+    }
     println!("{}", report::markdown(&rows));
-    report::write_file(&args.out, &rows, &notes).with_context(|| format!("writing {}", args.out.display()))?;
+    report::write_file(&args.out, &rows, &notes)
+        .with_context(|| format!("writing {}", args.out.display()))?;
     eprintln!("wrote {}", args.out.display());
     Ok(ExitCode::SUCCESS)
 }
 
 /// A kube client from a kubeconfig text (how users reach the sim).
 async fn kube_client(kubeconfig_yaml: &str) -> anyhow::Result<kube::Client> {
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(kubeconfig_yaml).context("parsing the sim's kubeconfig")?;
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(kubeconfig_yaml)
+        .context("parsing the sim's kubeconfig")?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .context("loading the sim's kubeconfig")?;
@@ -98,7 +148,9 @@ fn scripted_pod(name: &str, duration: &str) -> Pod {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
             labels: Some([("app".to_string(), "bench".to_string())].into()),
-            annotations: Some([("sim.podline.io/duration".to_string(), duration.to_string())].into()),
+            annotations: Some(
+                [("sim.podline.io/duration".to_string(), duration.to_string())].into(),
+            ),
             ..ObjectMeta::default()
         },
         spec: Some(PodSpec {

@@ -21,7 +21,13 @@ pub struct Row {
 
 impl Row {
     /// A row whose figure must be at least `target` (higher is better).
-    pub fn at_least(area: &'static str, metric: impl Into<String>, value: f64, target: f64, unit: &str) -> Row {
+    pub fn at_least(
+        area: &'static str,
+        metric: impl Into<String>,
+        value: f64,
+        target: f64,
+        unit: &str,
+    ) -> Row {
         Row {
             area,
             metric: metric.into(),
@@ -32,7 +38,13 @@ impl Row {
     }
 
     /// A row whose figure must be at most `target` (lower is better).
-    pub fn at_most(area: &'static str, metric: impl Into<String>, value: f64, target: f64, unit: &str) -> Row {
+    pub fn at_most(
+        area: &'static str,
+        metric: impl Into<String>,
+        value: f64,
+        target: f64,
+        unit: &str,
+    ) -> Row {
         Row {
             area,
             metric: metric.into(),
@@ -40,11 +52,6 @@ impl Row {
             measured: format!("{} {unit}", human(value)),
             met: Some(value <= target),
         }
-    }
-
-    /// A row reported for information, with no target.
-    pub fn info(area: &'static str, metric: impl Into<String>, measured: impl Into<String>) -> Row {
-        Row { area, metric: metric.into(), target: String::new(), measured: measured.into(), met: None }
     }
 }
 
@@ -55,7 +62,7 @@ pub fn human(value: f64) -> String {
         let digits = rounded.abs().to_string();
         let mut out = String::new();
         for (i, c) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i) % 3 == 0 {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
                 out.push(',');
             }
             out.push(c);
@@ -79,7 +86,9 @@ pub fn machine() -> String {
                 .map(|model| model.trim().to_string())
         })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let memory_gib = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|info| {
@@ -90,31 +99,46 @@ pub fn machine() -> String {
         })
         .map(|kib| kib / 1024.0 / 1024.0)
         .unwrap_or(0.0);
-    format!("{cores} cores ({cpu}), {memory_gib:.0} GiB RAM, {} {}", std::env::consts::OS, std::env::consts::ARCH)
+    format!(
+        "{cores} cores ({cpu}), {memory_gib:.0} GiB RAM, {} {}",
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    )
 }
 
 /// Renders the rows as a Markdown table.
 pub fn markdown(rows: &[Row]) -> String {
-    let mut out = String::from("| area | metric | target | measured | met |\n|---|---|---|---|---|\n");
+    let mut out =
+        String::from("| area | metric | target | measured | met |\n|---|---|---|---|---|\n");
     for row in rows {
         let met = match row.met {
             Some(true) => "yes",
             Some(false) => "**no**",
             None => "",
         };
-        let _ = writeln!(out, "| {} | {} | {} | {} | {} |", row.area, row.metric, row.target, row.measured, met);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            row.area, row.metric, row.target, row.measured, met
+        );
     }
     out
 }
 
 /// Writes docs/benchmarks.md: how to reproduce, the machine, the date, the table and notes.
 pub fn write_file(path: &Path, rows: &[Row], notes: &[String]) -> std::io::Result<()> {
-    let now = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC").to_string();
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%d %H:%M UTC")
+        .to_string();
     let mut text = String::from("# Benchmarks\n\n");
-    text.push_str("Reproduce with one command (it builds in release mode and takes a few minutes):\n\n");
+    text.push_str(
+        "Reproduce with one command (it builds in release mode and takes a few minutes):\n\n",
+    );
     text.push_str("```sh\ncargo run --release -- bench\n```\n\n");
     text.push_str("`--only sim,launch,record,store` runs a subset; `--quick` uses smaller sizes (the targets then\n");
-    text.push_str("still apply to the rates, not to the sizes). Each figure is one run, not a best-of.\n\n");
+    text.push_str(
+        "still apply to the rates, not to the sizes). Each figure is one run, not a best-of.\n\n",
+    );
     let _ = writeln!(text, "Measured {now} on: {}.\n", machine());
     text.push_str(&markdown(rows));
     if !notes.is_empty() {
@@ -143,9 +167,15 @@ mod tests {
 
     #[test]
     fn rows_say_whether_the_target_was_met() {
-        assert_eq!(Row::at_least("sim", "creates", 2500.0, 2000.0, "/s").met, Some(true));
-        assert_eq!(Row::at_most("sim", "list", 150.0, 100.0, "ms").met, Some(false));
-        let table = markdown(&[Row::info("sim", "x", "1")]);
-        assert!(table.contains("| sim | x |  | 1 |  |"));
+        assert_eq!(
+            Row::at_least("sim", "creates", 2500.0, 2000.0, "/s").met,
+            Some(true)
+        );
+        assert_eq!(
+            Row::at_most("sim", "list", 150.0, 100.0, "ms").met,
+            Some(false)
+        );
+        let table = markdown(&[Row::at_least("sim", "x", 1.0, 2.0, "/s")]);
+        assert!(table.contains("| sim | x | >= 2 /s | 1 /s | **no** |"));
     }
 }

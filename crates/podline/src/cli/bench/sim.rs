@@ -52,12 +52,17 @@ async fn creates(sim: &Sim, total: usize) -> anyhow::Result<Row> {
         }));
     }
     for task in tasks {
-        task.await.context("create task panicked")?.context("create failed")?;
+        task.await
+            .context("create task panicked")?
+            .context("create failed")?;
     }
     let rate = (per_client * CLIENTS) as f64 / started.elapsed().as_secs_f64();
     Ok(Row::at_least(
         AREA,
-        format!("pod creates over loopback, 16 concurrent clients ({} pods, HTTP/1.1, no kubelet)", per_client * CLIENTS),
+        format!(
+            "pod creates over loopback, 16 concurrent clients ({} pods, HTTP/1.1, no kubelet)",
+            per_client * CLIENTS
+        ),
         rate,
         2000.0,
         "/s",
@@ -74,13 +79,19 @@ async fn list_latency(sim: &Sim, count: usize) -> anyhow::Result<Row> {
         let api = api.clone();
         tasks.push(tokio::spawn(async move {
             for i in (chunk..count).step_by(8) {
-                api.create(&PostParams::default(), &scripted_pod(&format!("list-{i}"), "1s")).await?;
+                api.create(
+                    &PostParams::default(),
+                    &scripted_pod(&format!("list-{i}"), "1s"),
+                )
+                .await?;
             }
             Ok::<_, kube::Error>(())
         }));
     }
     for task in tasks {
-        task.await.context("list setup task panicked")?.context("list setup create failed")?;
+        task.await
+            .context("list setup task panicked")?
+            .context("list setup create failed")?;
     }
     let mut samples = Vec::new();
     for _ in 0..7 {
@@ -90,11 +101,20 @@ async fn list_latency(sim: &Sim, count: usize) -> anyhow::Result<Row> {
         let started = Instant::now();
         let body = client.request_text(request).await.context("LIST failed")?;
         samples.push(started.elapsed());
-        anyhow::ensure!(body.len() > count * 100, "the LIST answer is too short to hold {count} pods");
+        anyhow::ensure!(
+            body.len() > count * 100,
+            "the LIST answer is too short to hold {count} pods"
+        );
     }
     samples.sort();
     let median = samples[samples.len() / 2];
-    Ok(Row::at_most(AREA, format!("LIST of {count} pods (median of 7)"), median.as_secs_f64() * 1000.0, 100.0, "ms"))
+    Ok(Row::at_most(
+        AREA,
+        format!("LIST of {count} pods (median of 7)"),
+        median.as_secs_f64() * 1000.0,
+        100.0,
+        "ms",
+    ))
 }
 
 /// `watchers` watches on one namespace while pods are created there at 1,000/s for `seconds`:
@@ -145,18 +165,28 @@ async fn watch_fanout(sim: &Sim, watchers: usize, seconds: u64) -> anyhow::Resul
             let mut tick = tokio::time::interval(Duration::from_micros(4_000_000 / RATE));
             for i in (producer..expected).step_by(4) {
                 tick.tick().await;
-                api.create(&PostParams::default(), &scripted_pod(&format!("watch-{i}"), "1s")).await?;
+                api.create(
+                    &PostParams::default(),
+                    &scripted_pod(&format!("watch-{i}"), "1s"),
+                )
+                .await?;
             }
             Ok::<_, kube::Error>(())
         }));
     }
     for producer in producers {
-        producer.await.context("producer panicked")?.context("producer create failed")?;
+        producer
+            .await
+            .context("producer panicked")?
+            .context("producer create failed")?;
     }
     let produce_secs = started.elapsed().as_secs_f64();
     let mut missing = 0u64;
     for task in watch_tasks {
-        let seen = task.await.context("watcher panicked")?.context("watch failed")?;
+        let seen = task
+            .await
+            .context("watcher panicked")?
+            .context("watch failed")?;
         missing += expected - seen.min(expected);
     }
     let per_watcher_rate = expected as f64 / produce_secs;
@@ -168,7 +198,13 @@ async fn watch_fanout(sim: &Sim, watchers: usize, seconds: u64) -> anyhow::Resul
             1000.0,
             "/s",
         ),
-        Row::at_most(AREA, format!("watch events dropped across {watchers} watchers"), missing as f64, 0.0, "events"),
+        Row::at_most(
+            AREA,
+            format!("watch events dropped across {watchers} watchers"),
+            missing as f64,
+            0.0,
+            "events",
+        ),
     ])
 }
 
@@ -183,16 +219,28 @@ async fn rss_holding_pods(count: usize) -> anyhow::Result<Row> {
         let api = api.clone();
         tasks.push(tokio::spawn(async move {
             for i in (chunk..count).step_by(16) {
-                api.create(&PostParams::default(), &scripted_pod(&format!("rss-{i}"), "1h")).await?;
+                api.create(
+                    &PostParams::default(),
+                    &scripted_pod(&format!("rss-{i}"), "1h"),
+                )
+                .await?;
             }
             Ok::<_, kube::Error>(())
         }));
     }
     for task in tasks {
-        task.await.context("rss setup task panicked")?.context("rss setup create failed")?;
+        task.await
+            .context("rss setup task panicked")?
+            .context("rss setup create failed")?;
     }
     let rss_mib = sim.rss_mib()?;
-    Ok(Row::at_most(AREA, format!("RSS of `podline sim` holding {count} scripted pods"), rss_mib, 1024.0, "MiB"))
+    Ok(Row::at_most(
+        AREA,
+        format!("RSS of `podline sim` holding {count} scripted pods"),
+        rss_mib,
+        1024.0,
+        "MiB",
+    ))
 }
 
 async fn ensure_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
