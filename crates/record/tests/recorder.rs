@@ -219,7 +219,6 @@ fn watch_rule(action: FaultAction, probability: f64) -> FaultRule {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "KUBELET-GATE: needs the simulated kubelet on main"]
 async fn records_1000_pods_exactly_while_watches_stall_past_the_client_timeout() {
     // Half of the watch requests stall after 30 events; the 2 s server timeout keeps new watch
     // requests coming so the fault repeats through the run.
@@ -232,7 +231,6 @@ async fn records_1000_pods_exactly_while_watches_stall_past_the_client_timeout()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "KUBELET-GATE: needs the simulated kubelet on main"]
 async fn records_1000_pods_exactly_while_the_server_ends_watches_at_its_timeout() {
     // timeoutSeconds=2: the server ends every watch after 2 s, cleanly.
     let (m, _) = thousand_pods_under(vec![], timeouts(2, 1000), idle).await;
@@ -244,7 +242,6 @@ async fn records_1000_pods_exactly_while_the_server_ends_watches_at_its_timeout(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "KUBELET-GATE: needs the simulated kubelet on main"]
 async fn records_1000_pods_exactly_while_connections_reset_mid_chunk() {
     let reset = watch_rule(
         FaultAction::Reset {
@@ -260,7 +257,6 @@ async fn records_1000_pods_exactly_while_connections_reset_mid_chunk() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "KUBELET-GATE: needs the simulated kubelet on main"]
 async fn records_1000_pods_exactly_while_lists_fail_with_5xx() {
     let list_5xx = FaultRule::new(FaultAction::status(503))
         .verb(FaultVerb::List)
@@ -281,7 +277,6 @@ async fn records_1000_pods_exactly_while_lists_fail_with_5xx() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "KUBELET-GATE: needs the simulated kubelet on main"]
 async fn records_1000_pods_exactly_with_410_after_compaction_during_outages() {
     let (m, _) = thousand_pods_under(vec![], timeouts(60, 1000), |sim: Sim| async move {
         tokio::time::sleep(Duration::from_millis(700)).await;
@@ -296,7 +291,6 @@ async fn records_1000_pods_exactly_with_410_after_compaction_during_outages() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "KUBELET-GATE: needs the simulated kubelet on main"]
 async fn records_1000_pods_exactly_across_api_restarts() {
     let (m, _) = thousand_pods_under(vec![], timeouts(60, 1000), |sim: Sim| async move {
         tokio::time::sleep(Duration::from_millis(600)).await;
@@ -312,7 +306,6 @@ async fn records_1000_pods_exactly_across_api_restarts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "KUBELET-GATE: needs the simulated kubelet on main"]
 async fn records_1000_pods_exactly_when_lists_stall() {
     let list_stall = FaultRule::new(FaultAction::Stall { after_events: 0 })
         .verb(FaultVerb::List)
@@ -346,7 +339,6 @@ fn counter(metrics: &Metrics, name: &str) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "KUBELET-GATE: needs the simulated kubelet on main"]
 async fn events_flow_again_within_the_client_timeout_plus_one_backoff_step_after_a_stall() {
     let sim = sim().await;
     let dir = tempfile::tempdir().unwrap();
@@ -408,7 +400,6 @@ async fn an_idle_watch_that_reconnects_ten_times_lists_only_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "KUBELET-GATE: needs the simulated kubelet on main"]
 async fn a_restarted_recorder_resumes_without_listing_and_without_duplicates() {
     let sim = sim().await;
     let dir = tempfile::tempdir().unwrap();
@@ -436,7 +427,6 @@ async fn a_restarted_recorder_resumes_without_listing_and_without_duplicates() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "KUBELET-GATE: needs the simulated kubelet on main"]
 async fn pods_deleted_while_not_watching_are_marked_vanished_after_the_relist() {
     let sim = sim().await;
     let dir = tempfile::tempdir().unwrap();
