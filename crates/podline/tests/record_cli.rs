@@ -183,11 +183,14 @@ async fn kill_9_at_random_points_twenty_times_loses_and_duplicates_nothing() {
         let sim = sim.clone();
         async move {
             let api: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+            let start = tokio::time::Instant::now();
             futures::stream::iter(0..N)
                 .for_each_concurrent(8, |i| {
                     let api = api.clone();
                     async move {
-                        tokio::time::sleep(Duration::from_millis((i as u64) * 6)).await;
+                        // Spread over ~6 s (an absolute schedule, whatever the concurrency).
+                        tokio::time::sleep_until(start + Duration::from_millis((i as u64) * 6))
+                            .await;
                         while let Err(err) = api.create(&PostParams::default(), &pod(i)).await {
                             if matches!(&err, kube::Error::Api(s) if s.code == 409) {
                                 break;

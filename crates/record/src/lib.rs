@@ -1,11 +1,35 @@
 //! The recorder: watches pods and writes their lifecycle into a store, losing no event and writing
 //! nothing twice.
 //!
+//! It is what Kubeflow's metadata-writer should have been: a list+watch that resumes from the last
+//! resourceVersion (never re-lists on a routine reconnect), a store write path that never makes
+//! the watch wait, and a resume point committed in the same transaction as the data it covers, so
+//! a restart (even `kill -9`) neither skips nor repeats anything.
+//!
 //! The pieces, each in its own module:
+//! - [`recorder`]: [`Recorder`] — the watch task, the coalescing queue and the writer task;
 //! - [`lifecycle`]: the pure mapping from a `Pod` to what is stored (transitions derived from the
-//!   object itself, so nothing depends on seeing every event).
-//! - [`metrics`]: the Prometheus metrics.
-//! - [`health`]: `/metrics`, `/healthz` and `/readyz` over axum.
+//!   object itself, so nothing depends on seeing every event; no env values ever copied);
+//! - [`reconcile`]: after a relist, pods the store believes live but the list lacks are marked
+//!   vanished (deleted, final state unknown);
+//! - [`selector`]: `-l` label selectors, parsed once and evaluated on stored labels;
+//! - [`metrics`] and [`health`]: Prometheus `/metrics`, `/healthz`, `/readyz` over axum.
+//!
+//! ```no_run
+//! use podline_record::{CancellationToken, Recorder, RecorderConfig, health};
+//!
+//! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let store = podline_store::open("podline.db").await?;
+//! let config = RecorderConfig::new("https://my-cluster:6443", Some("default".to_owned()));
+//! let recorder = Recorder::new(client, store, config);
+//! let listener = health::bind("127.0.0.1:9464".parse()?).await?;
+//! let shutdown = CancellationToken::new();
+//! tokio::spawn(health::serve(listener, recorder.health(), shutdown.clone()));
+//! // Returns Ok after `shutdown.cancel()` (queue flushed), Err only on what no retry can fix.
+//! recorder.run(shutdown).await?;
+//! # Ok(())
+//! # }
+//! ```
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 

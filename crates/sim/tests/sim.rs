@@ -3,5 +3,10 @@
 mod sim {
     pub mod common;
     mod crud;
+    mod errors;
+    mod faults;
+    mod kinds;
+    mod kubectl;
     mod kubelet;
+    mod watch;
 }

@@ -76,6 +76,9 @@ async fn handle<K: ApiKind>(
         return Err(ApiError::path_not_found());
     }
     let is_pod = K::RESOURCE == "pods";
+    if info.name.is_empty() && matches!(info.verb.as_str(), "update" | "patch") {
+        return Err(ApiError::method_not_allowed(&info.verb));
+    }
     let query = req.uri().query().map(str::to_owned);
     match (info.subresource.as_str(), info.verb.as_str()) {
         ("log", "get") if is_pod => super::logs::pod_log(&state, &info, query.as_deref()).await,

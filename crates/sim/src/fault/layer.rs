@@ -3,6 +3,7 @@
 //! ends early, a TCP reset in the middle of a chunk, or a create that commits while its
 //! connection drops.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -23,6 +24,9 @@ use crate::status::ApiError;
 /// Bytes sent when a reset fires between events: the connection is cut in the middle of them,
 /// so the client sees the start of an event and then a reset.
 const CUT_FILLER: &[u8] = b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"";
+
+/// Pause between the last full frame and a reset (see [`BodyState::BeforeCut`]).
+const CUT_DELAY: Duration = Duration::from_millis(100);
 
 /// Middleware applying the sim's fault rules.
 pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next) -> Response {
@@ -140,6 +144,9 @@ enum BodyState {
     Passing,
     /// The next poll arms the cut and sends these bytes (of which about half reach the wire).
     CutWith(Bytes),
+    /// Waiting a moment before the cut, so the client has read what was sent (a reset makes the
+    /// peer's kernel discard unread data).
+    BeforeCut(Pin<Box<tokio::time::Sleep>>, Bytes),
     /// Nothing more is ever sent; the connection stays open (or is being reset).
     Stalled,
     /// Ended cleanly.
@@ -192,7 +199,18 @@ impl HttpBody for FaultBody {
                     this.state = BodyState::Done;
                     return Poll::Ready(None);
                 }
-                BodyState::CutWith(bytes) => return this.cut(bytes),
+                BodyState::CutWith(bytes) => {
+                    this.state =
+                        BodyState::BeforeCut(Box::pin(tokio::time::sleep(CUT_DELAY)), bytes);
+                    continue;
+                }
+                BodyState::BeforeCut(mut sleep, bytes) => {
+                    if sleep.as_mut().poll(cx).is_pending() {
+                        this.state = BodyState::BeforeCut(sleep, bytes);
+                        return Poll::Pending;
+                    }
+                    return this.cut(bytes);
+                }
                 BodyState::Passing => {}
             }
             match this.mode {

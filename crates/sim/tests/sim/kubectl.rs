@@ -1,0 +1,123 @@
+//! kubectl against the sim over HTTPS, each run bounded by a timeout.
+
+use std::process::Output;
+use std::time::Duration;
+
+use podline_sim::{Sim, SimConfig};
+use tokio::process::Command;
+
+async fn https_sim() -> Sim {
+    podline_testkit::start_sim(SimConfig::default().kubelet_enabled(false)).await
+}
+
+async fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new("kubectl");
+    cmd.arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .kill_on_drop(true);
+    tokio::time::timeout(Duration::from_secs(30), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
+        .expect("kubectl runs")
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "kubectl failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn kubectl_runs_gets_patches_selects_and_deletes_pods() {
+    let sim = https_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let path = kc.path();
+    ok(&kubectl(
+        path,
+        &[
+            "run",
+            "hello",
+            "--image=busybox",
+            "--restart=Never",
+            "--labels=app=web",
+        ],
+    )
+    .await);
+    ok(&kubectl(
+        path,
+        &[
+            "run",
+            "other",
+            "--image=busybox",
+            "--restart=Never",
+            "--labels=app=db",
+        ],
+    )
+    .await);
+    let json = ok(&kubectl(path, &["get", "pod", "hello", "-o", "json"]).await);
+    let pod: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(pod["metadata"]["name"], "hello");
+    assert_eq!(pod["status"]["phase"], "Pending");
+    let names = ok(&kubectl(path, &["get", "pods", "-l", "app=web", "-o", "name"]).await);
+    assert_eq!(names.trim(), "pod/hello");
+    ok(&kubectl(
+        path,
+        &[
+            "patch",
+            "pod",
+            "hello",
+            "--subresource=status",
+            "-p",
+            r#"{"status":{"phase":"Running"}}"#,
+        ],
+    )
+    .await);
+    let phase = ok(&kubectl(
+        path,
+        &["get", "pod", "hello", "-o", "jsonpath={.status.phase}"],
+    )
+    .await);
+    assert_eq!(phase, "Running");
+    ok(&kubectl(path, &["delete", "pod", "other", "--wait=false"]).await);
+    let names = ok(&kubectl(path, &["get", "pods", "-o", "name"]).await);
+    assert_eq!(names.trim(), "pod/hello");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubectl_get_pods_watch_sees_a_new_pod_arrive() {
+    let sim = https_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let mut cmd = Command::new("kubectl");
+    cmd.arg("--kubeconfig")
+        .arg(kc.path())
+        .args(["get", "pods", "-w", "-o", "name", "--request-timeout=0"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().expect("kubectl");
+    let stdout = child.stdout.take().expect("stdout");
+    // Give kubectl time to list and start watching, then create a pod through the API.
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::default_namespaced(podline_testkit::client(&sim).await);
+    let started = podline_testkit::wait_until(Duration::from_secs(20), || async {
+        sim.counts().get("watch", "pods") > 0
+    })
+    .await;
+    assert!(started, "kubectl started a watch");
+    pods.create(&Default::default(), &super::common::pod("arrives"))
+        .await
+        .expect("create");
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("a line within 20 s")
+        .expect("read");
+    assert_eq!(line.as_deref(), Some("pod/arrives"));
+    child.kill().await.expect("kill");
+    sim.shutdown().await;
+}
