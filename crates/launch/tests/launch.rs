@@ -228,7 +228,7 @@ async fn log_stream_resets_and_stalls_should_not_lose_or_double_a_line() {
     let sink = Arc::new(BufferSink::default());
     let result = launcher
         .run(
-            &task(&[("log-lines", "300"), ("duration", "3s")]),
+            &task(&[("log-lines", "300"), ("duration", "6s")]),
             sink.clone(),
             &Cancel::new(),
         )
