@@ -135,7 +135,9 @@ pub fn write_file(path: &Path, rows: &[Row], notes: &[String]) -> std::io::Resul
         "Reproduce with one command (it builds in release mode and takes a few minutes):\n\n",
     );
     text.push_str("```sh\ncargo run --release -- bench\n```\n\n");
-    text.push_str("`--only sim,launch,store` runs a subset; `--quick` uses smaller sizes (the targets then\n");
+    text.push_str(
+        "`--only sim,launch,store` runs a subset; `--quick` uses smaller sizes (the targets then\n",
+    );
     text.push_str(
         "still apply to the rates, not to the sizes). Each figure is one run, not a best-of.\n\n",
     );
