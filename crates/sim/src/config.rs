@@ -41,6 +41,10 @@ pub struct SimConfig {
     pub bookmark_interval: Duration,
     /// Fault rules active from the start (more can be pushed at runtime).
     pub faults: FaultPlan,
+    /// Serve HTTP/1.1 only (default false: HTTP/2 and HTTP/1.1, like a real API server). Over
+    /// TLS, ALPN then offers only `http/1.1`; over plain HTTP, HTTP/2 prior knowledge is refused.
+    /// Tests the clients' fallback to HTTP/1.1.
+    pub http1_only: bool,
 }
 
 impl Default for SimConfig {
@@ -54,6 +58,7 @@ impl Default for SimConfig {
             history_max_events: DEFAULT_HISTORY_MAX_EVENTS,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             faults: FaultPlan::default(),
+            http1_only: false,
         }
     }
 }
@@ -105,6 +110,12 @@ impl SimConfig {
     #[must_use]
     pub fn bookmark_interval(mut self, interval: Duration) -> Self {
         self.bookmark_interval = interval;
+        self
+    }
+    /// HTTP/1.1 only (true) or HTTP/2 and HTTP/1.1 (false, the default).
+    #[must_use]
+    pub fn http1_only(mut self, http1_only: bool) -> Self {
+        self.http1_only = http1_only;
         self
     }
     /// Sets the initial fault plan.

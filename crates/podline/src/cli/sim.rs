@@ -16,6 +16,7 @@ const AFTER_HELP: &str = "\
 Examples:
   podline sim                                   # HTTPS on a random port, kubeconfig in ./podline-sim.kubeconfig
   podline sim --listen 127.0.0.1:6443 --plain-http
+  podline sim --http1-only                      # no HTTP/2: clients fall back to HTTP/1.1
   podline sim --no-kubelet                      # API only: pods stay Pending, you drive their status
   podline sim --faults faults.yaml              # e.g. 30% of pod creates answer 409 Conflict
 
@@ -24,7 +25,8 @@ A faults file (YAML or JSON):
     - { verb: create, resource: pods, probability: 0.3, action: { status: { code: 409 } } }
     - { verb: watch, resource: pods, times: 1, action: { reset: { after_events: 5 } } }
 Actions: status {code, reason, message, retry_after}, latency {ms}, stall {after_events},
-reset {after_bytes | after_events}, end_early {after_events}, commit_then_drop.
+reset {after_bytes | after_events}, end_early {after_events}, commit_then_drop,
+freeze {after_ms} (the request's whole TCP connection stops reading and writing, never closes).
 Rules can also be changed at runtime: GET/POST/DELETE /_sim/faults, GET /_sim/counts,
 POST /_sim/compact, POST /_sim/restart?seconds=N (same bearer token as the API).
 
@@ -41,6 +43,10 @@ pub struct SimArgs {
     /// Serve plain HTTP instead of HTTPS with a generated CA.
     #[arg(long)]
     pub plain_http: bool,
+    /// Serve HTTP/1.1 only. By default the sim serves HTTP/2 and HTTP/1.1 like a real API server
+    /// (ALPN `h2`, `http/1.1` over TLS; HTTP/2 prior knowledge over plain HTTP).
+    #[arg(long)]
+    pub http1_only: bool,
     /// Bearer token clients must send (default: random). Prefer the environment variable.
     #[arg(
         long,
@@ -107,6 +113,7 @@ impl SimArgs {
         let mut cfg = SimConfig::default()
             .addr(self.listen)
             .tls(!self.plain_http)
+            .http1_only(self.http1_only)
             .kubelet(kubelet)
             .history_window(self.history_window)
             .bookmark_interval(self.bookmark_interval);

@@ -1,7 +1,7 @@
 //! The fault middleware: decides per request (from [`crate::fault::FaultHandle`]) and acts the
 //! way a client would observe a real failure: a Status answer, a delay, a stream that stalls or
-//! ends early, a TCP reset in the middle of a chunk, or a create that commits while its
-//! connection drops.
+//! ends early, a TCP reset in the middle of a chunk, a create that commits while its connection
+//! drops, or a connection that freezes (a frozen proxy).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -95,6 +95,23 @@ pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next
         FaultAction::EndEarly { after_events } => {
             wrap(next.run(req).await, Mode::EndEarly { after_events }, ctl)
         }
+        FaultAction::Freeze { after_ms } => match (ctl, after_ms) {
+            (Some(ctl), None | Some(0)) => {
+                ctl.freeze();
+                std::future::pending::<Response>().await
+            }
+            (Some(ctl), Some(ms)) => {
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    ctl.freeze();
+                });
+                next.run(req).await
+            }
+            // In-process requests have no connection to freeze.
+            (None, _) => {
+                ApiError::internal("freeze: the request has no connection").into_response()
+            }
+        },
         FaultAction::CommitThenDrop => {
             let _committed = next.run(req).await;
             match ctl {

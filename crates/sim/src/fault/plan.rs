@@ -11,6 +11,9 @@
 //!     resource: pods
 //!     times: 1
 //!     action: { reset: { after_events: 2 } }  # break the next watch after 2 events
+//!   - verb: watch
+//!     times: 1
+//!     action: { freeze: { after_ms: 500 } }   # freeze the next watch's connection (TCP level)
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -129,6 +132,17 @@ pub enum FaultAction {
     },
     /// Perform the request (a create is stored), then drop the connection without a response.
     CommitThenDrop,
+    /// Freeze the whole TCP connection the request rides on, like a frozen proxy: from then on
+    /// the sim neither reads nor writes a byte on it, and never closes it. Over HTTP/2 every
+    /// request multiplexed on that connection freezes too, and the client's PINGs go unanswered.
+    /// Without `after_ms` the connection freezes at once and the request is never answered (the
+    /// client waits for response headers); with it the request is served (a watch opens) and the
+    /// connection freezes `after_ms` later (a quiet watch that goes silent).
+    Freeze {
+        /// Serve the request, then freeze the connection this many milliseconds later.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after_ms: Option<u64>,
+    },
 }
 
 impl FaultAction {
@@ -319,6 +333,16 @@ mod tests {
         assert_eq!(plan.rules[0].action, FaultAction::status(409));
         let plan = FaultPlan::parse("- action: commit_then_drop\n  times: 2\n").expect("list");
         assert_eq!(plan.rules[0].action, FaultAction::CommitThenDrop);
+        let plan =
+            FaultPlan::parse("- action: {freeze: {after_ms: 500}}\n- action: {freeze: {}}\n")
+                .expect("freeze");
+        assert_eq!(
+            plan.rules[0].action,
+            FaultAction::Freeze {
+                after_ms: Some(500)
+            }
+        );
+        assert_eq!(plan.rules[1].action, FaultAction::Freeze { after_ms: None });
         let plan = FaultPlan::parse(r#"{"verb":"watch","action":{"reset":{"after_events":2}}}"#)
             .expect("one");
         assert_eq!(plan.rules[0].verb, FaultVerb::Watch);

@@ -1,7 +1,10 @@
 //! Connection tracking: every accepted TCP connection has a [`ConnCtl`] (in each request's
-//! extensions) through which the sim can kill it (restart, commit-then-drop) or cut it in the
-//! middle of the next write (reset faults). Killed connections close with an RST (zero linger),
-//! the way a crashed server or a proxy reset looks to the client.
+//! extensions) through which the sim can kill it (restart, commit-then-drop), cut it in the
+//! middle of the next write (reset faults) or freeze it (freeze faults). Killed connections close
+//! with an RST (zero linger), the way a crashed server or a proxy reset looks to the client. A
+//! frozen connection stays open but neither reads nor writes another byte, the way a frozen
+//! proxy or a dropped NAT entry looks: the client's kernel still accepts its writes for a while,
+//! and nothing ever comes back. Over HTTP/2 every request on the connection freezes with it.
 
 use std::collections::HashMap;
 use std::io;
@@ -19,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 pub struct ConnCtl {
     killed: CancellationToken,
     cut_next_write: AtomicBool,
+    frozen: AtomicBool,
 }
 
 impl ConnCtl {
@@ -42,13 +46,29 @@ impl ConnCtl {
     pub fn cut_next_write(&self) {
         self.cut_next_write.store(true, Ordering::SeqCst);
     }
+
+    /// Freezes the connection at the TCP level: from now on nothing is read from or written to
+    /// the socket, and it is not closed (until the sim restarts or shuts down).
+    pub fn freeze(&self) {
+        if !self.frozen.swap(true, Ordering::SeqCst) {
+            tracing::debug!("sim: connection frozen");
+        }
+    }
+
+    /// Whether the connection was frozen.
+    pub fn is_frozen(&self) -> bool {
+        self.frozen.load(Ordering::SeqCst)
+    }
 }
 
-/// All live connections, so a restart can drop every one.
+/// All live connections, so a restart can drop every one; plus counts of requests by HTTP
+/// version, so tests can tell which protocol a client spoke.
 #[derive(Debug, Default)]
 pub struct ConnRegistry {
     next: AtomicU64,
     conns: Mutex<HashMap<u64, Arc<ConnCtl>>>,
+    http1_requests: AtomicU64,
+    http2_requests: AtomicU64,
 }
 
 impl ConnRegistry {
@@ -77,9 +97,37 @@ impl ConnRegistry {
         }
     }
 
-    /// Number of live connections.
+    /// Number of live connections (frozen ones included).
     pub fn len(&self) -> usize {
         self.lock().len()
+    }
+
+    /// Number of live connections that are frozen.
+    pub fn frozen(&self) -> usize {
+        self.lock().values().filter(|c| c.is_frozen()).count()
+    }
+
+    /// Counts one request of this HTTP version.
+    pub fn note_request(&self, version: http::Version) {
+        let counter = if version == http::Version::HTTP_2 {
+            &self.http2_requests
+        } else {
+            &self.http1_requests
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests served so far as (HTTP/1.x, HTTP/2).
+    pub fn requests_by_version(&self) -> (u64, u64) {
+        (
+            self.http1_requests.load(Ordering::Relaxed),
+            self.http2_requests.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Number of connections accepted since the sim started (live or not).
+    pub fn accepted(&self) -> u64 {
+        self.next.load(Ordering::Relaxed)
     }
 
     /// Whether no connection is live.
@@ -136,6 +184,10 @@ impl AsyncRead for TrackedIo {
         if self.dead || self.ctl.is_killed() {
             return Poll::Ready(Err(reset_error()));
         }
+        if self.ctl.is_frozen() {
+            // Never woken: a kill drops the whole connection task instead.
+            return Poll::Pending;
+        }
         Pin::new(&mut self.stream).poll_read(cx, buf)
     }
 }
@@ -148,6 +200,9 @@ impl AsyncWrite for TrackedIo {
     ) -> Poll<io::Result<usize>> {
         if self.dead || self.ctl.is_killed() {
             return Poll::Ready(Err(reset_error()));
+        }
+        if self.ctl.is_frozen() {
+            return Poll::Pending;
         }
         if self.ctl.cut_next_write.swap(false, Ordering::SeqCst) {
             let part = (buf.len() / 2).max(1);
@@ -168,12 +223,18 @@ impl AsyncWrite for TrackedIo {
         if self.dead {
             return Poll::Ready(Err(reset_error()));
         }
+        if self.ctl.is_frozen() {
+            return Poll::Pending;
+        }
         Pin::new(&mut self.stream).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.dead || self.ctl.is_killed() {
             return Poll::Ready(Err(reset_error()));
+        }
+        if self.ctl.is_frozen() {
+            return Poll::Pending;
         }
         Pin::new(&mut self.stream).poll_shutdown(cx)
     }

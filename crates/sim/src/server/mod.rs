@@ -1,8 +1,12 @@
 //! The network side of the sim: [`Sim`] (start, URLs, kubeconfig, control), and the accept loop
 //! with connection tracking ([`Listener`]) that makes restarts and resets real TCP events.
 //!
-//! Connections are HTTP/1.1 (TLS by default). The accept path is written so HTTP/2 can be added
-//! by looking at the negotiated ALPN protocol before choosing the connection builder.
+//! Connections speak HTTP/2 or HTTP/1.1, like a real API server: over TLS (the default) ALPN
+//! offers `h2` then `http/1.1`; over plain HTTP a client may start HTTP/2 with prior knowledge.
+//! [`SimConfig::http1_only`] turns HTTP/2 off, so clients' fallback can be tested. Either way one
+//! [`hyper_util::server::conn::auto`] builder serves the connection, and every request carries its
+//! connection's [`ConnCtl`], so a fault can reset, kill or freeze the connection a request rides
+//! on (over HTTP/2 that is every request multiplexed on it).
 
 mod conn;
 mod kubeconfig;
@@ -15,7 +19,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
@@ -34,10 +39,14 @@ use crate::error::SimError;
 use crate::fault::FaultHandle;
 use crate::kubelet::{Kubelet, KubeletHandle};
 
+/// kube-apiserver's default `--http2-max-streams-per-connection`.
+const HTTP2_MAX_STREAMS: u32 = 1000;
+
 /// The listening socket and its connections; restartable on the same address.
 pub struct Listener {
     addr: Mutex<SocketAddr>,
     tls: Option<TlsAcceptor>,
+    http1_only: bool,
     router: Router,
     registry: Arc<ConnRegistry>,
     running: tokio::sync::Mutex<Option<Running>>,
@@ -58,10 +67,11 @@ impl std::fmt::Debug for Listener {
 }
 
 impl Listener {
-    fn new(addr: SocketAddr, tls: Option<TlsAcceptor>, router: Router) -> Self {
+    fn new(addr: SocketAddr, tls: Option<TlsAcceptor>, http1_only: bool, router: Router) -> Self {
         Self {
             addr: Mutex::new(addr),
             tls,
+            http1_only,
             router,
             registry: Arc::new(ConnRegistry::default()),
             running: tokio::sync::Mutex::new(None),
@@ -115,6 +125,7 @@ impl Listener {
             listener,
             stop.clone(),
             self.tls.clone(),
+            self.http1_only,
             self.router.clone(),
             self.registry.clone(),
         ));
@@ -147,12 +158,18 @@ impl Listener {
     pub fn connections(&self) -> usize {
         self.registry.len()
     }
+
+    /// The live connections (count, frozen, accepted so far).
+    pub fn registry(&self) -> &ConnRegistry {
+        &self.registry
+    }
 }
 
 async fn accept_loop(
     listener: TcpListener,
     stop: CancellationToken,
     tls: Option<TlsAcceptor>,
+    http1_only: bool,
     router: Router,
     registry: Arc<ConnRegistry>,
 ) {
@@ -167,6 +184,7 @@ async fn accept_loop(
                 tokio::spawn(serve_connection(
                     stream,
                     tls.clone(),
+                    http1_only,
                     router.clone(),
                     registry.clone(),
                 ));
@@ -183,23 +201,36 @@ async fn accept_loop(
 async fn serve_connection(
     stream: TcpStream,
     tls: Option<TlsAcceptor>,
+    http1_only: bool,
     router: Router,
     registry: Arc<ConnRegistry>,
 ) {
     let (ctl, _guard) = registry.register();
     let io = TrackedIo::new(stream, ctl.clone());
     let request_ctl = ctl.clone();
+    let counts = registry.clone();
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        counts.note_request(req.version());
         let mut req = req.map(Body::new);
         req.extensions_mut().insert(request_ctl.clone());
         router.clone().oneshot(req)
     });
-    let mut builder = hyper::server::conn::http1::Builder::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
+        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(None)
         .keep_alive(true);
-    match tls {
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(HTTP2_MAX_STREAMS);
+    let builder = if http1_only {
+        builder.http1_only()
+    } else {
+        builder
+    };
+    let result = match tls {
         Some(acceptor) => {
             let tls_stream = tokio::select! {
                 () = ctl.killed() => return,
@@ -211,20 +242,23 @@ async fn serve_connection(
                     }
                 },
             };
-            // HTTP/2 (issue 7): branch here on tls_stream.get_ref().1.alpn_protocol().
+            // The auto builder reads the client's preface, so ALPN needs no branch here.
             let conn = builder.serve_connection(TokioIo::new(tls_stream), service);
             tokio::select! {
-                () = ctl.killed() => {}
-                result = conn => if let Err(err) = result { tracing::debug!(%err, "connection ended with an error") },
+                () = ctl.killed() => return,
+                result = conn => result,
             }
         }
         None => {
             let conn = builder.serve_connection(TokioIo::new(io), service);
             tokio::select! {
-                () = ctl.killed() => {}
-                result = conn => if let Err(err) = result { tracing::debug!(%err, "connection ended with an error") },
+                () = ctl.killed() => return,
+                result = conn => result,
             }
         }
+    };
+    if let Err(err) = result {
+        tracing::debug!(%err, "connection ended with an error");
     }
 }
 
@@ -267,13 +301,14 @@ impl Sim {
             cfg.bookmark_interval,
         );
         let tls = if cfg.tls {
-            Some(TlsMaterial::generate()?)
+            Some(TlsMaterial::generate(!cfg.http1_only)?)
         } else {
             None
         };
         let listener = Arc::new(Listener::new(
             cfg.addr,
             tls.as_ref().map(|t| t.acceptor.clone()),
+            cfg.http1_only,
             app(state.clone()),
         ));
         state.set_server(Arc::downgrade(&listener));
@@ -362,9 +397,25 @@ impl Sim {
         self.cluster().compact();
     }
 
-    /// Number of open client connections.
+    /// Number of open client connections (frozen ones included).
     pub fn connections(&self) -> usize {
         self.inner.listener.connections()
+    }
+
+    /// Number of open connections a freeze fault has frozen.
+    pub fn frozen_connections(&self) -> usize {
+        self.inner.listener.registry().frozen()
+    }
+
+    /// Requests served over sockets so far, as (HTTP/1.x, HTTP/2).
+    pub fn requests_by_version(&self) -> (u64, u64) {
+        self.inner.listener.registry().requests_by_version()
+    }
+
+    /// Number of TCP connections accepted since the sim started: with HTTP/2 a client process
+    /// should need very few, however many requests and watches it runs.
+    pub fn accepted_connections(&self) -> u64 {
+        self.inner.listener.registry().accepted()
     }
 
     /// Stops the kubelet, closes the socket and drops every connection.

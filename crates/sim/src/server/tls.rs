@@ -15,7 +15,9 @@ use crate::error::SimError;
 pub struct TlsMaterial {
     /// The CA certificate in PEM.
     pub ca_pem: String,
-    /// Accepts TLS connections with the serving certificate. ALPN: http/1.1 (h2 later).
+    /// Accepts TLS connections with the serving certificate. ALPN: `h2` then `http/1.1`, or only
+    /// `http/1.1` when HTTP/2 is off (so clients fall back the way they would behind an
+    /// HTTP/1.1-only proxy).
     pub acceptor: TlsAcceptor,
 }
 
@@ -26,8 +28,8 @@ impl std::fmt::Debug for TlsMaterial {
 }
 
 impl TlsMaterial {
-    /// Generates a CA and a serving certificate.
-    pub fn generate() -> Result<Self, SimError> {
+    /// Generates a CA and a serving certificate; `http2` says whether ALPN offers `h2`.
+    pub fn generate(http2: bool) -> Result<Self, SimError> {
         let ca_key = KeyPair::generate()?;
         let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -59,7 +61,11 @@ impl TlsMaterial {
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
             .with_single_cert(chain, key)?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = if http2 {
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        } else {
+            vec![b"http/1.1".to_vec()]
+        };
         Ok(Self {
             ca_pem,
             acceptor: TlsAcceptor::from(Arc::new(config)),

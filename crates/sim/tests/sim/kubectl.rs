@@ -1,4 +1,6 @@
-//! kubectl against the sim over HTTPS, each run bounded by a timeout.
+//! kubectl against the sim over HTTPS, each run bounded by a timeout: over HTTP/2 (what kubectl
+//! negotiates by ALPN when offered, as against a real API server) and over HTTP/1.1 (a sim that
+//! does not offer h2).
 
 use std::process::Output;
 use std::time::Duration;
@@ -8,6 +10,10 @@ use tokio::process::Command;
 
 async fn https_sim() -> Sim {
     podline_testkit::start_sim(SimConfig::default().kubelet_enabled(false)).await
+}
+
+async fn https_sim_http1_only() -> Sim {
+    podline_testkit::start_sim(SimConfig::default().kubelet_enabled(false).http1_only(true)).await
 }
 
 async fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Output {
@@ -33,9 +39,31 @@ fn ok(out: &Output) -> String {
 }
 
 #[tokio::test]
-async fn kubectl_runs_gets_patches_selects_and_deletes_pods() {
+async fn kubectl_runs_gets_patches_selects_and_deletes_pods_over_http2() {
     let sim = https_sim().await;
-    let kc = podline_testkit::kubeconfig_file(&sim);
+    kubectl_crud(&sim).await;
+    let (http1, http2) = sim.requests_by_version();
+    assert!(
+        http2 > 0 && http1 == 0,
+        "kubectl spoke HTTP/2: {http1} HTTP/1.1 and {http2} HTTP/2 requests"
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubectl_runs_gets_patches_selects_and_deletes_pods_over_http1() {
+    let sim = https_sim_http1_only().await;
+    kubectl_crud(&sim).await;
+    let (http1, http2) = sim.requests_by_version();
+    assert!(
+        http1 > 0 && http2 == 0,
+        "kubectl fell back to HTTP/1.1: {http1} HTTP/1.1 and {http2} HTTP/2 requests"
+    );
+    sim.shutdown().await;
+}
+
+async fn kubectl_crud(sim: &Sim) {
+    let kc = podline_testkit::kubeconfig_file(sim);
     let path = kc.path();
     ok(&kubectl(
         path,
@@ -86,7 +114,6 @@ async fn kubectl_runs_gets_patches_selects_and_deletes_pods() {
     ok(&kubectl(path, &["delete", "pod", "other", "--wait=false"]).await);
     let names = ok(&kubectl(path, &["get", "pods", "-o", "name"]).await);
     assert_eq!(names.trim(), "pod/hello");
-    sim.shutdown().await;
 }
 
 #[tokio::test]
