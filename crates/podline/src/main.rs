@@ -8,6 +8,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc instead of glibc's malloc: the sim and the daemons free bursts of small objects
+/// (watch history, pod versions) and glibc keeps such freed memory resident, so a sim that held
+/// 100k pods' burst history would never shrink back. mimalloc returns freed pages to the OS.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     cli::init_tracing(&cli.global, &cli.command);

@@ -68,6 +68,7 @@ pub fn watch<K: ApiKind>(
         pending: VecDeque::new(),
         rx: start.rx,
         start_rv: start.rv,
+        seen_rv: start.subscribed_rv,
         deadline: now + timeout,
         bookmarks: params.allow_watch_bookmarks == Some(true),
         bookmark_every: state.bookmark_interval(),
@@ -131,6 +132,9 @@ struct Watcher<K: ApiKind> {
     rx: tokio::sync::broadcast::Receiver<Arc<WatchEvent<K>>>,
     /// The resourceVersion the watch started at (bookmarks only after a later change).
     start_rv: u64,
+    /// Every event of this table up to this resourceVersion has been taken from `rx` (or was in
+    /// the initial state/backlog). A lagging `rx` is replaced by a resume from here.
+    seen_rv: u64,
     deadline: Instant,
     bookmarks: bool,
     bookmark_every: Duration,
@@ -181,6 +185,37 @@ impl<K: ApiKind> Watcher<K> {
         (table_last > self.start_rv).then(|| bookmark_line::<K>(rv, false))
     }
 
+    /// After `rx` lagged: resubscribes and queues every event after `seen_rv` from the history,
+    /// so a slow reader loses nothing while the history still holds it. Once the history has
+    /// moved past `seen_rv`, ends the stream with 410 Expired, as the real server does.
+    fn catch_up(&mut self) {
+        match K::table(&self.cluster).start_watch(WatchFrom::After(self.seen_rv)) {
+            Ok(start) => {
+                self.rx = start.rx;
+                for event in &start.backlog {
+                    if let Some(frame) = self.render(event) {
+                        self.pending.push_back(frame);
+                    }
+                }
+                self.seen_rv = start.subscribed_rv;
+            }
+            Err(TooOld { asked, oldest }) => {
+                tracing::info!(
+                    asked,
+                    oldest,
+                    resource = K::RESOURCE,
+                    "watcher fell behind the history; ending it with 410"
+                );
+                let status =
+                    ApiError::expired(format!("too old resource version: {asked} ({oldest})"))
+                        .to_status();
+                let line = format!("{}\n", json!({"type": "ERROR", "object": status}));
+                self.pending.push_back(Bytes::from(line));
+                self.deadline = Instant::now();
+            }
+        }
+    }
+
     async fn next_frame(&mut self) -> Option<Bytes> {
         loop {
             if let Some(frame) = self.pending.pop_front() {
@@ -201,13 +236,14 @@ impl<K: ApiKind> Watcher<K> {
                 biased;
                 received = self.rx.recv() => match received {
                     Ok(event) => {
+                        self.seen_rv = event.rv;
                         if let Some(frame) = self.render(&event) {
                             return Some(frame);
                         }
                     }
                     Err(RecvError::Lagged(missed)) => {
-                        tracing::info!(missed, resource = K::RESOURCE, "watcher too slow; closing its stream");
-                        return None;
+                        tracing::debug!(missed, resource = K::RESOURCE, "watcher behind the live ring; catching up from history");
+                        self.catch_up();
                     }
                     Err(RecvError::Closed) => return None,
                 },

@@ -46,7 +46,15 @@ pub const INITIAL_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// Capacity of the kubelet's pod-change channel; a lagging kubelet resyncs from [`Cluster::pods`].
-const POD_CHANGE_CAPACITY: usize = 1 << 16;
+/// Every slot pins a pod version in memory, so the ring is kept small.
+const POD_CHANGE_CAPACITY: usize = 1 << 13;
+
+/// Live-channel capacity of each table. Every slot pins one event (object and JSON line) in
+/// memory until overwritten, so the rings are small: a watcher that falls behind by more resumes
+/// from the history instead (see `api::watch`), which is bounded by the history window.
+const POD_RING: usize = 1 << 12;
+/// See [`POD_RING`].
+const SMALL_RING: usize = 1 << 10;
 
 /// The object store. See the module docs.
 #[derive(Clone)]
@@ -95,11 +103,11 @@ impl Cluster {
         let (pod_changes, _) = broadcast::channel(POD_CHANGE_CAPACITY);
         let cluster = Self {
             inner: Arc::new(Inner {
-                pods: Table::new(clock.clone(), history, 1 << 16),
-                namespaces: Table::new(clock.clone(), history, 1 << 10),
-                events: Table::new(clock.clone(), history, 1 << 14),
-                leases: Table::new(clock.clone(), history, 1 << 12),
-                workflow_task_results: Table::new(clock.clone(), history, 1 << 14),
+                pods: Table::new(clock.clone(), history, POD_RING),
+                namespaces: Table::new(clock.clone(), history, SMALL_RING),
+                events: Table::new(clock.clone(), history, POD_RING),
+                leases: Table::new(clock.clone(), history, SMALL_RING),
+                workflow_task_results: Table::new(clock.clone(), history, SMALL_RING),
                 clock,
                 pod_changes,
                 truth: Mutex::new(GroundTruth::default()),
@@ -189,6 +197,30 @@ impl Cluster {
     /// The workflowtaskresults table.
     pub fn workflow_task_result_table(&self) -> &Table<WorkflowTaskResult> {
         &self.inner.workflow_task_results
+    }
+
+    /// Drops watch history older than the window, for every kind.
+    pub fn prune_history(&self) {
+        self.inner.pods.prune_history();
+        self.inner.namespaces.prune_history();
+        self.inner.events.prune_history();
+        self.inner.leases.prune_history();
+        self.inner.workflow_task_results.prune_history();
+    }
+
+    /// Prunes expired watch history every `every` until the last handle to this cluster is
+    /// dropped, so a sim that goes quiet after a burst gives the burst's history back.
+    pub fn spawn_history_pruner(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(inner) = weak.upgrade() else { break };
+                Cluster { inner }.prune_history();
+            }
+        })
     }
 
     /// Drops the watch history of every kind: resumes from older resourceVersions answer 410.

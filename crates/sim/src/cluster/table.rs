@@ -117,6 +117,10 @@ pub struct WatchStart<K> {
     pub backlog: Vec<Arc<WatchEvent<K>>>,
     /// The resourceVersion the watch is at once `initial`/`backlog` are sent.
     pub rv: u64,
+    /// The clock's resourceVersion when `rx` subscribed: every event of this table up to it is in
+    /// `initial`/`backlog` (or was asked to be skipped), every later one arrives on `rx`. A watcher
+    /// whose `rx` lags resumes from history after the last resourceVersion it received.
+    pub subscribed_rv: u64,
     /// Live events committed after this start.
     pub rx: broadcast::Receiver<Arc<WatchEvent<K>>>,
 }
@@ -172,7 +176,7 @@ impl<K: Kind> std::fmt::Debug for Table<K> {
 
 /// Serializes `obj` into a watch line of the given type; returns the line and the object's JSON.
 pub fn event_line<K: serde::Serialize>(kind: &str, obj: &K) -> (Bytes, Bytes) {
-    let mut buf = Vec::with_capacity(2048);
+    let mut buf = Vec::with_capacity(1024);
     buf.extend_from_slice(b"{\"type\":\"");
     buf.extend_from_slice(kind.as_bytes());
     buf.extend_from_slice(b"\",\"object\":");
@@ -182,6 +186,10 @@ pub fn event_line<K: serde::Serialize>(kind: &str, obj: &K) -> (Bytes, Bytes) {
     serde_json::to_writer(&mut buf, obj).expect("k8s objects always serialize");
     let end = buf.len();
     buf.extend_from_slice(b"}\n");
+    // The line lives as long as the object (and its history entry): don't keep the growth slack.
+    if buf.capacity() - buf.len() > buf.len() / 8 {
+        buf.shrink_to_fit();
+    }
     let line = Bytes::from(buf);
     let json = line.slice(start..end);
     (line, json)
@@ -331,6 +339,7 @@ impl<K: Kind> Table<K> {
                 initial: state.objects.values().cloned().collect(),
                 backlog: Vec::new(),
                 rv: current,
+                subscribed_rv: current,
                 rx,
             }),
             WatchFrom::After(asked) => {
@@ -346,6 +355,7 @@ impl<K: Kind> Table<K> {
                     initial: Vec::new(),
                     backlog,
                     rv: asked.max(current),
+                    subscribed_rv: current,
                     rx,
                 })
             }
@@ -363,6 +373,16 @@ impl<K: Kind> Table<K> {
             None
         };
         (rv, state.last_rv)
+    }
+
+    /// Drops history events older than the window, so an idle sim frees memory too (writes and
+    /// watch starts also evict; this is for the time in between).
+    pub fn prune_history(&self) {
+        let mut state = self.lock();
+        self.evict(&mut state);
+        if state.history.capacity() > 4 * state.history.len().max(1024) {
+            state.history.shrink_to_fit();
+        }
     }
 
     /// Drops the whole history: resumes from any resourceVersion before now answer 410.

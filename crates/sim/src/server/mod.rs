@@ -42,6 +42,9 @@ use crate::kubelet::{Kubelet, KubeletHandle};
 /// kube-apiserver's default `--http2-max-streams-per-connection`.
 const HTTP2_MAX_STREAMS: u32 = 1000;
 
+/// How often expired watch history is dropped when no write does it.
+const HISTORY_PRUNE_EVERY: Duration = Duration::from_secs(1);
+
 /// The listening socket and its connections; restartable on the same address.
 pub struct Listener {
     addr: Mutex<SocketAddr>,
@@ -275,6 +278,8 @@ struct SimInner {
     url: String,
     ca_pem: Option<String>,
     kubelet: Mutex<Option<KubeletHandle>>,
+    /// Frees expired watch history while the sim is idle (see [`Cluster::spawn_history_pruner`]).
+    history_pruner: JoinHandle<()>,
 }
 
 impl std::fmt::Debug for Sim {
@@ -294,6 +299,7 @@ impl Sim {
             max_events: cfg.history_max_events.max(1),
         });
         cluster.set_kubelet_enabled(cfg.kubelet.enabled);
+        let history_pruner = cluster.spawn_history_pruner(HISTORY_PRUNE_EVERY);
         let state = AppState::new(
             cluster.clone(),
             cfg.token.clone(),
@@ -327,6 +333,7 @@ impl Sim {
                 url,
                 ca_pem: tls.map(|t| t.ca_pem),
                 kubelet: Mutex::new(kubelet),
+                history_pruner,
             }),
         })
     }
@@ -429,6 +436,7 @@ impl Sim {
         {
             kubelet.stop();
         }
+        self.inner.history_pruner.abort();
         self.inner.listener.stop().await;
     }
 }

@@ -148,3 +148,53 @@ async fn kubectl_get_pods_watch_sees_a_new_pod_arrive() {
     child.kill().await.expect("kill");
     sim.shutdown().await;
 }
+
+/// `kubectl logs -f` follows a running container's log as it is written and exits when the
+/// container terminates (the sim's kubelet spreads `log-lines` over the run).
+#[tokio::test]
+async fn kubectl_logs_follow_streams_until_the_container_exits() {
+    let sim = podline_testkit::start_sim(SimConfig::default()).await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let path = kc.path();
+    ok(&kubectl(
+        path,
+        &[
+            "run",
+            "talker",
+            "--image=busybox",
+            "--restart=Never",
+            "--annotations=sim.podline.io/duration=2s",
+            "--annotations=sim.podline.io/log-lines=5",
+        ],
+    )
+    .await);
+    ok(&kubectl(
+        path,
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "pod/talker",
+            "--timeout=20s",
+        ],
+    )
+    .await);
+    // Started while the container runs, so the lines after the first arrive through the follow.
+    let out = ok(&kubectl(path, &["logs", "-f", "talker"]).await);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        ["line 1", "line 2", "line 3", "line 4", "line 5"],
+        "kubectl logs -f printed: {out}"
+    );
+    ok(&kubectl(
+        path,
+        &[
+            "wait",
+            "--for=jsonpath={.status.phase}=Succeeded",
+            "pod/talker",
+            "--timeout=10s",
+        ],
+    )
+    .await);
+    sim.shutdown().await;
+}

@@ -313,3 +313,71 @@ async fn the_default_watch_timeout_is_random_between_30_and_60_minutes() {
     assert_eq!(ending, super::common::Ending::Silent);
     sim.shutdown().await;
 }
+
+/// A watcher that stops reading while far more events are written than the live ring holds
+/// (4,096 pod events) still receives every event, in order, once it reads again: it catches up
+/// from the history instead of being cut off (the history window still holds them all).
+#[tokio::test]
+async fn a_watcher_that_falls_far_behind_catches_up_from_history_without_a_gap() {
+    const COUNT: usize = 6_000;
+    let sim = sim_without_kubelet().await;
+    let pods: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    let mut events: Events = pods
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("watch")
+        .boxed();
+    // 8 KiB per pod, so the socket buffers fill long before the ring wraps and the server-side
+    // watcher really stops taking events from its ring.
+    let padding = "x".repeat(8 * 1024);
+    for i in 0..COUNT {
+        let mut pod = pod(&format!("lag-{i:05}"));
+        pod.metadata.namespace = Some("default".to_owned());
+        pod.metadata.uid = Some(format!("uid-lag-{i}"));
+        pod.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert("padding".to_owned(), padding.clone());
+        sim.cluster()
+            .write_pod("default", &format!("lag-{i:05}"), |_| {
+                Ok::<_, ()>((podline_sim::cluster::Write::Create(pod), ()))
+            })
+            .expect("write");
+    }
+    for i in 0..COUNT {
+        let event = next(&mut events).await;
+        assert!(
+            matches!(event, WatchEvent::Added(_)),
+            "event {i}: expected ADDED, got {event:?}"
+        );
+        assert_eq!(name(&event), format!("lag-{i:05}"));
+    }
+    sim.shutdown().await;
+}
+
+/// An idle sim drops expired history by itself (a burst's history must not stay in memory until
+/// the next write): the oldest resumable resourceVersion moves past the burst with no new write.
+#[tokio::test]
+async fn an_idle_sim_prunes_expired_history_without_new_writes() {
+    let sim = podline_testkit::start_sim(config().history_window(Duration::from_millis(100))).await;
+    let pods: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    create_pods(&pods, &["idle-1", "idle-2"]).await;
+    let last = pods
+        .get("idle-2")
+        .await
+        .expect("get")
+        .resource_version()
+        .expect("rv")
+        .parse::<u64>()
+        .expect("numeric rv");
+    let table = sim.cluster().pod_table();
+    let pruned = podline_testkit::wait_until(Duration::from_secs(10), || async {
+        table.compacted_rv() >= last
+    })
+    .await;
+    assert!(
+        pruned,
+        "the history still holds rv {last} long after its window"
+    );
+    sim.shutdown().await;
+}
