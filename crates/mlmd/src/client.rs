@@ -225,6 +225,9 @@ impl MlmdClient {
         get_artifacts_by_context, "GetArtifactsByContext",
         GetArtifactsByContextRequest, GetArtifactsByContextResponse);
     rpc!(
+        /// Executions matching a filter query, paged.
+        get_executions, "GetExecutions", GetExecutionsRequest, GetExecutionsResponse);
+    rpc!(
         /// Events of executions.
         get_events_by_execution_ids, "GetEventsByExecutionIDs",
         GetEventsByExecutionIdsRequest, GetEventsByExecutionIdsResponse);

@@ -7,7 +7,9 @@
 //! - [`kfp`]: KFP mode. Pure parsing and mapping of Argo/KFP pods
 //!   (skip rules, `ARGO_TEMPLATE`, `component_spec`, URIs, outputs), the
 //!   environment configuration with KFP's names and defaults, and the writer
-//!   that records pods into MLMD idempotently.
+//!   that records pods into MLMD idempotently, and the daemon that runs it.
+//! - [`test_server`]: the real MLMD (the `ml-metadata` PyPI package behind
+//!   `tests/mlmd_server.py`) as a child process, for tests and benchmarks.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), podline_mlmd::MlmdError> {
@@ -22,6 +24,7 @@ pub mod client;
 pub mod error;
 pub mod kfp;
 pub mod proto;
+pub mod test_server;
 
 pub use client::{MlmdClient, MlmdClientConfig, MlmdTls};
 pub use error::MlmdError;

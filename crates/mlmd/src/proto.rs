@@ -538,6 +538,25 @@ message!(
     #[prost(string, optional, tag = "2")] next_page_token: Option<String>,
 });
 message!(
+    /// Paging and filtering of a list call (MLMD's filter syntax, e.g.
+    /// `last_known_state IN (NEW, RUNNING)`; pages of at most 100).
+    ListOperationOptions {
+    #[prost(int32, optional, tag = "1")] max_result_size: Option<i32>,
+    #[prost(string, optional, tag = "3")] next_page_token: Option<String>,
+    #[prost(string, optional, tag = "4")] filter_query: Option<String>,
+});
+message!(
+    /// Executions matching a filter, one page at a time.
+    GetExecutionsRequest {
+    #[prost(message, optional, tag = "1")] options: Option<ListOperationOptions>,
+});
+message!(
+    /// One page of executions and the token for the next, if any.
+    GetExecutionsResponse {
+    #[prost(message, repeated, tag = "1")] executions: Vec<Execution>,
+    #[prost(string, optional, tag = "2")] next_page_token: Option<String>,
+});
+message!(
     /// Events of executions.
     GetEventsByExecutionIdsRequest {
     #[prost(int64, repeated, tag = "1")] execution_ids: Vec<i64>,

@@ -7,18 +7,26 @@ hands every RPC, as serialized bytes, to the library's own C++ entry points,
 so MLMD's own logic, schema and constraints answer podline's requests.
 
 Usage:
-    mlmd_server.py [--port N] [--db PATH]
+    mlmd_server.py [--port N] [--db PATH] [--delay-ms N] [--stats PATH]
 
 `--port 0` (the default) picks a free port. The chosen port is printed on
 stdout as `LISTENING <port>` once the server accepts connections. `--db`
 names a SQLite file (created if missing, so a restarted server keeps its
-data); without it the store lives in memory. SIGTERM/SIGINT stop it.
+data; put in WAL mode, one sync per commit, as a production database
+would); without it the store lives in memory. `--delay-ms` adds that much
+latency to every call (outside the store's lock, like network distance),
+and `--stats` keeps a JSON file with the calls served and the most served
+at once, for tests of the client's concurrency. SIGTERM/SIGINT stop it.
 """
 
 import argparse
+import json
+import os
 import signal
+import sqlite3
 import sys
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -46,9 +54,14 @@ class Store:
     """The MLMD store handle, with calls serialized: the SQLite connection is
     not meant to be shared between threads."""
 
-    def __init__(self, db_path):
+    def __init__(self, db_path, delay_ms=0, stats_path=None):
         config = metadata_store_pb2.ConnectionConfig()
         if db_path:
+            # WAL survives in the file; MLMD's own connection then syncs once
+            # per commit instead of several times (same SQL semantics).
+            con = sqlite3.connect(db_path)
+            con.execute("PRAGMA journal_mode=WAL")
+            con.close()
             config.sqlite.filename_uri = db_path
             config.sqlite.connection_mode = (
                 metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
@@ -60,13 +73,39 @@ class Store:
             config.SerializeToString(), migration.SerializeToString()
         )
         self._lock = threading.Lock()
+        self._delay = delay_ms / 1000.0
+        self._stats_path = stats_path
+        self._stats_lock = threading.Lock()
+        self._in_flight = 0
+        self._stats = {"calls": 0, "max_concurrent": 0}
+
+    def _enter(self):
+        with self._stats_lock:
+            self._in_flight += 1
+            self._stats["calls"] += 1
+            self._stats["max_concurrent"] = max(self._stats["max_concurrent"], self._in_flight)
+            if self._stats_path:
+                tmp = self._stats_path + ".tmp"
+                with open(tmp, "w") as f:
+                    json.dump(self._stats, f)
+                os.replace(tmp, self._stats_path)
+
+    def _leave(self):
+        with self._stats_lock:
+            self._in_flight -= 1
 
     def handler(self, method):
         fn = getattr(cc, method)
 
         def call(request_bytes, context):
-            with self._lock:
-                response, message, code = fn(self._handle, request_bytes)
+            self._enter()
+            try:
+                if self._delay:
+                    time.sleep(self._delay)
+                with self._lock:
+                    response, message, code = fn(self._handle, request_bytes)
+            finally:
+                self._leave()
             if code != 0:
                 if isinstance(message, bytes):
                     message = message.decode("utf-8", "replace")
@@ -84,9 +123,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--db", default="")
+    parser.add_argument("--delay-ms", type=int, default=0)
+    parser.add_argument("--stats", default=None)
     args = parser.parse_args()
 
-    store = Store(args.db)
+    store = Store(args.db, args.delay_ms, args.stats)
     handlers = {m: store.handler(m) for m in _methods()}
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     server.add_generic_rpc_handlers(

@@ -47,6 +47,12 @@ impl Default for Metrics {
 impl Metrics {
     /// Creates and registers every metric.
     pub fn new() -> Self {
+        Self::with_extra(|_| {})
+    }
+
+    /// Creates and registers every metric, plus those `extra` registers in the same registry
+    /// (KFP mode adds its own under `podline_record_kfp_`), so one `/metrics` serves them all.
+    pub fn with_extra(extra: impl FnOnce(&mut Registry)) -> Self {
         let mut registry = Registry::with_prefix("podline_record");
         let events = Family::<OneLabel, Counter>::default();
         let reconnects = Family::<OneLabel, Counter>::default();
@@ -115,6 +121,7 @@ impl Metrics {
             "Pod objects that could not be recorded (no uid, bad resourceVersion) and were skipped",
             skipped_objects.clone(),
         );
+        extra(&mut registry);
         Self {
             registry,
             events,
@@ -236,5 +243,22 @@ mod tests {
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
+    }
+
+    #[test]
+    fn extra_metrics_are_served_with_the_recorder_ones() {
+        let extra = Counter::<u64>::default();
+        let registered = extra.clone();
+        let m = Metrics::with_extra(|r| {
+            r.sub_registry_with_prefix("kfp")
+                .register("pods", "Pods recorded", registered)
+        });
+        extra.inc();
+        let text = m.render();
+        assert!(text.contains("podline_record_kfp_pods_total 1"), "{text}");
+        assert!(
+            text.contains("podline_record_watch_relists_total 0"),
+            "{text}"
+        );
     }
 }

@@ -5,7 +5,11 @@
 //! kinds, bucket/endpoint from the template's `archiveLocation`, and outputs
 //! from `WorkflowTaskResult` objects.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value as Json;
+
+use crate::proto::Value;
 
 /// Where the v1 compiler puts input artifacts: `/tmp/inputs/<name>/data`.
 const INPUT_PREFIX: &str = "/tmp/inputs/";
@@ -194,6 +198,35 @@ pub fn output_name(artifact_name: &str, template_name: &str) -> String {
 /// `workflows.argoproj.io/outputs` or a WorkflowTaskResult's `outputs`.
 pub fn output_artifacts(outputs: &Json) -> Vec<Json> {
     outputs["artifacts"].as_array().cloned().unwrap_or_default()
+}
+
+/// The output parameters of an Argo outputs document as `output:<name>`
+/// custom properties (name without the `<template>-` prefix, value as the
+/// string Argo holds). Parameters without a value yet are left out.
+///
+/// KFP's v1 writer ignores output parameters (reference, section 5, phase 2),
+/// so the KFP UI reads none from MLMD; it shows an execution's custom
+/// properties, though, so `output:<name>` sits next to the `input:<name>`
+/// properties KFP writes, without changing anything KFP reads. Kept as
+/// execution properties rather than artifacts: a parameter has no URI, and
+/// artifacts without one would be linked to inputs by an empty URI.
+pub fn output_parameters(outputs: &Json, template_name: &str) -> BTreeMap<String, Value> {
+    let mut result = BTreeMap::new();
+    for parameter in outputs["parameters"].as_array().into_iter().flatten() {
+        let (Some(name), Some(value)) = (parameter["name"].as_str(), parameter.get("value")) else {
+            continue;
+        };
+        let value = match value {
+            Json::String(s) => s.clone(),
+            Json::Null => continue,
+            other => other.to_string(),
+        };
+        result.insert(
+            format!("output:{}", output_name(name, template_name)),
+            Value::string(value),
+        );
+    }
+    result
 }
 
 /// The artifact as KFP stores it in `argo_artifact`: Python's

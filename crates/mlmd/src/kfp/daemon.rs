@@ -1,14 +1,20 @@
-//! KFP mode as a daemon: what `podline record --sink mlmd` (or `--kfp`) runs.
+//! KFP mode as a daemon: what `podline record --kfp` (or `--sink mlmd`) runs.
 
-use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use podline_client::timeouts::WatchTimeouts;
+use podline_client::timeouts::{
+    CLIENT_TIMEOUT_FLAG, SERVER_TIMEOUT_FLAG, WatchTimeouts, parse_duration,
+};
 use podline_client::watch::{WatchConfig, WatchError};
+use podline_record::{Health, Metrics};
+use tokio_util::sync::CancellationToken;
 
 use super::config::{EnvError, KfpEnv};
-use super::sink::{KfpSink, SinkConfig, run};
+use super::pipeline::{self, PipelineConfig};
+use super::sink::{KfpSink, SinkConfig, SinkStats};
 use super::writer::KfpWriter;
 use crate::client::{MlmdClient, MlmdClientConfig};
 use crate::error::MlmdError;
@@ -51,23 +57,50 @@ pub fn mlmd_config(env: &KfpEnv, address: Option<&str>) -> Result<MlmdClientConf
     Ok(config)
 }
 
-/// Run KFP mode until `shutdown` completes or the watch fails fatally.
-/// Watches `env.namespace_to_watch` (all namespaces when `None`) with KFP's
-/// timeouts; MLMD outages are waited out, never fatal.
+/// What KFP mode reports: the SQL recorder's health state (served by
+/// `podline_record::health::serve` on `/healthz`, `/readyz`, `/metrics`)
+/// with KFP's counters registered in its metrics.
+#[derive(Clone, Debug)]
+pub struct Observability {
+    /// Readiness and the metrics registry.
+    pub health: Arc<Health>,
+    /// KFP mode's counters (also in `health`'s metrics).
+    pub stats: Arc<SinkStats>,
+}
+
+impl Observability {
+    /// Readiness counts the watch as stalled after twice the client timeout
+    /// without progress (an idle watch reconnects every client timeout).
+    pub fn new(client_timeout: Duration) -> Self {
+        let stats = Arc::new(SinkStats::default());
+        let metrics = Arc::new(Metrics::with_extra(|r| stats.register(r)));
+        Observability {
+            health: Arc::new(Health::new(metrics, client_timeout * 2)),
+            stats,
+        }
+    }
+}
+
+/// Run KFP mode until `shutdown` is cancelled (queued pods drained, then
+/// `Ok`) or the watch fails fatally. Watches `env.namespace_to_watch` (all
+/// namespaces when `None`) with `env`'s watch timeouts; MLMD outages are
+/// waited out, never fatal. `workers` pods are written at once.
 pub async fn run_daemon(
     kube: kube::Client,
     env: &KfpEnv,
     mlmd: &MlmdClientConfig,
-    shutdown: impl Future<Output = ()>,
+    observability: &Observability,
+    workers: usize,
+    shutdown: CancellationToken,
 ) -> Result<(), KfpError> {
-    let timeouts = WatchTimeouts::try_new(env.server_side_timeout, env.client_side_timeout)
-        .map_err(|e| KfpError::Timeouts(e.to_string()))?;
+    let timeouts = env.watch_timeouts()?;
     let writer = KfpWriter::new(
         MlmdClient::new(mlmd)?,
         env.pod_cache_size,
         env.context_cache_size,
     );
-    let sink = KfpSink::new(writer, kube.clone(), SinkConfig::default());
+    let sink = KfpSink::new(writer, kube.clone(), SinkConfig::default())
+        .observed_by(observability.health.clone(), observability.stats.clone());
     let pods: Api<Pod> = match &env.namespace_to_watch {
         Some(ns) => Api::namespaced(kube, ns),
         None => Api::all(kube),
@@ -75,20 +108,100 @@ pub async fn run_daemon(
     tracing::info!(
         namespace = env.namespace_to_watch.as_deref().unwrap_or("(all)"),
         mlmd = %mlmd.url(),
+        workers,
+        server_timeout = ?timeouts.server,
+        client_timeout = ?timeouts.client,
         "recording Argo pods into ML Metadata (KFP mode)"
     );
-    tokio::select! {
-        result = run(&sink, pods, WatchConfig::default().timeouts(timeouts)) => result.map_err(KfpError::from),
-        () = shutdown => {
-            tracing::info!("KFP mode stopped");
-            Ok(())
+    let mut config = PipelineConfig::new(env.namespace_to_watch.clone());
+    config.watch = WatchConfig::default().timeouts(timeouts);
+    config.workers = workers;
+    pipeline::run(Arc::new(sink), pods, config, shutdown).await?;
+    tracing::info!("KFP mode stopped");
+    Ok(())
+}
+
+impl KfpEnv {
+    /// The watch timeouts as the watch takes them (validated again: they
+    /// may have been overridden by flags after parsing).
+    pub fn watch_timeouts(&self) -> Result<WatchTimeouts, KfpError> {
+        WatchTimeouts::try_new(self.server_side_timeout, self.client_side_timeout)
+            .map_err(|e| KfpError::Timeouts(e.to_string()))
+    }
+
+    /// Apply `--watch-server-timeout` / `--watch-client-timeout` (raw flag
+    /// values, `None` when not given) over `K8S_WATCH_SERVER_SIDE_TIMEOUT` /
+    /// `K8S_WATCH_CLIENT_SIDE_TIMEOUT`: flags win, then KFP's variables,
+    /// then KFP's defaults (1800 s / 60 s). Errors name the flag.
+    pub fn override_watch_timeouts(
+        &mut self,
+        server_flag: Option<&str>,
+        client_flag: Option<&str>,
+    ) -> Result<(), KfpError> {
+        let parse = |flag: &str, raw: &str| {
+            parse_duration(raw).map_err(|_| {
+                KfpError::Timeouts(format!(
+                    "{flag}={raw:?} is not a duration: expected seconds (\"60\") or a duration like \"90s\", \"30m\""
+                ))
+            })
+        };
+        if let Some(raw) = server_flag {
+            self.server_side_timeout = parse(SERVER_TIMEOUT_FLAG, raw)?;
         }
+        if let Some(raw) = client_flag {
+            self.client_side_timeout = parse(CLIENT_TIMEOUT_FLAG, raw)?;
+        }
+        self.watch_timeouts().map(|_| ())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watch_flags_should_win_over_kfp_variables_which_win_over_defaults() {
+        let env = |pairs: &[(&str, &str)]| {
+            let pairs: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            KfpEnv::from_lookup(move |k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+                .expect("valid")
+        };
+        let mut defaults = env(&[]);
+        defaults
+            .override_watch_timeouts(None, None)
+            .expect("defaults");
+        let t = defaults.watch_timeouts().expect("valid");
+        assert_eq!((t.server.as_secs(), t.client.as_secs()), (1800, 60));
+
+        let mut kfp = env(&[
+            ("K8S_WATCH_SERVER_SIDE_TIMEOUT", "300"),
+            ("K8S_WATCH_CLIENT_SIDE_TIMEOUT", "20"),
+        ]);
+        kfp.override_watch_timeouts(None, None).expect("env only");
+        let t = kfp.watch_timeouts().expect("valid");
+        assert_eq!((t.server.as_secs(), t.client.as_secs()), (300, 20));
+
+        kfp.override_watch_timeouts(Some("10m"), Some("45"))
+            .expect("flags");
+        let t = kfp.watch_timeouts().expect("valid");
+        assert_eq!((t.server.as_secs(), t.client.as_secs()), (600, 45));
+
+        let err = kfp
+            .override_watch_timeouts(None, Some("soon"))
+            .expect_err("not a duration");
+        assert!(
+            err.to_string().contains("--watch-client-timeout=\"soon\""),
+            "{err}"
+        );
+        let mut short = env(&[]);
+        let err = short
+            .override_watch_timeouts(Some("30"), None)
+            .expect_err("client 60 s is not below server 30 s");
+        assert!(err.to_string().contains("client timeout"), "{err}");
+    }
 
     #[test]
     fn mlmd_address_should_override_host_and_port() {

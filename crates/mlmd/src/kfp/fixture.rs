@@ -30,6 +30,8 @@ pub struct Step {
     pub inputs: Vec<(String, String)>,
     /// Outputs annotation (Argo's legacy path): (output name, S3 key).
     pub outputs_on_pod: Option<Vec<(String, String)>>,
+    /// Output parameters in the outputs document: (output name, value).
+    pub output_parameters: Vec<(String, String)>,
     /// A cache hit.
     pub cached: bool,
     /// Extra annotations (e.g. the sim's `sim.podline.io/exit-code`).
@@ -62,7 +64,11 @@ impl Step {
                 "path": format!("/tmp/outputs/{name}/data"),
                 "s3": {"endpoint": MINIO_ENDPOINT, "bucket": BUCKET, "key": key},
             })).collect::<Vec<_>>(),
-            "parameters": [],
+            "parameters": self.output_parameters.iter().map(|(name, value)| json!({
+                "name": format!("{}-{name}", self.template),
+                "value": value,
+                "valueFrom": {"path": format!("/tmp/outputs/{name}/data")},
+            })).collect::<Vec<_>>(),
         })
     }
 

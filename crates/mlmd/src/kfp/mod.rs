@@ -5,9 +5,12 @@
 //!   (component spec, parameters). Pure.
 //! - [`writer`]: [`KfpWriter`] records a [`KfpPod`] into MLMD idempotently.
 //! - [`sink`]: [`KfpSink`] turns pod events into records and pod markers,
-//!   waiting out MLMD outages; [`run`] drives it from a pod watch.
+//!   waiting out MLMD outages, and cancels executions of vanished pods.
+//! - [`pipeline`]: [`pipeline::run`] drives the sink from a pod watch through
+//!   [`queue`], a per-pod keyed work queue, with parallel workers.
 //! - [`patch`]: the labels and annotations written back on the pod.
-//! - [`daemon`]: [`run_daemon`], KFP mode as `podline record --sink mlmd` runs it.
+//! - [`daemon`]: [`run_daemon`], KFP mode as `podline record --kfp` runs it,
+//!   reporting into the SQL recorder's health and metrics ([`Observability`]).
 //! - [`config`]: [`KfpEnv`], the writer's environment variables, strictly parsed.
 //! - [`keys`]: the label/annotation names of the contract.
 //! - [`fixture`]: KFP-shaped pods for tests, demos and benchmarks.
@@ -19,13 +22,16 @@ pub mod daemon;
 pub mod fixture;
 pub mod keys;
 pub mod patch;
+pub mod pipeline;
 pub mod pod;
+pub mod queue;
 pub mod sink;
 pub mod writer;
 
 pub use config::{EnvError, KfpEnv};
-pub use daemon::{KfpError, mlmd_config, run_daemon};
+pub use daemon::{KfpError, Observability, mlmd_config, run_daemon};
 pub use patch::PodPatch;
+pub use pipeline::{PipelineConfig, run};
 pub use pod::{KfpPod, Skip, Warning, classify};
-pub use sink::{KfpSink, Outcome, SinkConfig, SinkStats, run};
+pub use sink::{KfpSink, Outcome, SinkConfig, SinkStats};
 pub use writer::{KfpWriter, Recorded};

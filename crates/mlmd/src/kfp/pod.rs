@@ -84,6 +84,9 @@ pub struct KfpPod {
     /// Outputs from the pod annotation; `None` when the annotation is absent
     /// (then a WorkflowTaskResult may have them).
     pub outputs: Option<Vec<OutputArtifact>>,
+    /// `output:<name>` custom properties: the step's output parameters (KFP's
+    /// writer dropped them; see [`argo::output_parameters`]).
+    pub output_parameters: BTreeMap<String, Value>,
     /// The node id (WorkflowTaskResult name), if annotated.
     pub node_id: Option<String>,
     /// The pod phase.
@@ -118,8 +121,10 @@ impl KfpPod {
     }
 
     /// Parse outputs from an Argo outputs document (annotation or
-    /// WorkflowTaskResult), typing them from the component spec.
+    /// WorkflowTaskResult), typing them from the component spec. Output
+    /// parameters go to [`KfpPod::output_parameters`].
     pub fn parse_outputs(&mut self, outputs: &Json) -> Vec<OutputArtifact> {
+        self.output_parameters = argo::output_parameters(outputs, &self.template.name);
         let mut result = Vec::new();
         for artifact in argo::output_artifacts(outputs) {
             let argo_name = artifact["name"].as_str().unwrap_or_default();
@@ -257,6 +262,7 @@ pub fn classify(pod: &Pod) -> Result<KfpPod, Skip> {
         parameters,
         inputs,
         outputs: None,
+        output_parameters: BTreeMap::new(),
         node_id: annotations.get(NODE_ID_ANNOTATION).cloned(),
         phase: pod
             .status
@@ -479,6 +485,23 @@ mod tests {
         assert_eq!(kfp.warnings[0].field, ARGO_TEMPLATE_ENV);
         assert_eq!(kfp.template, Template::default());
         assert!(kfp.inputs.is_empty());
+    }
+
+    #[test]
+    fn output_parameters_should_become_output_custom_properties() {
+        let mut kfp = classify(&step().pod(Some("u"))).expect("recorded");
+        let doc = serde_json::json!({
+            "artifacts": [],
+            "parameters": [
+                {"name": "train-accuracy", "value": "0.93", "valueFrom": {"path": "/tmp/outputs/accuracy/data"}},
+                {"name": "train-not-yet", "valueFrom": {"path": "/tmp/x"}},
+            ],
+        });
+        kfp.parse_outputs(&doc);
+        assert_eq!(
+            kfp.output_parameters,
+            BTreeMap::from([("output:accuracy".to_owned(), Value::string("0.93"))])
+        );
     }
 
     #[test]

@@ -5,25 +5,32 @@
 //! line per outage), a bad pod is logged with its name and the field that
 //! was wrong, and a failed pod patch is retried a few times and then left to
 //! the next event (the MLMD side is idempotent, so a later retry is safe).
-//! [`run`] drives it from [`podline_client::watch`] when no recorder does.
+//! [`KfpSink::cancel_vanished`] marks CANCELED the executions of pods that
+//! vanished while nobody watched. [`super::pipeline::run`] feeds it from a
+//! pod watch through a keyed work queue.
+//!
+//! Health and metrics go through `podline-record`'s [`Health`] (the SQL
+//! recorder's `/readyz` and `/metrics`): MLMD plays the store's part
+//! (writable = reachable, `store_errors` = MLMD errors), and [`SinkStats`]
+//! adds the KFP counters under `podline_record_kfp_`.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use backon::BackoffBuilder;
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use podline_client::backoff::FullJitter;
-use podline_client::watch::{Event, WatchConfig, WatchError, watch};
+use podline_record::{Health, Metrics};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
 use serde_json::Value as Json;
 use tracing::Instrument;
 
-use super::keys::SELECTOR;
 use super::patch::PodPatch;
 use super::pod::{KfpPod, Skip, classify};
-use super::writer::{KfpWriter, Recorded, is_terminal};
+use super::writer::{KfpWriter, Recorded, is_terminal, pod_uid_of};
+use crate::error::MlmdError;
 use crate::proto::GetContextTypesRequest;
 
 /// Tuning of the sink.
@@ -59,28 +66,88 @@ pub enum Outcome {
         recorded: Recorded,
         /// Whether a pod patch was applied (and verified) for this event.
         patched: bool,
+        /// Finished, but some inputs' upstream artifacts are not in MLMD
+        /// yet, so `metadata_written` was held back: handle the pod again
+        /// later (see [`KfpSink::handle_job`]).
+        awaiting_inputs: bool,
     },
     /// MLMD rejected the pod's data (not retryable): logged, stream goes on.
     Failed(String),
 }
 
-/// Counters for metrics and benchmarks.
+/// KFP mode's counters, served on `/metrics` as `podline_record_kfp_*`
+/// (see [`SinkStats::register`]) and read by tests and benchmarks.
 #[derive(Debug, Default)]
 pub struct SinkStats {
     /// Pod events recorded.
-    pub recorded: AtomicU64,
-    /// Pod events skipped.
-    pub skipped: AtomicU64,
+    pub recorded: Counter,
+    /// Pod events skipped (not Argo, already written, TFX, v2, incomplete).
+    pub skipped: Counter,
     /// Pod events MLMD rejected.
-    pub failed: AtomicU64,
+    pub failed: Counter,
     /// MLMD retries after retryable errors.
-    pub mlmd_retries: AtomicU64,
+    pub mlmd_retries: Counter,
     /// Pod patches applied and verified.
-    pub patches: AtomicU64,
+    pub patches: Counter,
     /// Pod patches that failed after all attempts.
-    pub patch_failures: AtomicU64,
+    pub patch_failures: Counter,
     /// Warnings about unreadable pod data.
-    pub warnings: AtomicU64,
+    pub warnings: Counter,
+    /// Executions marked CANCELED because their pod vanished unseen.
+    pub canceled_vanished: Counter,
+}
+
+impl SinkStats {
+    /// Register the counters in `registry` under the `kfp_` prefix (pass it
+    /// to [`Metrics::with_extra`]).
+    pub fn register(&self, registry: &mut Registry) {
+        let kfp = registry.sub_registry_with_prefix("kfp");
+        let counters: [(&str, &str, &Counter); 8] = [
+            (
+                "pods_recorded",
+                "Pod events recorded into MLMD",
+                &self.recorded,
+            ),
+            (
+                "pods_skipped",
+                "Pod events not recorded (not Argo, already written, TFX, v2)",
+                &self.skipped,
+            ),
+            (
+                "pods_failed",
+                "Pod events MLMD rejected (logged, stream goes on)",
+                &self.failed,
+            ),
+            (
+                "mlmd_retries",
+                "MLMD calls retried after a retryable error",
+                &self.mlmd_retries,
+            ),
+            (
+                "pod_patches",
+                "Pod marker patches applied and verified",
+                &self.patches,
+            ),
+            (
+                "pod_patch_failures",
+                "Pod marker patches that failed after all attempts",
+                &self.patch_failures,
+            ),
+            (
+                "pod_warnings",
+                "Unreadable pod fields (recorded with what could be read)",
+                &self.warnings,
+            ),
+            (
+                "vanished_canceled",
+                "Executions marked CANCELED because their pod vanished while unwatched",
+                &self.canceled_vanished,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            kfp.register(name, help, counter.clone());
+        }
+    }
 }
 
 /// The sink. Share it behind an `Arc` if several tasks feed it.
@@ -89,6 +156,7 @@ pub struct KfpSink {
     kube: kube::Client,
     config: SinkConfig,
     stats: Arc<SinkStats>,
+    health: Arc<Health>,
 }
 
 impl std::fmt::Debug for KfpSink {
@@ -110,18 +178,36 @@ const WTR: (&str, &str, &str, &str) = (
 
 impl KfpSink {
     /// A sink writing through `writer` and patching pods through `kube`.
+    /// With its own counters and health (not served anywhere; see
+    /// [`KfpSink::observed_by`]).
     pub fn new(writer: KfpWriter, kube: kube::Client, config: SinkConfig) -> Self {
+        let stats = Arc::new(SinkStats::default());
+        let metrics = Arc::new(Metrics::with_extra(|r| stats.register(r)));
         KfpSink {
             writer,
             kube,
             config,
-            stats: Arc::new(SinkStats::default()),
+            stats,
+            health: Arc::new(Health::new(metrics, Duration::from_secs(120))),
         }
+    }
+
+    /// Report into `health` (served on `/readyz` and `/metrics`) and `stats`
+    /// (registered in `health`'s metrics).
+    pub fn observed_by(mut self, health: Arc<Health>, stats: Arc<SinkStats>) -> Self {
+        self.health = health;
+        self.stats = stats;
+        self
     }
 
     /// The counters.
     pub fn stats(&self) -> Arc<SinkStats> {
         self.stats.clone()
+    }
+
+    /// The health state this sink reports into.
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
     }
 
     /// The writer (call counts, direct use).
@@ -145,6 +231,7 @@ impl KfpSink {
                     if logged {
                         tracing::info!("MLMD is reachable again");
                     }
+                    self.health.set_store_writable(true);
                     return;
                 }
                 Err(e) => {
@@ -160,20 +247,38 @@ impl KfpSink {
 
     /// Handle one pod event. `deleted` for a DELETED event.
     pub async fn handle(&self, pod: &Pod, deleted: bool) -> Outcome {
+        self.handle_job(pod, deleted, false).await
+    }
+
+    /// [`KfpSink::handle`], and with `may_wait_for_inputs`, a finished pod
+    /// whose upstream artifacts are not recorded yet (its upstream pod is
+    /// still queued: a relist or backlog is written in no particular order)
+    /// does not get `metadata_written` yet: the caller handles it again
+    /// later, and the writer links the inputs then. Without it, the pod is
+    /// marked written with what could be linked.
+    pub async fn handle_job(&self, pod: &Pod, deleted: bool, may_wait_for_inputs: bool) -> Outcome {
         let kfp = match classify(pod) {
             Ok(kfp) => kfp,
             Err(skip) => {
-                self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                self.stats.skipped.inc();
                 return Outcome::Skipped(skip);
             }
         };
         let span = tracing::info_span!(
             "kfp_pod", namespace = %kfp.namespace, pod = %kfp.name, uid = %kfp.uid
         );
-        self.handle_kfp(pod, kfp, deleted).instrument(span).await
+        self.handle_kfp(pod, kfp, deleted, may_wait_for_inputs)
+            .instrument(span)
+            .await
     }
 
-    async fn handle_kfp(&self, pod: &Pod, mut kfp: KfpPod, deleted: bool) -> Outcome {
+    async fn handle_kfp(
+        &self,
+        pod: &Pod,
+        mut kfp: KfpPod,
+        deleted: bool,
+        may_wait_for_inputs: bool,
+    ) -> Outcome {
         let wants_task_result =
             is_terminal(kfp.state(deleted)) && kfp.outputs.is_none() && !deleted;
         if wants_task_result && let Some(doc) = self.task_result_outputs(&kfp).await {
@@ -181,7 +286,7 @@ impl KfpSink {
             kfp.outputs = Some(outputs);
         }
         for w in &kfp.warnings {
-            self.stats.warnings.fetch_add(1, Ordering::Relaxed);
+            self.stats.warnings.inc();
             tracing::warn!(
                 namespace = %kfp.namespace, pod = %kfp.name, field = %w.field,
                 "bad pod data in {}/{} field {}: {}; recording what can be read",
@@ -191,18 +296,32 @@ impl KfpSink {
         let recorded = match self.record_with_retry(&kfp, deleted).await {
             Ok(r) => r,
             Err(e) => {
-                self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                self.stats.failed.inc();
+                self.health.metrics().store_error("rejected");
                 tracing::warn!(error = %e, "MLMD rejected the pod's metadata; skipping this event");
                 return Outcome::Failed(e.to_string());
             }
         };
-        self.stats.recorded.fetch_add(1, Ordering::Relaxed);
+        self.stats.recorded.inc();
         let mut patched = false;
+        let awaiting_inputs =
+            may_wait_for_inputs && recorded.outputs.is_some() && recorded.unlinked_inputs > 0;
+        if awaiting_inputs {
+            tracing::debug!(
+                unlinked = recorded.unlinked_inputs,
+                "finished before its upstream artifacts were recorded; linking them later"
+            );
+        } else if recorded.unlinked_inputs > 0 && recorded.outputs.is_some() {
+            tracing::info!(
+                unlinked = recorded.unlinked_inputs,
+                "inputs without an upstream artifact in MLMD; recorded without them"
+            );
+        }
         // Cache hits keep the webhook's markers; deleted pods cannot be patched.
         if !deleted && !kfp.cached {
             let mut patch =
                 PodPatch::started(recorded.execution_id, recorded.context_id, &recorded.inputs);
-            if let Some(outputs) = &recorded.outputs {
+            if let (Some(outputs), false) = (&recorded.outputs, awaiting_inputs) {
                 patch = patch.merge(PodPatch::finished(outputs));
             }
             let missing = patch.missing_from(
@@ -213,26 +332,39 @@ impl KfpSink {
                 patched = self.patch_pod(&kfp, &missing).await;
             }
         }
-        Outcome::Recorded { recorded, patched }
+        Outcome::Recorded {
+            recorded,
+            patched,
+            awaiting_inputs,
+        }
     }
 
-    async fn record_with_retry(
-        &self,
-        kfp: &KfpPod,
-        deleted: bool,
-    ) -> Result<Recorded, crate::MlmdError> {
+    async fn record_with_retry(&self, kfp: &KfpPod, deleted: bool) -> Result<Recorded, MlmdError> {
+        self.with_retry(|| self.writer.record(kfp, deleted)).await
+    }
+
+    /// Run `call` until it succeeds or fails for good, waiting out MLMD
+    /// outages with backoff (forever; one warning per outage).
+    async fn with_retry<T, F, Fut>(&self, call: F) -> Result<T, MlmdError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, MlmdError>>,
+    {
         let mut backoff = self.config.backoff.clone().build();
         let mut logged = false;
         loop {
-            match self.writer.record(kfp, deleted).await {
+            match call().await {
                 Ok(r) => {
                     if logged {
-                        tracing::info!("MLMD is reachable again; pod recorded");
+                        tracing::info!("MLMD is reachable again");
                     }
+                    self.health.set_store_writable(true);
                     return Ok(r);
                 }
                 Err(e) if e.is_retryable() => {
-                    self.stats.mlmd_retries.fetch_add(1, Ordering::Relaxed);
+                    self.stats.mlmd_retries.inc();
+                    self.health.set_store_writable(false);
+                    self.health.metrics().store_error("retryable");
                     if logged {
                         tracing::debug!(error = %e, "MLMD still unavailable");
                     } else {
@@ -244,6 +376,60 @@ impl KfpSink {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// After a relist: mark CANCELED every unfinished execution (in
+    /// `namespace`, or all namespaces) whose pod is gone, i.e. for which
+    /// `known(uid)` is false. `known` must cover the pods the relist saw,
+    /// those seen since, and those the work queue still owns, so that no
+    /// execution a worker may still write is touched. MLMD outages are
+    /// waited out. Returns how many were canceled.
+    pub async fn cancel_vanished(
+        &self,
+        namespace: Option<&str>,
+        known: impl Fn(&str) -> bool,
+    ) -> u64 {
+        let candidates = match self
+            .with_retry(|| self.writer.unfinished_executions(namespace))
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list unfinished executions; vanished pods stay as they are");
+                return 0;
+            }
+        };
+        let mut canceled = 0;
+        for execution in candidates {
+            let Some(uid) = pod_uid_of(&execution) else {
+                continue;
+            };
+            if known(uid) {
+                continue;
+            }
+            let pod = execution
+                .custom_properties
+                .get("kfp_pod_name")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_owned();
+            match self.with_retry(|| self.writer.cancel(&execution)).await {
+                Ok(()) => {
+                    canceled += 1;
+                    self.stats.canceled_vanished.inc();
+                    tracing::info!(
+                        pod,
+                        uid,
+                        execution_id = execution.id,
+                        "pod vanished while unwatched: execution marked CANCELED"
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!(pod, uid, error = %e, "cannot mark the vanished pod's execution CANCELED")
+                }
+            }
+        }
+        canceled
     }
 
     /// Outputs from the pod's WorkflowTaskResult (Argo >= 3.4 writes them
@@ -299,7 +485,7 @@ impl KfpSink {
                             pod.metadata.annotations.as_ref(),
                         ) =>
                 {
-                    self.stats.patches.fetch_add(1, Ordering::Relaxed);
+                    self.stats.patches.inc();
                     return true;
                 }
                 Ok(_) => {
@@ -319,35 +505,7 @@ impl KfpSink {
             }
             tokio::time::sleep(backoff.next().unwrap_or(self.config.backoff.cap())).await;
         }
-        self.stats.patch_failures.fetch_add(1, Ordering::Relaxed);
+        self.stats.patch_failures.inc();
         false
     }
-}
-
-/// Drive `sink` from a watch of Argo pods (`workflows.argoproj.io/workflow`
-/// exists) through [`podline_client::watch`]. Returns only on a fatal watch
-/// error (401/403/404 namespace); every other failure is retried inside.
-pub async fn run(sink: &KfpSink, pods: Api<Pod>, config: WatchConfig) -> Result<(), WatchError> {
-    sink.wait_for_mlmd().await;
-    let stream = watch(pods, config.labels(SELECTOR));
-    futures::pin_mut!(stream);
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(Event::InitApply(pod) | Event::Apply(pod)) => {
-                sink.handle(&pod, false).await;
-            }
-            Ok(Event::Delete(pod)) => {
-                sink.handle(&pod, true).await;
-            }
-            Ok(Event::Connected { reason, .. }) => {
-                tracing::debug!(reason, "pod watch connected");
-            }
-            Ok(_) => {}
-            Err(e) if e.is_fatal() => return Err(e),
-            Err(e) => {
-                tracing::debug!(reason = e.reason(), error = %e, "pod watch interrupted; resuming")
-            }
-        }
-    }
-    Ok(())
 }

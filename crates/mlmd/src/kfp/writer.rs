@@ -39,6 +39,9 @@ pub struct Recorded {
     pub inputs: Vec<InputRef>,
     /// Outputs, once the execution is terminal.
     pub outputs: Option<Vec<OutputRef>>,
+    /// Inputs not linked because no artifact has their URI yet (the
+    /// upstream pod is not recorded yet: a later call links them).
+    pub unlinked_inputs: usize,
 }
 
 /// Whether a state is final (outputs recorded with it).
@@ -93,6 +96,15 @@ impl<K: Eq + Hash + Clone, V> Bounded<K, V> {
     }
     fn get(&self, k: &K) -> Option<&V> {
         self.map.get(k)
+    }
+    fn remove<Q>(&mut self, k: &Q)
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        // The key stays in `order` until it is the oldest: harmless, as
+        // eviction of a missing key removes nothing.
+        self.map.remove(k);
     }
     fn insert(&mut self, k: K, v: V) {
         if self.map.insert(k.clone(), v).is_none() {
@@ -151,6 +163,12 @@ impl KfpWriter {
     /// Record `pod` (its outputs already filled in `pod.outputs` when known).
     /// `deleted` means the pod is gone. Idempotent: safe to call again for
     /// the same pod after any failure or restart.
+    ///
+    /// MLMD calls per pod, types and contexts cached: at first sight one
+    /// `GetArtifactsByURI` (only when it has inputs) and one `PutExecution`;
+    /// then one `PutExecution` when it finishes (none when it was first seen
+    /// finished). A restart costs one more read per pod (`AlreadyExists`, then
+    /// `GetExecutionsByExternalIds`).
     pub async fn record(&self, pod: &KfpPod, deleted: bool) -> Result<Recorded, MlmdError> {
         let target = pod.state(deleted);
         let context = self.run_context(&pod.namespace, &pod.workflow).await?;
@@ -161,12 +179,16 @@ impl KfpWriter {
         let memo = self.memo().pods.get(&pod.uid).cloned();
         let mut memo = match memo {
             Some(m) => m,
-            None => self.find_or_create_execution(pod, &context, target).await?,
+            None => self.first_sight(pod, &context, target).await?,
         };
         let current = state_of(&memo.execution);
         if is_terminal(current) {
             if memo.outputs.is_none() {
                 memo.outputs = Some(self.read_outputs(&memo.execution).await?);
+            }
+            if memo.inputs.len() < pod.inputs.len() {
+                let late = self.link_late_inputs(pod, &memo).await?;
+                memo.inputs.extend(late);
             }
         } else if is_terminal(target) {
             let outputs = pod.outputs.clone().unwrap_or_default();
@@ -193,7 +215,7 @@ impl KfpWriter {
                 )
                 .await
             {
-                Ok(refs) => {
+                Ok((_, refs)) => {
                     memo.execution.last_known_state = Some(target as i32);
                     memo.inputs.extend(late_inputs);
                     memo.outputs = Some(refs);
@@ -222,6 +244,7 @@ impl KfpWriter {
             state: state_of(&memo.execution),
             inputs: memo.inputs.clone(),
             outputs: memo.outputs.clone(),
+            unlinked_inputs: pod.inputs.len().saturating_sub(memo.inputs.len()),
         };
         self.memo().pods.insert(pod.uid.clone(), memo);
         Ok(recorded)
@@ -237,31 +260,36 @@ impl KfpWriter {
         Ok(or_empty(found)?.executions.into_iter().next().map(writable))
     }
 
-    async fn find_or_create_execution(
+    /// The first time this process sees the pod: create its execution
+    /// (finished at once, outputs and all, when the pod already is), or
+    /// continue from what an earlier run stored. Creating first and reading
+    /// only on `AlreadyExists` saves a read per pod in the common case; the
+    /// execution's external id makes the create safe to repeat.
+    async fn first_sight(
         &self,
         pod: &KfpPod,
         context: &Context,
         target: ExecutionState,
     ) -> Result<PodMemo, MlmdError> {
         let inputs = self.resolve_inputs(pod).await?;
-        if let Some(execution) = self.find_execution(pod).await? {
-            return Ok(PodMemo {
-                execution,
-                inputs,
-                outputs: None,
-            });
-        }
         // A pod phase 1 of KFP's own writer labelled: adopt its execution
-        // (never for cache hits, whose label points at the original run's).
+        // (never for cache hits, whose label points at the original run's),
+        // unless podline recorded it already.
         if let (Some(id), false) = (pod.labelled_execution_id, pod.cached) {
+            if let Some(execution) = self.find_execution(pod).await? {
+                return Ok(PodMemo {
+                    execution,
+                    inputs,
+                    outputs: None,
+                });
+            }
             let found = self
                 .client
                 .get_executions_by_id(GetExecutionsByIdRequest {
                     execution_ids: vec![id],
                 })
                 .await;
-            let found = or_empty(found)?;
-            if let Some(execution) = found.executions.into_iter().next() {
+            if let Some(execution) = or_empty(found)?.executions.into_iter().next() {
                 return Ok(PodMemo {
                     execution: writable(execution),
                     inputs,
@@ -270,37 +298,133 @@ impl KfpWriter {
             }
         }
         let type_id = self.execution_type(&pod.component_version).await?;
-        // Created NEW or RUNNING; a terminal state comes with the outputs.
-        let initial = if target == ExecutionState::Running {
-            ExecutionState::Running
+        let created = if is_terminal(target) {
+            let mut execution = execution_proto(pod, type_id, target);
+            let outputs = pod.outputs.clone().unwrap_or_default();
+            self.finish(pod, context, &execution, target, &outputs, &inputs)
+                .await
+                .map(|(id, refs)| {
+                    execution.id = id;
+                    execution
+                        .custom_properties
+                        .extend(pod.output_parameters.clone());
+                    PodMemo {
+                        execution,
+                        inputs: inputs.clone(),
+                        outputs: Some(refs),
+                    }
+                })
         } else {
-            ExecutionState::New
-        };
-        let mut execution = execution_proto(pod, type_id, initial);
-        let request = PutExecutionRequest {
-            execution: Some(execution.clone()),
-            artifact_event_pairs: inputs.iter().map(input_pair).collect(),
-            contexts: vec![context.clone()],
-            options: Some(PutExecutionOptions {
-                reuse_context_if_already_exist: Some(true),
-                reuse_artifact_if_already_exist_by_external_id: Some(true),
-            }),
-        };
-        match self.client.put_execution(request).await {
-            Ok(response) => {
+            // Created NEW or RUNNING; a terminal state comes with the outputs.
+            let initial = if target == ExecutionState::Running {
+                ExecutionState::Running
+            } else {
+                ExecutionState::New
+            };
+            let mut execution = execution_proto(pod, type_id, initial);
+            let request = PutExecutionRequest {
+                execution: Some(execution.clone()),
+                artifact_event_pairs: inputs.iter().map(input_pair).collect(),
+                contexts: vec![context.clone()],
+                options: Some(PutExecutionOptions {
+                    reuse_context_if_already_exist: Some(true),
+                    reuse_artifact_if_already_exist_by_external_id: Some(true),
+                }),
+            };
+            self.client.put_execution(request).await.map(|response| {
                 execution.id = response.execution_id;
+                PodMemo {
+                    execution,
+                    inputs: inputs.clone(),
+                    outputs: None,
+                }
+            })
+        };
+        match created {
+            Ok(memo) => Ok(memo),
+            // Recorded before (a restart, or a lost race): go on from there,
+            // with the inputs it really linked.
+            Err(e) if e.is_already_exists() => {
+                let execution = self.find_execution(pod).await?.ok_or(e)?;
+                let inputs = self.linked_inputs(pod, &execution).await?;
                 Ok(PodMemo {
                     execution,
                     inputs,
                     outputs: None,
                 })
             }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The inputs an execution recorded earlier has INPUT events for.
+    async fn linked_inputs(
+        &self,
+        pod: &KfpPod,
+        execution: &Execution,
+    ) -> Result<Vec<InputRef>, MlmdError> {
+        let Some(id) = execution.id else {
+            return Ok(Vec::new());
+        };
+        let events = self
+            .client
+            .get_events_by_execution_ids(GetEventsByExecutionIdsRequest {
+                execution_ids: vec![id],
+            })
+            .await;
+        Ok(or_empty(events)?
+            .events
+            .iter()
+            .filter(|e| e.r#type == Some(EventType::Input as i32))
+            .filter_map(|e| {
+                let name = e.path.as_ref()?.first_key()?.to_owned();
+                let uri = pod.inputs.iter().find(|i| i.name == name)?.uri.clone();
+                Some(InputRef {
+                    id: e.artifact_id?,
+                    name,
+                    uri,
+                })
+            })
+            .collect())
+    }
+
+    /// Link inputs of a finished execution whose upstream artifact appeared
+    /// since (the upstream pod was recorded after this one: a relist or a
+    /// backlog is written in parallel, in no particular order).
+    async fn link_late_inputs(
+        &self,
+        pod: &KfpPod,
+        memo: &PodMemo,
+    ) -> Result<Vec<InputRef>, MlmdError> {
+        let Some(execution_id) = memo.execution.id else {
+            return Ok(Vec::new());
+        };
+        let linked: Vec<&str> = memo.inputs.iter().map(|i| i.name.as_str()).collect();
+        let late: Vec<InputRef> = self
+            .resolve_inputs(pod)
+            .await?
+            .into_iter()
+            .filter(|i| !linked.contains(&i.name.as_str()))
+            .collect();
+        if late.is_empty() {
+            return Ok(late);
+        }
+        let events = late
+            .iter()
+            .filter_map(|i| {
+                let mut event = input_pair(i).event?;
+                event.execution_id = Some(execution_id);
+                Some(event)
+            })
+            .collect();
+        match self.client.put_events(PutEventsRequest { events }).await {
+            Ok(_) => Ok(late),
+            // Linked meanwhile by another writer: read what is there.
             Err(e) if e.is_already_exists() => {
-                let execution = self.find_execution(pod).await?.ok_or(e)?;
-                Ok(PodMemo {
-                    execution,
-                    inputs,
-                    outputs: None,
+                self.linked_inputs(pod, &memo.execution).await.map(|all| {
+                    all.into_iter()
+                        .filter(|i| !linked.contains(&i.name.as_str()))
+                        .collect()
                 })
             }
             Err(e) => Err(e),
@@ -343,6 +467,10 @@ impl KfpWriter {
         Ok(inputs)
     }
 
+    /// One transaction: the execution in its final `state` with its output
+    /// parameters, its output artifacts (OUTPUT events, attributed to the
+    /// run), and `inputs` not linked yet. `execution` without an id is
+    /// created. Returns the execution id and the outputs' ids.
     async fn finish(
         &self,
         pod: &KfpPod,
@@ -350,9 +478,9 @@ impl KfpWriter {
         execution: &Execution,
         state: ExecutionState,
         outputs: &[OutputArtifact],
-        late_inputs: &[InputRef],
-    ) -> Result<Vec<OutputRef>, MlmdError> {
-        let mut pairs = Vec::with_capacity(outputs.len() + late_inputs.len());
+        inputs: &[InputRef],
+    ) -> Result<(Option<i64>, Vec<OutputRef>), MlmdError> {
+        let mut pairs = Vec::with_capacity(outputs.len() + inputs.len());
         let mut type_names = Vec::with_capacity(outputs.len());
         for output in outputs {
             let type_id = self.artifact_type(&output.type_name).await?;
@@ -386,9 +514,12 @@ impl KfpWriter {
             });
         }
         // Outputs first: the response's artifact ids follow the pairs' order.
-        pairs.extend(late_inputs.iter().map(input_pair));
+        pairs.extend(inputs.iter().map(input_pair));
         let mut update = execution.clone();
         update.last_known_state = Some(state as i32);
+        update
+            .custom_properties
+            .extend(pod.output_parameters.clone());
         let response = self
             .client
             .put_execution(PutExecutionRequest {
@@ -401,7 +532,7 @@ impl KfpWriter {
                 }),
             })
             .await?;
-        Ok(outputs
+        let refs = outputs
             .iter()
             .zip(response.artifact_ids)
             .zip(type_names)
@@ -411,7 +542,59 @@ impl KfpWriter {
                 uri: o.uri.clone(),
                 r#type: ty,
             })
-            .collect())
+            .collect();
+        Ok((response.execution_id, refs))
+    }
+
+    /// Executions this writer recorded that are not finished (NEW or
+    /// RUNNING), in `namespace` or in all namespaces: the candidates for
+    /// CANCELED when their pod vanished while nobody watched. Paged (MLMD
+    /// caps a page at 100), never a full unfiltered scan.
+    pub async fn unfinished_executions(
+        &self,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Execution>, MlmdError> {
+        let prefix = match namespace {
+            Some(ns) => format!("podline/kfp/{ns}/%"),
+            None => "podline/kfp/%".to_owned(),
+        };
+        let filter = format!("external_id LIKE '{prefix}' AND last_known_state IN (NEW, RUNNING)");
+        let mut all = Vec::new();
+        let mut token = None;
+        loop {
+            let page = self
+                .client
+                .get_executions(GetExecutionsRequest {
+                    options: Some(ListOperationOptions {
+                        max_result_size: Some(100),
+                        next_page_token: token.take(),
+                        filter_query: Some(filter.clone()),
+                    }),
+                })
+                .await;
+            let page = or_empty(page)?;
+            all.extend(page.executions.into_iter().map(writable));
+            match page.next_page_token {
+                Some(t) if !t.is_empty() => token = Some(t),
+                _ => return Ok(all),
+            }
+        }
+    }
+
+    /// Mark an unfinished execution CANCELED (its pod is gone; the caller
+    /// makes sure no pod event of it is being written). The memo forgets it.
+    pub async fn cancel(&self, execution: &Execution) -> Result<(), MlmdError> {
+        let mut update = execution.clone();
+        update.last_known_state = Some(ExecutionState::Canceled as i32);
+        self.client
+            .put_executions(PutExecutionsRequest {
+                executions: vec![update],
+            })
+            .await?;
+        if let Some(uid) = pod_uid_of(execution) {
+            self.memo().pods.remove(uid);
+        }
+        Ok(())
     }
 
     /// The outputs an earlier (committed) phase 2 wrote, from its events.
@@ -649,6 +832,11 @@ fn string_props(names: &[&str]) -> BTreeMap<String, i32> {
         .iter()
         .map(|n| ((*n).to_owned(), PropertyType::String as i32))
         .collect()
+}
+
+/// The pod uid podline stored on an execution (`kfp_pod_uid`).
+pub fn pod_uid_of(execution: &Execution) -> Option<&str> {
+    execution.custom_properties.get("kfp_pod_uid")?.as_str()
 }
 
 fn state_of(execution: &Execution) -> ExecutionState {

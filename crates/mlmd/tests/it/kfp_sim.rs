@@ -8,17 +8,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use podline_client::backoff::FullJitter;
-use podline_client::watch::WatchConfig;
 use podline_mlmd::kfp::fixture::{Step, component_spec};
 use podline_mlmd::kfp::keys::WRITTEN_LABEL;
-use podline_mlmd::kfp::{KfpSink, KfpWriter, SinkConfig, run};
+use podline_mlmd::kfp::{KfpSink, KfpWriter, PipelineConfig, SinkConfig, run};
 use podline_mlmd::proto::{ExecutionState, GetExecutionsByExternalIdsRequest};
 use podline_mlmd::{MlmdClient, MlmdClientConfig};
 use podline_testkit::{Sim, start_sim, test_config, wait_until};
 use serde_json::{Value as Json, json};
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::require_mlmd;
 use crate::support::{MlmdServer, python_json};
@@ -40,7 +40,8 @@ fn spawn_sink(kube: &kube::Client, mlmd: &MlmdClientConfig) -> (Arc<KfpSink>, Jo
     let pods: Api<Pod> = Api::namespaced(kube.clone(), NS);
     let task_sink = sink.clone();
     let task = tokio::spawn(async move {
-        if let Err(e) = run(&task_sink, pods, WatchConfig::default()).await {
+        let config = PipelineConfig::new(Some(NS.to_owned()));
+        if let Err(e) = run(task_sink, pods, config, CancellationToken::new()).await {
             panic!("fatal watch error: {e}");
         }
     });
@@ -108,6 +109,20 @@ async fn run_workflow(kube: &kube::Client, workflow: &str) -> Vec<(String, Strin
     pods
 }
 
+/// The state of a pod's execution in MLMD, if it has one.
+async fn state_in_mlmd(mlmd: &MlmdClient, uid: &str) -> Option<ExecutionState> {
+    let found = mlmd
+        .get_executions_by_external_ids(GetExecutionsByExternalIdsRequest {
+            external_ids: vec![format!("podline/kfp/{NS}/{uid}")],
+        })
+        .await;
+    found
+        .ok()
+        .and_then(|f| f.executions.into_iter().next())
+        .and_then(|e| e.last_known_state)
+        .and_then(|s| ExecutionState::try_from(s).ok())
+}
+
 /// True once every pod's execution is terminal in MLMD and every non-cached
 /// pod carries `metadata_written` (the last thing the sink does).
 async fn all_recorded(
@@ -117,16 +132,7 @@ async fn all_recorded(
 ) -> bool {
     let api: Api<Pod> = Api::namespaced(kube.clone(), NS);
     for (name, uid, cached) in pods {
-        let found = mlmd
-            .get_executions_by_external_ids(GetExecutionsByExternalIdsRequest {
-                external_ids: vec![format!("podline/kfp/{NS}/{uid}")],
-            })
-            .await;
-        let state = found
-            .ok()
-            .and_then(|f| f.executions.into_iter().next())
-            .and_then(|e| e.last_known_state)
-            .and_then(|s| ExecutionState::try_from(s).ok());
+        let state = state_in_mlmd(mlmd, uid).await;
         if !matches!(
             state,
             Some(ExecutionState::Complete | ExecutionState::Failed | ExecutionState::Cached)
@@ -214,7 +220,15 @@ async fn a_kfp_run_in_the_sim_should_be_recorded_as_the_kfp_ui_expects() {
         "999999"
     );
     let stats = sink.stats();
-    assert_eq!(stats.failed.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(stats.failed.get(), 0);
+    // Output parameters (KFP's writer dropped them) from the pod annotation
+    // and from the WorkflowTaskResult.
+    let prep = execs
+        .iter()
+        .find(|e| e["custom_properties"]["kfp_pod_name"] == "wf-sim-prep")
+        .expect("prep execution");
+    assert_eq!(prep["custom_properties"]["output:rows"], "1000");
+    assert_eq!(train_exec["custom_properties"]["output:accuracy"], "0.93");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -306,10 +320,7 @@ async fn mlmd_down_at_start_and_mid_run_should_lose_nothing() {
     let q = assert_run_as_the_ui_sees_it(server.port, "wf-down-2");
     assert_eq!(q["counts"]["executions"], 8);
     assert!(
-        sink.stats()
-            .mlmd_retries
-            .load(std::sync::atomic::Ordering::Relaxed)
-            > 0,
+        sink.stats().mlmd_retries.get() > 0,
         "the sink waited MLMD out"
     );
 }
@@ -362,10 +373,128 @@ async fn bad_annotations_should_be_recorded_with_what_can_be_read_and_the_stream
     assert_eq!(artifacts[0]["uri"], "minio://mlpipeline/k/ok.tgz");
     // component_spec, arguments.parameters and the unknown artifact kind,
     // each time the pod was seen.
+    assert!(sink.stats().warnings.get() >= 3);
+}
+
+/// Create `step`'s pod and move it to Running; returns its uid.
+async fn start_step(kube: &kube::Client, step: &Step) -> String {
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), NS);
+    let pod = pods
+        .create(&PostParams::default(), &step.pod(None))
+        .await
+        .expect("create pod");
+    pods.patch_status(
+        &step.pod_name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await
+    .expect("running");
+    pod.metadata.uid.expect("uid")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_deleted_while_the_writer_was_down_should_become_canceled_on_restart() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let (_sim, kube) = sim().await;
+    let mlmd = MlmdClient::new(&server.config()).expect("client");
+    let (_, task) = spawn_sink(&kube, &server.config());
+    let gone = start_step(&kube, &Step::new(NS, "wf-gone", "doomed")).await;
+    let live = start_step(&kube, &Step::new(NS, "wf-gone", "alive")).await;
+    for uid in [&gone, &live] {
+        assert!(
+            wait_until(Duration::from_secs(20), || async {
+                state_in_mlmd(&mlmd, uid).await == Some(ExecutionState::Running)
+            })
+            .await,
+            "{uid} not recorded RUNNING"
+        );
+    }
+
+    // The writer stops; the pod is deleted while nobody watches.
+    task.abort();
+    let _ = task.await;
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), NS);
+    pods.delete("wf-gone-doomed", &DeleteParams::default().grace_period(0))
+        .await
+        .expect("delete");
     assert!(
-        sink.stats()
-            .warnings
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= 3
+        wait_until(Duration::from_secs(10), || async {
+            pods.get_opt("wf-gone-doomed")
+                .await
+                .ok()
+                .flatten()
+                .is_none()
+        })
+        .await,
+        "pod not gone"
+    );
+
+    // Restarted, the writer's relist no longer has it: CANCELED, as Kubeflow
+    // users expect of a vanished pod. The live pod stays RUNNING.
+    let (sink, task) = spawn_sink(&kube, &server.config());
+    assert!(
+        wait_until(Duration::from_secs(20), || async {
+            state_in_mlmd(&mlmd, &gone).await == Some(ExecutionState::Canceled)
+        })
+        .await,
+        "vanished pod's execution is {:?}, not CANCELED",
+        state_in_mlmd(&mlmd, &gone).await
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            sink.stats().canceled_vanished.get() == 1
+        })
+        .await
+    );
+    task.abort();
+    assert_eq!(
+        state_in_mlmd(&mlmd, &live).await,
+        Some(ExecutionState::Running),
+        "a pod still there must not be canceled"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_should_be_written_to_mlmd_in_parallel() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Every MLMD call takes 100 ms (outside the store's lock), and the
+    // server records how many calls it served at once.
+    let stats = dir.path().join("server-stats.json");
+    let server = MlmdServer::start_with(
+        &dir.path().join("mlmd.db"),
+        0,
+        &[
+            "--delay-ms".into(),
+            "100".into(),
+            "--stats".into(),
+            stats.display().to_string(),
+        ],
+    );
+    let (_sim, kube) = sim().await;
+    let mut uids = Vec::new();
+    for i in 0..8 {
+        uids.push(start_step(&kube, &Step::new(NS, "wf-par", &format!("s{i}"))).await);
+    }
+    let mlmd = MlmdClient::new(&server.config()).expect("client");
+    let (_, task) = spawn_sink(&kube, &server.config());
+    for uid in &uids {
+        assert!(
+            wait_until(Duration::from_secs(30), || async {
+                state_in_mlmd(&mlmd, uid).await == Some(ExecutionState::Running)
+            })
+            .await,
+            "{uid} not recorded"
+        );
+    }
+    task.abort();
+    let text = std::fs::read_to_string(&stats).expect("server stats");
+    let served: Json = serde_json::from_str(&text).expect("stats JSON");
+    assert!(
+        served["max_concurrent"].as_u64().unwrap_or(0) >= 2,
+        "pods were written one at a time: {served}"
     );
 }

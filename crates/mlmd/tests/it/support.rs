@@ -57,10 +57,17 @@ pub struct MlmdServer {
 impl MlmdServer {
     /// Start a server over `db` on `port` (0 = pick one).
     pub fn start(db: &Path, port: u16) -> MlmdServer {
+        MlmdServer::start_with(db, port, &[])
+    }
+
+    /// [`MlmdServer::start`] with more `mlmd_server.py` options (e.g.
+    /// `--delay-ms`, `--stats`).
+    pub fn start_with(db: &Path, port: u16, extra: &[String]) -> MlmdServer {
         let mut child = Command::new("python3")
             .arg(helper("mlmd_server.py"))
             .args(["--port", &port.to_string(), "--db"])
             .arg(db)
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -15,11 +15,13 @@ use crate::support::{MlmdServer, python_json};
 pub fn run_steps(namespace: &str, workflow: &str) -> Vec<(Step, Option<Json>, &'static str)> {
     let mut prep = Step::new(namespace, workflow, "prep");
     prep.component_spec = Some(component_spec("Prep", &[("data", "Dataset")]));
+    prep.output_parameters = vec![("rows".into(), "1000".into())];
     prep.outputs_on_pod = Some(vec![("data".into(), prep.key("data"))]);
     let mut train = Step::new(namespace, workflow, "train");
     train.component_spec = Some(component_spec("Train", &[("model", "Model")]));
     train.parameters = Some(r#"{"lr": "0.1", "epochs": 3}"#.into());
     train.inputs = vec![("data".into(), prep.key("data"))];
+    train.output_parameters = vec![("accuracy".into(), "0.93".into())];
     let wtr = train.outputs_json(&[("model".into(), train.key("model"))]);
     let mut eval = Step::new(namespace, workflow, "eval");
     eval.cached = true;
@@ -103,6 +105,13 @@ pub fn assert_run_as_the_ui_sees_it(port: u16, workflow: &str) -> Json {
     );
     assert_eq!(train["custom_properties"]["input:lr"], "0.1");
     assert_eq!(train["custom_properties"]["input:epochs"], 3);
+    // Output parameters (KFP's writer dropped them), from the pod annotation
+    // and from the WorkflowTaskResult.
+    assert_eq!(prep["custom_properties"]["output:rows"], "1000", "{prep:#}");
+    assert_eq!(
+        train["custom_properties"]["output:accuracy"], "0.93",
+        "{train:#}"
+    );
     // Lineage: train's INPUT is prep's OUTPUT artifact.
     let prep_out = &prep["events"][0];
     assert_eq!(prep_out["type"], "OUTPUT");
@@ -205,4 +214,89 @@ async fn a_pod_deleted_before_finishing_should_be_canceled() {
         &[server.port.to_string(), "wf-cancel".into()],
     );
     assert_eq!(q["executions"][0]["state"], "CANCELED");
+}
+
+#[tokio::test]
+async fn a_pod_should_cost_one_mlmd_write_per_phase_and_no_redundant_reads() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let client = MlmdClient::new(&server.config()).expect("client");
+    let writer = KfpWriter::new(client.clone(), 100, 100);
+    let mut step = Step::new("ns", "wf-calls", "s0");
+    step.component_spec = Some(component_spec("Step", &[("out", "Dataset")]));
+    step.outputs_on_pod = Some(vec![("out".into(), step.key("out"))]);
+    // Warm the type and context caches.
+    let warm = kfp(&step, "uid-warm", "Succeeded", None);
+    writer.record(&warm, false).await.expect("warm");
+
+    // Seen running, then finished: one PutExecution each.
+    let before = client.calls();
+    let mut pod = kfp(&step, "uid-1", "Running", None);
+    writer.record(&pod, false).await.expect("running");
+    pod.phase = "Succeeded".into();
+    writer.record(&pod, false).await.expect("finished");
+    assert_eq!(client.calls() - before, 2, "PutExecution twice, no lookups");
+
+    // First seen finished (a relist): execution, outputs and state in one call.
+    let before = client.calls();
+    let done = kfp(&step, "uid-2", "Succeeded", None);
+    let recorded = writer.record(&done, false).await.expect("finished at once");
+    assert_eq!(client.calls() - before, 1, "one PutExecution");
+    assert_eq!(recorded.state, ExecutionState::Complete);
+    assert_eq!(recorded.outputs.as_ref().map(Vec::len), Some(1));
+
+    // Seen again by a restarted writer: found through AlreadyExists, not duplicated.
+    let fresh_client = MlmdClient::new(&server.config()).expect("client");
+    let fresh = KfpWriter::new(fresh_client.clone(), 100, 100);
+    let again = fresh.record(&done, false).await.expect("again");
+    assert_eq!(again.execution_id, recorded.execution_id);
+    assert_eq!(again.outputs, recorded.outputs);
+}
+
+#[tokio::test]
+async fn a_step_recorded_before_its_upstream_should_get_its_input_linked_later() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let writer = KfpWriter::new(MlmdClient::new(&server.config()).expect("client"), 100, 100);
+    let steps = run_steps("ns", "wf-order");
+    let (prep, _, _) = &steps[0];
+    let (train, wtr, _) = &steps[1];
+    // A relist hands both finished pods to different workers; train first.
+    let train_pod = kfp(train, "uid-train", "Succeeded", wtr.as_ref());
+    let early = writer.record(&train_pod, false).await.expect("train");
+    assert_eq!(
+        early.unlinked_inputs, 1,
+        "prep's output is not recorded yet"
+    );
+    writer
+        .record(&kfp(prep, "uid-prep", "Succeeded", None), false)
+        .await
+        .expect("prep");
+    let again = writer.record(&train_pod, false).await.expect("train again");
+    assert_eq!(again.unlinked_inputs, 0);
+    assert_eq!(again.inputs.len(), 1);
+    // A restarted writer finds the link instead of adding another.
+    let fresh = KfpWriter::new(MlmdClient::new(&server.config()).expect("client"), 100, 100);
+    let restarted = fresh.record(&train_pod, false).await.expect("restarted");
+    assert_eq!(restarted.inputs, again.inputs);
+    let q = python_json(
+        "kfp_query.py",
+        &[server.port.to_string(), "wf-order".into()],
+    );
+    let train_exec = q["executions"]
+        .as_array()
+        .expect("executions")
+        .iter()
+        .find(|e| e["custom_properties"]["kfp_pod_name"] == "wf-order-train")
+        .expect("train")
+        .clone();
+    let kinds: Vec<&str> = train_exec["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .collect();
+    assert_eq!(kinds, ["INPUT", "OUTPUT"], "{train_exec:#}");
 }

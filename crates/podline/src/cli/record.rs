@@ -1,12 +1,15 @@
-//! `podline record`: the recorder daemon. Watches pods and writes their lifecycle into the store,
-//! serving `/metrics`, `/healthz` and `/readyz`.
+//! `podline record`: the recorder daemon. Watches pods and writes their lifecycle into the store
+//! (or, with `--kfp`, Argo pods into ML Metadata as Kubeflow's metadata-writer does), serving
+//! `/metrics`, `/healthz` and `/readyz`, optionally as one of several replicas (`--leader-elect`).
 //!
 //! Exit codes: 0 after SIGTERM/Ctrl-C (queue flushed); 64 for a bad flag or environment value
 //! (the message names it); non-zero with a clear message when the watch fails in a way no retry
 //! can fix (401, 403, a missing namespace).
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use podline_client::connect::{ConnectOptions, connect};
@@ -14,7 +17,7 @@ use podline_client::timeouts::WatchTimeouts;
 use podline_lease::{ElectionConfig, LeaderElector};
 use podline_record::CancellationToken;
 use podline_record::lifecycle::DEFAULT_RUN_LABEL;
-use podline_record::{LabelSelector, LifecycleConfig, Recorder, RecorderConfig, health};
+use podline_record::{Health, LabelSelector, LifecycleConfig, Recorder, RecorderConfig, health};
 
 use crate::cli::{EXIT_USAGE, Global};
 
@@ -42,26 +45,22 @@ pub struct RecordArgs {
     #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR")]
     pub listen: SocketAddr,
     /// Server-side watch timeout (timeoutSeconds): seconds ("1800") or a duration ("30m").
-    /// Also PODLINE_WATCH_SERVER_TIMEOUT. Default 1800 s.
+    /// Also PODLINE_WATCH_SERVER_TIMEOUT (K8S_WATCH_SERVER_SIDE_TIMEOUT with --kfp). Default 1800 s.
     #[arg(long, value_name = "DURATION")]
     pub watch_server_timeout: Option<String>,
     /// Client-side timeout bounding every wait (connect, LIST, each gap in the stream): seconds
     /// ("60") or a duration ("90s"); must be shorter than the server timeout.
-    /// Also PODLINE_WATCH_CLIENT_TIMEOUT. Default 60 s.
+    /// Also PODLINE_WATCH_CLIENT_TIMEOUT (K8S_WATCH_CLIENT_SIDE_TIMEOUT with --kfp). Default 60 s.
     #[arg(long, value_name = "DURATION")]
     pub watch_client_timeout: Option<String>,
     /// Run several replicas safely: compete for a Lease and record only while holding it
     /// (the others stand by, ready, and take over). Also PODLINE_LEADER_ELECT=true.
     #[arg(long, env = "PODLINE_LEADER_ELECT")]
     pub leader_elect: bool,
-    /// The Lease to compete for with --leader-elect; one per shard.
-    #[arg(
-        long,
-        env = "PODLINE_LEASE_NAME",
-        default_value = "podline-recorder",
-        value_name = "NAME"
-    )]
-    pub lease_name: String,
+    /// The Lease to compete for with --leader-elect; one per shard. Default podline-recorder,
+    /// or podline-kfp-writer with --kfp (so both modes can run in one namespace).
+    #[arg(long, env = "PODLINE_LEASE_NAME", value_name = "NAME")]
+    pub lease_name: Option<String>,
     /// Namespace of the Lease (default: $POD_NAMESPACE, else the context's namespace).
     #[arg(long, env = "POD_NAMESPACE", value_name = "NAMESPACE")]
     pub lease_namespace: Option<String>,
@@ -82,7 +81,16 @@ pub struct RecordArgs {
     /// metadata-grpc-service.<POD_NAMESPACE><CLUSTER_DOMAIN>:8080, like KFP.
     #[arg(long, env = "PODLINE_MLMD_ADDRESS", value_name = "HOST:PORT")]
     pub mlmd_address: Option<String>,
+    /// With --kfp: pods written to MLMD at once (each pod's own writes stay in order).
+    #[arg(long, env = "PODLINE_MLMD_WORKERS", default_value = "8",
+          value_parser = clap::value_parser!(u16).range(1..=256), value_name = "N")]
+    pub mlmd_workers: u16,
 }
+
+/// The default Lease of the SQL recorder.
+const RECORDER_LEASE: &str = "podline-recorder";
+/// The default Lease of KFP mode.
+const KFP_LEASE: &str = "podline-kfp-writer";
 
 /// Where `podline record` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -149,32 +157,9 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         "recording pods"
     );
 
-    let election = if args.leader_elect {
-        let identity = args
-            .leader_identity
-            .clone()
-            .or_else(|| std::env::var("HOSTNAME").ok())
-            .unwrap_or_default();
-        let lease_namespace = args
-            .lease_namespace
-            .clone()
-            .unwrap_or_else(|| connected.namespace.clone());
-        match LeaderElector::new(
-            connected.client.clone(),
-            lease_namespace,
-            args.lease_name.clone(),
-            identity,
-            ElectionConfig::default(),
-        ) {
-            Ok(elector) => Some(elector),
-            Err(err) => {
-                return usage(format!(
-                    "--leader-elect: {err} (set --leader-identity or POD_NAME)"
-                ));
-            }
-        }
-    } else {
-        None
+    let election = match elector(&args, &connected, RECORDER_LEASE) {
+        Ok(election) => election,
+        Err(err) => return usage(err),
     };
 
     let recorder = Recorder::new(connected.client, store, config);
@@ -182,12 +167,11 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     let server = tokio::spawn(health::serve(listener, recorder.health(), shutdown.clone()));
     tokio::spawn(cancel_on_signal(shutdown.clone()));
 
+    let health = recorder.health();
+    let record = |token| async move { recorder.run(token).await.map_err(anyhow::Error::from) };
     let outcome = match election {
-        None => recorder
-            .run(shutdown.clone())
-            .await
-            .map_err(anyhow::Error::from),
-        Some(elector) => run_as_leader(recorder, elector, &shutdown).await,
+        None => record(shutdown.clone()).await,
+        Some(elector) => run_as_leader(health, elector, &shutdown, record).await,
     };
     shutdown.cancel();
     if let Ok(Err(err)) = server.await {
@@ -198,15 +182,22 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// KFP mode: Argo pods into ML Metadata (podline_mlmd), with KFP's environment variables.
+/// KFP mode: Argo pods into ML Metadata (podline_mlmd), with KFP's environment variables, the
+/// SQL recorder's `/metrics`, `/healthz`, `/readyz`, graceful SIGTERM and `--leader-elect`.
 async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> {
-    use podline_mlmd::kfp::{KfpEnv, mlmd_config, run_daemon};
+    use podline_mlmd::kfp::{KfpEnv, Observability, mlmd_config, run_daemon};
     let mut env = match KfpEnv::from_env() {
         Ok(env) => env,
         Err(err) => return usage(err),
     };
     if args.all_namespaces {
         env.namespace_to_watch = None;
+    }
+    if let Err(err) = env.override_watch_timeouts(
+        args.watch_server_timeout.as_deref(),
+        args.watch_client_timeout.as_deref(),
+    ) {
+        return usage(err);
     }
     let mlmd = match mlmd_config(&env, args.mlmd_address.as_deref()) {
         Ok(mlmd) => mlmd,
@@ -219,24 +210,84 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         client_timeout: env.client_side_timeout,
     })
     .await?;
+    let listener = health::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on --listen {}", args.listen))?;
+    let election = match elector(&args, &connected, KFP_LEASE) {
+        Ok(election) => election,
+        Err(err) => return usage(err),
+    };
+    let observability = Observability::new(env.client_side_timeout);
+    let health = observability.health.clone();
     let shutdown = CancellationToken::new();
+    let server = tokio::spawn(health::serve(listener, health.clone(), shutdown.clone()));
     tokio::spawn(cancel_on_signal(shutdown.clone()));
-    run_daemon(connected.client, &env, &mlmd, shutdown.cancelled_owned()).await?;
+    let kube = connected.client;
+    let workers = usize::from(args.mlmd_workers);
+    let record = |token| async move {
+        run_daemon(kube, &env, &mlmd, &observability, workers, token)
+            .await
+            .map_err(anyhow::Error::from)
+    };
+    let outcome = match election {
+        None => record(shutdown.clone()).await,
+        Some(elector) => run_as_leader(health, elector, &shutdown, record).await,
+    };
+    shutdown.cancel();
+    if let Ok(Err(err)) = server.await {
+        tracing::warn!(error = %err, "metrics server failed");
+    }
+    outcome?;
+    tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
 }
 
+/// The leader elector for `--leader-elect` (`None` without it), on `--lease-name` or `lease`.
+fn elector(
+    args: &RecordArgs,
+    connected: &podline_client::connect::Connected,
+    lease: &str,
+) -> Result<Option<LeaderElector>, String> {
+    if !args.leader_elect {
+        return Ok(None);
+    }
+    let identity = args
+        .leader_identity
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    let lease_namespace = args
+        .lease_namespace
+        .clone()
+        .unwrap_or_else(|| connected.namespace.clone());
+    LeaderElector::new(
+        connected.client.clone(),
+        lease_namespace,
+        args.lease_name.clone().unwrap_or_else(|| lease.to_owned()),
+        identity,
+        ElectionConfig::default(),
+    )
+    .map(Some)
+    .map_err(|err| format!("--leader-elect: {err} (set --leader-identity or POD_NAME)"))
+}
+
 /// `--leader-elect`: stand by (ready, not recording) until this replica holds the Lease, then
-/// record. Losing the Lease ends the process with an error at once, without flushing, so only the
-/// new leader writes; nothing is lost, as the resume point only moves with committed data, and
-/// Kubernetes restarts the pod as a standby. On SIGTERM the leader flushes, then releases the
-/// Lease so a standby takes over at once.
-async fn run_as_leader(
-    recorder: Recorder,
+/// `record` (the SQL recorder or KFP mode) until `shutdown`. Losing the Lease ends the process
+/// with an error at once, without flushing, so only the new leader writes; nothing is lost, as
+/// both modes' writes are idempotent and resume from what is stored, and Kubernetes restarts the
+/// pod as a standby. On SIGTERM the leader flushes, then releases the Lease so a standby takes
+/// over at once.
+async fn run_as_leader<F, Fut>(
+    health: Arc<Health>,
     elector: LeaderElector,
     shutdown: &CancellationToken,
-) -> anyhow::Result<()> {
+    record: F,
+) -> anyhow::Result<()>
+where
+    F: FnOnce(CancellationToken) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
     let mut leadership = elector.run();
-    let health = recorder.health();
     // A standby is ready: the store opened and the election runs; it takes over when needed.
     health.set_store_writable(true);
     health.set_watch_established(true);
@@ -268,7 +319,7 @@ async fn run_as_leader(
     health.set_watch_established(false);
     let mut leading = leadership.subscribe();
     let outcome = tokio::select! {
-        outcome = recorder.run(shutdown.clone()) => outcome,
+        outcome = record(shutdown.clone()) => outcome,
         _ = leading.wait_for(|leader| !*leader) => {
             leadership.finished().await?;
             anyhow::bail!(
@@ -358,7 +409,19 @@ mod tests {
     #[test]
     fn leader_election_flags_parse_with_defaults() {
         let h = Harness::try_parse_from(["x"]).unwrap();
-        assert_eq!(h.args.lease_name, "podline-recorder");
+        assert_eq!(h.args.lease_name, None, "the mode picks its default Lease");
+        assert_eq!(
+            usize::from(h.args.mlmd_workers),
+            podline_mlmd::kfp::pipeline::DEFAULT_WORKERS
+        );
+        assert!(Harness::try_parse_from(["x", "--mlmd-workers", "0"]).is_err());
+        assert_eq!(
+            Harness::try_parse_from(["x", "--mlmd-workers", "32"])
+                .unwrap()
+                .args
+                .mlmd_workers,
+            32
+        );
         let h = Harness::try_parse_from([
             "x",
             "--leader-elect",
@@ -371,7 +434,10 @@ mod tests {
         ])
         .unwrap();
         assert!(h.args.leader_elect);
-        assert_eq!(h.args.lease_name, "podline-recorder-team-a");
+        assert_eq!(
+            h.args.lease_name.as_deref(),
+            Some("podline-recorder-team-a")
+        );
         assert_eq!(h.args.lease_namespace.as_deref(), Some("podline"));
         assert_eq!(h.args.leader_identity.as_deref(), Some("recorder-0"));
     }

@@ -6,6 +6,7 @@
 
 mod child;
 mod launch;
+mod mlmd;
 mod report;
 mod sim;
 mod store;
@@ -43,6 +44,8 @@ pub enum Part {
     Launch,
     /// The lifecycle store.
     Store,
+    /// KFP mode: pods recorded into ML Metadata (needs the MLMD test server's Python packages).
+    Mlmd,
 }
 
 /// Problem sizes; `--quick` shrinks them.
@@ -55,6 +58,7 @@ pub struct Sizes {
     rss_pods: usize,
     launch_pods: usize,
     store_pods: usize,
+    mlmd_pods: usize,
 }
 
 impl Sizes {
@@ -68,6 +72,7 @@ impl Sizes {
                 rss_pods: 10_000,
                 launch_pods: 400,
                 store_pods: 5_000,
+                mlmd_pods: 300,
             }
         } else {
             Sizes {
@@ -78,6 +83,7 @@ impl Sizes {
                 rss_pods: 100_000,
                 launch_pods: 2_000,
                 store_pods: 25_000,
+                mlmd_pods: 2_000,
             }
         }
     }
@@ -124,6 +130,30 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 .context("store benchmark")?,
         );
         notes.push("store: 4 events per pod (Pending, Running, Succeeded upserts, Deleted), 500 per transaction with the resume point.".into());
+    }
+    if wants(Part::Mlmd) {
+        match mlmd::unavailable() {
+            Some(why) => {
+                eprintln!("skipping the MLMD benchmark: {why}");
+                notes.push(format!("mlmd: not measured: {why}."));
+            }
+            None => {
+                eprintln!("benchmarking KFP mode into MLMD...");
+                rows.extend(
+                    mlmd::run_all(sizes.mlmd_pods)
+                        .await
+                        .context("MLMD benchmark")?,
+                );
+                notes.push(
+                    "mlmd: the whole KFP mode pipeline (sim watch, keyed queue, 8 workers, pod \
+                     patches) into the real MLMD (`ml-metadata` behind crates/mlmd/tests/mlmd_server.py, \
+                     Python gRPC, one store lock); 32 pods driven at a time, 9 of 10 consuming the \
+                     previous pod's output; a pod counts once `metadata_written` is on it. \
+                     Kubeflow's writer: about 10 pods/s against the same server."
+                        .into(),
+                );
+            }
+        }
     }
     println!("{}", report::markdown(&rows));
     report::write_file(&args.out, &rows, &notes)

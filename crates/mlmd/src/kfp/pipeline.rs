@@ -1,0 +1,278 @@
+//! The pod watch feeding the sink through a keyed work queue and a pool of
+//! workers: pods are written to MLMD in parallel, each pod's writes in order.
+//!
+//! ```text
+//! watch (podline_client::watch) ──► PodQueue (one entry per uid) ──► N workers ──► KfpSink
+//!        │ relist done                                                        (MLMD, pod patch)
+//!        └──► vanished-pod sweep: unfinished executions of unseen pods ──► CANCELED
+//! ```
+//!
+//! The watch task never waits on MLMD: it only updates the queue and the
+//! health state. One MLMD round trip is ~1 ms, so one pod at a time capped
+//! KFP mode at a few dozen pods/s; N workers overlap N pods' round trips.
+//! On shutdown the watch stops, workers drain the queue for at most
+//! `drain_timeout`, and what is left is recorded at the next start (the
+//! writes are idempotent and the next start re-lists).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use podline_client::watch::{Event, WatchConfig, WatchError, watch};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::keys::SELECTOR;
+use super::queue::PodQueue;
+use super::sink::{KfpSink, Outcome};
+
+/// How the pipeline runs.
+#[derive(Clone, Debug)]
+pub struct PipelineConfig {
+    /// The watch (timeouts, paging); the Argo pod selector is added.
+    pub watch: WatchConfig,
+    /// The watched namespace, `None` for all: scopes the vanished-pod sweep.
+    pub namespace: Option<String>,
+    /// Pods written at once.
+    pub workers: usize,
+    /// How long shutdown waits for queued pods to be written.
+    pub drain_timeout: Duration,
+}
+
+/// Default number of workers: enough to overlap MLMD round trips, few
+/// enough not to queue up at MLMD's own thread pool.
+pub const DEFAULT_WORKERS: usize = 8;
+
+impl PipelineConfig {
+    /// Defaults for watching `namespace` (`None`: all namespaces).
+    pub fn new(namespace: Option<String>) -> Self {
+        PipelineConfig {
+            watch: WatchConfig::default(),
+            namespace,
+            workers: DEFAULT_WORKERS,
+            drain_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Run until `shutdown` is cancelled (Ok, after draining) or the watch fails
+/// in a way no retry can fix (401/403/404 namespace). Waits for MLMD first.
+pub async fn run(
+    sink: Arc<KfpSink>,
+    pods: Api<Pod>,
+    config: PipelineConfig,
+    shutdown: CancellationToken,
+) -> Result<(), WatchError> {
+    tokio::select! {
+        () = sink.wait_for_mlmd() => {}
+        () = shutdown.cancelled() => return Ok(()),
+    }
+    let queue = Arc::new(PodQueue::new());
+    let mut workers = JoinSet::new();
+    for _ in 0..config.workers.max(1) {
+        workers.spawn(work(sink.clone(), queue.clone()));
+    }
+    let mut watcher = Watcher {
+        sink: sink.clone(),
+        queue: queue.clone(),
+        namespace: config.namespace.clone(),
+        relist: None,
+        sweep: None,
+    };
+    let result = watcher.run(pods, config.watch.clone(), &shutdown).await;
+    watcher.stop_sweep();
+    sink.health().set_watch_established(false);
+    queue.close();
+    let drained = tokio::time::timeout(config.drain_timeout, async {
+        while workers.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            pending = queue.depth(),
+            "shutdown: pods not written within the drain timeout; the next start records them"
+        );
+        workers.shutdown().await;
+    }
+    result
+}
+
+/// How many times a finished pod is handled again while its inputs'
+/// upstream artifacts are missing (delays 0.5 s doubling: ~30 s in all),
+/// before it is marked written with what could be linked.
+const INPUT_WAITS: u32 = 6;
+
+/// One worker: write pods from the queue until it closes and drains.
+async fn work(sink: Arc<KfpSink>, queue: Arc<PodQueue>) {
+    let metrics = sink.health().metrics().clone();
+    while let Some((uid, job)) = queue.next().await {
+        let started = Instant::now();
+        let outcome = sink
+            .handle_job(&job.pod, job.deleted, job.attempt < INPUT_WAITS)
+            .await;
+        if let Outcome::Recorded {
+            awaiting_inputs, ..
+        } = outcome
+        {
+            metrics.write(
+                started.elapsed().as_secs_f64(),
+                1,
+                Some(job.queued_at.elapsed().as_secs_f64()),
+            );
+            if awaiting_inputs {
+                let delay = Duration::from_millis(500) * 2u32.pow(job.attempt);
+                let queue = queue.clone();
+                let uid = uid.clone();
+                let mut job = job;
+                job.attempt += 1;
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    queue.retry(&uid, job);
+                });
+            }
+        }
+        queue.done(&uid);
+        metrics.queue_depth(queue.depth());
+    }
+}
+
+/// Uids the vanished-pod sweep must leave alone, growing while it runs.
+type Known = Arc<Mutex<HashSet<String>>>;
+
+struct Watcher {
+    sink: Arc<KfpSink>,
+    queue: Arc<PodQueue>,
+    namespace: Option<String>,
+    /// Uids seen since a relist started.
+    relist: Option<HashSet<String>>,
+    /// The running sweep and the uids it must not cancel.
+    sweep: Option<(Known, JoinHandle<()>)>,
+}
+
+impl Watcher {
+    async fn run(
+        &mut self,
+        pods: Api<Pod>,
+        config: WatchConfig,
+        shutdown: &CancellationToken,
+    ) -> Result<(), WatchError> {
+        let health = self.sink.health().clone();
+        let metrics = health.metrics().clone();
+        let stream = watch(pods, config.labels(SELECTOR));
+        futures::pin_mut!(stream);
+        loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                () = shutdown.cancelled() => return Ok(()),
+            };
+            let Some(item) = item else { return Ok(()) };
+            match item {
+                Ok(Event::Connected { reason, .. }) => {
+                    health.set_watch_established(true);
+                    if reason != "initial" && reason != "resume" {
+                        metrics.reconnect(reason);
+                    }
+                    tracing::debug!(reason, "pod watch connected");
+                }
+                Ok(Event::Init) => {
+                    metrics.event("init");
+                    metrics.relist();
+                    self.relist = Some(HashSet::new());
+                }
+                Ok(Event::InitApply(pod)) => {
+                    metrics.event("init_apply");
+                    self.enqueue(pod, false);
+                }
+                Ok(Event::InitDone) => {
+                    metrics.event("init_done");
+                    self.relist_done();
+                }
+                Ok(Event::Apply(pod)) => {
+                    metrics.event("apply");
+                    self.enqueue(pod, false);
+                }
+                Ok(Event::Delete(pod)) => {
+                    metrics.event("delete");
+                    self.enqueue(pod, true);
+                }
+                Ok(Event::Bookmark(_)) => metrics.event("bookmark"),
+                Err(e) if e.is_fatal() => return Err(e),
+                Err(e) => {
+                    // Counted as a reconnect by reason when the watch is back.
+                    tracing::debug!(reason = e.reason(), error = %e, "pod watch interrupted; resuming");
+                    continue;
+                }
+            }
+            health.progress();
+            metrics.queue_depth(self.queue.depth());
+        }
+    }
+
+    fn enqueue(&mut self, pod: Pod, deleted: bool) {
+        let Some(uid) = pod.metadata.uid.clone() else {
+            self.sink.stats().skipped.inc();
+            return;
+        };
+        if let Some(seen) = &mut self.relist {
+            seen.insert(uid.clone());
+        }
+        if self
+            .sweep
+            .as_ref()
+            .is_some_and(|(_, task)| task.is_finished())
+        {
+            self.sweep = None;
+        }
+        if let Some((known, _)) = &self.sweep {
+            known
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(uid.clone());
+        }
+        self.queue.push(&uid, pod, deleted);
+    }
+
+    /// A relist completed: pods missing from it vanished while nobody
+    /// watched. Queued ones become deletions; for the rest, a sweep marks
+    /// their unfinished executions CANCELED.
+    fn relist_done(&mut self) {
+        let seen = self.relist.take().unwrap_or_default();
+        let owned_by_queue = self.queue.mark_vanished(&seen);
+        self.stop_sweep();
+        let mut known = seen;
+        known.extend(owned_by_queue);
+        let known: Known = Arc::new(Mutex::new(known));
+        let sink = self.sink.clone();
+        let namespace = self.namespace.clone();
+        let task_known = known.clone();
+        let task = tokio::spawn(async move {
+            let canceled = sink
+                .cancel_vanished(namespace.as_deref(), |uid| {
+                    task_known
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .contains(uid)
+                })
+                .await;
+            tracing::debug!(canceled, "vanished-pod sweep done");
+        });
+        self.sweep = Some((known, task));
+    }
+
+    fn stop_sweep(&mut self) {
+        if let Some((_, task)) = self.sweep.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Watcher {
+    /// A dropped pipeline (aborted task) leaves no sweep behind.
+    fn drop(&mut self) {
+        self.stop_sweep();
+    }
+}
