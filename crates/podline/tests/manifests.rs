@@ -300,16 +300,20 @@ fn kustomizations_reference_existing_files_and_no_manifest_is_orphaned() {
     }
 }
 
-/// What a role may grant: (apiGroup, resource) -> verbs. Pods `patch` only in the KFP overlay.
+/// What a role may grant: (apiGroup, resource) -> verbs. Pods `patch` and reading Argo's
+/// WorkflowTaskResults only in the KFP overlay.
 fn allowed_verbs(
     in_kfp_overlay: bool,
 ) -> BTreeMap<(&'static str, &'static str), Vec<&'static str>> {
     let mut pods = vec!["get", "list", "watch"];
+    let mut task_results = vec![];
     if in_kfp_overlay {
         pods.push("patch");
+        task_results.push("get");
     }
     BTreeMap::from([
         (("", "pods"), pods),
+        (("argoproj.io", "workflowtaskresults"), task_results),
         (("", "events"), vec!["list", "watch"]),
         (
             ("coordination.k8s.io", "leases"),
