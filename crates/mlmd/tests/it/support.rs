@@ -1,11 +1,13 @@
-//! Test helpers: the real MLMD behind our Python gRPC server, as a child process.
+//! Test helpers: the real MLMD behind our Python gRPC server
+//! ([`podline_mlmd::test_server`]), restartable on the same port and file.
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
+
+use podline_mlmd::test_server::{self, MlmdTestServer};
 
 /// Where the Python helpers live.
 pub fn helper(name: &str) -> PathBuf {
@@ -17,22 +19,16 @@ pub fn helper(name: &str) -> PathBuf {
 /// Whether python3 with `ml_metadata` is installed. When it is not, tests skip
 /// LOUDLY, unless `PODLINE_REQUIRE_MLMD=1` (set by CI) turns that into a failure.
 pub fn mlmd_available() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import ml_metadata, grpc"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        let msg = "python3 with ml-metadata is not installed: \
-                   `pip install -r crates/mlmd/tests/requirements.txt`";
-        if std::env::var("PODLINE_REQUIRE_MLMD").as_deref() == Ok("1") {
-            panic!("{msg} (PODLINE_REQUIRE_MLMD=1)");
+    match test_server::available() {
+        Ok(()) => true,
+        Err(e) if std::env::var("PODLINE_REQUIRE_MLMD").as_deref() == Ok("1") => {
+            panic!("{e} (PODLINE_REQUIRE_MLMD=1)")
         }
-        eprintln!("\n!!!!!!!! SKIPPING MLMD TEST: {msg} !!!!!!!!\n");
+        Err(e) => {
+            eprintln!("\n!!!!!!!! SKIPPING MLMD TEST: {e} !!!!!!!!\n");
+            false
+        }
     }
-    ok
 }
 
 /// Skip the calling test (return) when MLMD is not available.
@@ -47,7 +43,7 @@ macro_rules! require_mlmd {
 
 /// A running `mlmd_server.py` over a SQLite file. Killed on drop.
 pub struct MlmdServer {
-    child: Option<Child>,
+    server: Option<MlmdTestServer>,
     /// The port it listens on (stable across [`MlmdServer::restart`]).
     pub port: u16,
     /// The SQLite file.
@@ -63,44 +59,18 @@ impl MlmdServer {
     /// [`MlmdServer::start`] with more `mlmd_server.py` options (e.g.
     /// `--delay-ms`, `--stats`).
     pub fn start_with(db: &Path, port: u16, extra: &[String]) -> MlmdServer {
-        let mut child = Command::new("python3")
-            .arg(helper("mlmd_server.py"))
-            .args(["--port", &port.to_string(), "--db"])
-            .arg(db)
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn python3 mlmd_server.py");
-        let stdout = child.stdout.take().expect("stdout piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("mlmd_server.py did not print LISTENING within 30 s");
-        let port = line
-            .trim()
-            .strip_prefix("LISTENING ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line from mlmd_server.py: {line:?}"));
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let server = MlmdTestServer::start(Some(db), port, &extra).expect("start mlmd_server.py");
         MlmdServer {
-            child: Some(child),
-            port,
+            port: server.port,
+            server: Some(server),
             db: db.to_owned(),
         }
     }
 
     /// Stop the server (MLMD down).
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.server = None;
     }
 
     /// Start it again on the same port over the same file (MLMD back).
@@ -115,8 +85,7 @@ impl MlmdServer {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let again = MlmdServer::start(&self.db.clone(), self.port);
-        *self = again;
+        *self = MlmdServer::start(&self.db.clone(), self.port);
     }
 
     /// A client config for this server.
@@ -125,12 +94,6 @@ impl MlmdServer {
         c.connect_timeout = Duration::from_secs(2);
         c.request_timeout = Duration::from_secs(10);
         c
-    }
-}
-
-impl Drop for MlmdServer {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 
