@@ -242,3 +242,96 @@ async fn kill_9_at_random_points_twenty_times_loses_and_duplicates_nothing() {
         .expect("SIGTERM must stop the recorder");
     assert!(status.success(), "exit after SIGTERM: {status:?}");
 }
+
+/// A pod object the recorder can't decode (the sim's `malform` fault garbles its status in every
+/// watch event): the daemon logs a warning naming the pod, skips it, and records the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_the_recorder_cannot_decode_is_logged_by_name_and_the_daemon_keeps_going() {
+    let sim = start_sim(test_config().bookmark_interval(Duration::from_millis(300))).await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::Malform {
+            name: "bad-*".into(),
+        })
+        .verb(FaultVerb::Watch)
+        .resource("pods"),
+    );
+    let kubeconfig = kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let mut child = spawn_recorder(kubeconfig.path(), &db);
+    // Create the pods once the recorder watches, so they reach it through the (garbled) watch.
+    assert!(
+        wait_until(Duration::from_secs(20), || async {
+            sim.counts().get("watch", "pods") > 0
+        })
+        .await,
+        "the recorder never started watching"
+    );
+    let api: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    let named = |name: String| {
+        let mut pod = pod(0);
+        pod.metadata.name = Some(name);
+        pod
+    };
+    for i in 0..10 {
+        if i == 5 {
+            api.create(&PostParams::default(), &named("bad-0".into()))
+                .await
+                .unwrap();
+        }
+        api.create(&PostParams::default(), &named(format!("good-{i}")))
+            .await
+            .unwrap();
+    }
+    let good_truth = || {
+        let mut truth = sim.ground_truth();
+        truth.retain(|h| h.name.starts_with("good-"));
+        truth
+    };
+    assert!(wait_until(Duration::from_secs(20), || async { finished(&sim, 11) }).await);
+    let store = podline_store::open(db.to_str().unwrap()).await.unwrap();
+    let converged = wait_until(Duration::from_secs(20), || async {
+        audit::compare(store.as_ref(), &good_truth())
+            .await
+            .is_ok_and(|r| r.is_ok())
+    })
+    .await;
+    let report = audit::compare(store.as_ref(), &good_truth()).await.unwrap();
+    assert!(converged, "the good pods were not all recorded: {report}");
+    assert_eq!(report.expected, 10, "{report}");
+    assert!(
+        store
+            .pod(&podline_store::PodKey::parse("bad-0", "default"))
+            .await
+            .unwrap()
+            .is_none(),
+        "the undecodable pod must be skipped, not half-recorded"
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "one bad pod must not end the daemon"
+    );
+
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = wait_exit(&mut child, Duration::from_secs(15))
+        .await
+        .expect("SIGTERM must stop the recorder");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "exit after SIGTERM: {status:?}\n{stderr}");
+    let warning = stderr
+        .lines()
+        .find(|line| line.contains("cannot record this pod object"))
+        .unwrap_or_else(|| panic!("no warning about the bad pod:\n{stderr}"));
+    assert!(
+        warning.contains("WARN")
+            && warning.contains("bad-0")
+            && warning.contains("pod status does not decode")
+            && warning.contains("expected"),
+        "the warning must name the pod and what is wrong: {warning}"
+    );
+}

@@ -6,7 +6,9 @@
 //! - the watch made progress (an event, a bookmark or a successful reconnect) within its stall
 //!   bound (twice the client timeout: an idle watch reconnects every client timeout, so a healthy
 //!   idle watch always makes progress within that bound), and
-//! - the store is writable (the last write succeeded).
+//! - the store is writable: the last write succeeded, or, while there is nothing to write, the
+//!   last periodic probe ([`probe_store`]: a real write, bounded in time) did; so a database that
+//!   went away is noticed within one probe interval even when the recorder is idle.
 //!
 //! `/healthz` is liveness: it answers as long as the runtime serves requests.
 
@@ -24,6 +26,8 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use podline_store::Store;
+
 use crate::metrics::Metrics;
 
 /// The recorder's live health state, updated by the watch and writer tasks, read by `/readyz`.
@@ -32,6 +36,8 @@ pub struct Health {
     metrics: Arc<Metrics>,
     watch_established: AtomicBool,
     store_writable: AtomicBool,
+    /// When the store was last found writable or not (by a write or a probe).
+    store_checked: Mutex<Instant>,
     last_progress: Mutex<Instant>,
     stall_after: Duration,
 }
@@ -58,6 +64,7 @@ impl Health {
             metrics,
             watch_established: AtomicBool::new(false),
             store_writable: AtomicBool::new(false),
+            store_checked: Mutex::new(Instant::now()),
             last_progress: Mutex::new(Instant::now()),
             stall_after,
         }
@@ -83,9 +90,20 @@ impl Health {
         }
     }
 
-    /// The last store write succeeded (or failed).
+    /// The last store write (or probe) succeeded (or failed).
     pub fn set_store_writable(&self, writable: bool) {
         self.store_writable.store(writable, Ordering::Relaxed);
+        if let Ok(mut checked) = self.store_checked.lock() {
+            *checked = Instant::now();
+        }
+    }
+
+    /// How long ago a write or a probe last told whether the store is writable.
+    pub fn store_verdict_age(&self) -> Duration {
+        self.store_checked
+            .lock()
+            .map(|checked| checked.elapsed())
+            .unwrap_or_default()
     }
 
     /// The current readiness and what is wrong, if anything.
@@ -108,11 +126,48 @@ impl Health {
             }
         }
         if !self.store_writable.load(Ordering::Relaxed) {
-            problems.push("store not writable".to_owned());
+            problems.push(STORE_PROBLEM.to_owned());
         }
         Readiness { problems }
     }
 }
+
+/// Keeps the store part of readiness true to the store while the writer has nothing to write:
+/// every `every`, unless a write reported on the store within that time, runs [`Store::health`]
+/// (a real write, bounded in time) and records the verdict. Returns when `stop` is cancelled.
+pub async fn probe_store(
+    store: Arc<dyn Store>,
+    health: Arc<Health>,
+    every: Duration,
+    stop: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        if health.store_verdict_age() < every {
+            continue; // the writer just found out
+        }
+        match store.health().await {
+            Ok(()) => health.set_store_writable(true),
+            Err(err) => {
+                if health
+                    .readiness()
+                    .problems
+                    .iter()
+                    .all(|p| p != STORE_PROBLEM)
+                {
+                    tracing::warn!(error = %err, "store probe failed: not ready until it recovers");
+                }
+                health.set_store_writable(false);
+            }
+        }
+    }
+}
+
+/// The readiness problem reported while the store is not writable.
+const STORE_PROBLEM: &str = "store not writable";
 
 /// The router serving `/metrics`, `/healthz` and `/readyz` from `health`.
 pub fn router(health: Arc<Health>) -> Router {

@@ -5,7 +5,7 @@
 //!   bounds every wait by the client timeout), maps each pod with [`observe`](crate::observe) and
 //!   pushes it into the [queue](crate::queue) (coalesced per pod: see there for the backpressure
 //!   choice); it also tells the queue how far the watch got (event and bookmark resourceVersions);
-//! - the **writer task** drains the queue every `linger` (50 ms, or as soon as `max_batch` pods are
+//! - the **writer task** drains the queue every `linger` (10 ms, or as soon as `max_batch` pods are
 //!   pending) and applies one [`Batch`] per drain: the ops *and* the resume point they reach, in
 //!   one transaction. A restart (even `kill -9`) therefore resumes exactly where the stored data
 //!   ends: no gap, no duplicate.
@@ -66,7 +66,9 @@ pub struct RecorderConfig {
     pub queue_capacity: usize,
     /// A drain is written at once when this many pods are pending (default 500).
     pub max_batch: usize,
-    /// How long the writer gathers changes before a transaction (default 50 ms).
+    /// How long the writer gathers changes before a transaction (default 10 ms): bursts become
+    /// one transaction, and a change waits at most this long before its commit starts (the
+    /// event-to-commit target is 50 ms at p99).
     pub linger: Duration,
     /// Delays between retries of a failed store write (default 100 ms doubling to 10 s).
     pub store_backoff: FullJitter,
@@ -75,6 +77,8 @@ pub struct RecorderConfig {
     /// On shutdown, how long the writer may keep retrying to flush (default 10 s). Whatever is
     /// left is not lost: its resume point was not stored, so the next start reads it again.
     pub flush_timeout: Duration,
+    /// While nothing is written, how often the store is probed for `/readyz` (default 10 s).
+    pub store_probe_interval: Duration,
 }
 
 impl RecorderConfig {
@@ -92,10 +96,11 @@ impl RecorderConfig {
             lifecycle: LifecycleConfig::default(),
             queue_capacity: 10_000,
             max_batch: 500,
-            linger: Duration::from_millis(50),
+            linger: Duration::from_millis(10),
             store_backoff,
             watch_backoff: None,
             flush_timeout: Duration::from_secs(10),
+            store_probe_interval: Duration::from_secs(10),
         }
     }
 
@@ -165,6 +170,13 @@ impl Recorder {
         };
         self.health
             .set_store_writable(self.store.health().await.is_ok());
+        let stop_probe = CancellationToken::new();
+        let probe = tokio::spawn(crate::health::probe_store(
+            self.store.clone(),
+            self.health.clone(),
+            self.config.store_probe_interval,
+            stop_probe.clone(),
+        ));
 
         let queue = Arc::new(Queue::new(
             self.config.queue_capacity,
@@ -189,6 +201,8 @@ impl Recorder {
         let writer = tokio::spawn(writer.run());
 
         let outcome = self.watch_loop(resume, &queue, &shutdown).await;
+        stop_probe.cancel();
+        let _ = probe.await;
 
         self.health.set_watch_established(false);
         queue.close();
@@ -400,7 +414,6 @@ impl Recorder {
         let namespace = obj.metadata.namespace.clone().unwrap_or_default();
         let name = obj.metadata.name.clone().unwrap_or_default();
         let result = to_pod(obj)
-            .map_err(|err| err.to_string())
             .and_then(|pod| observe(&pod, &self.config.lifecycle).map_err(|err| err.to_string()));
         match result {
             Ok(obs) => Some(obs),
@@ -422,14 +435,21 @@ struct WatchState {
     seen: HashSet<String>,
 }
 
-/// The typed pod out of a dynamic object, without re-serialising the metadata.
-fn to_pod(obj: DynamicObject) -> Result<Pod, serde_json::Error> {
-    let spec = obj.data.get("spec").map(PodSpec::deserialize).transpose()?;
+/// The typed pod out of a dynamic object, without re-serialising the metadata. The error names
+/// the part that does not decode (`spec` or `status`) and what serde expected there.
+fn to_pod(obj: DynamicObject) -> Result<Pod, String> {
+    let spec = obj
+        .data
+        .get("spec")
+        .map(PodSpec::deserialize)
+        .transpose()
+        .map_err(|err| format!("pod spec does not decode: {err}"))?;
     let status = obj
         .data
         .get("status")
         .map(PodStatus::deserialize)
-        .transpose()?;
+        .transpose()
+        .map_err(|err| format!("pod status does not decode: {err}"))?;
     Ok(Pod {
         metadata: obj.metadata,
         spec,

@@ -43,6 +43,17 @@ pub enum StoreError {
         /// Newest version this build knows.
         known: i64,
     },
+    /// No connection could be had to run `op` on (the pool could not connect, or `BEGIN`
+    /// failed): the server is down, restarting or refusing connections. Nothing of the batch ran,
+    /// so it cannot be the batch's fault, whatever the server answered: always retryable.
+    #[error("store {op} failed: no usable database connection")]
+    Unavailable {
+        /// The store operation, a metric label.
+        op: &'static str,
+        /// Driver error.
+        #[source]
+        source: sqlx::Error,
+    },
     /// A statement failed.
     #[error("store {op} failed")]
     Query {
@@ -83,7 +94,7 @@ impl StoreError {
             StoreError::Connect { source, .. }
             | StoreError::Query { source, .. }
             | StoreError::Migrate { source, .. } => is_transient(source),
-            StoreError::Timeout { .. } => true,
+            StoreError::Timeout { .. } | StoreError::Unavailable { .. } => true,
             StoreError::InvalidTarget { .. }
             | StoreError::SchemaTooNew { .. }
             | StoreError::Corrupt { .. } => false,
@@ -100,6 +111,7 @@ impl StoreError {
             StoreError::Query { source, .. } if is_transient(source) => "transient",
             StoreError::Query { .. } => "query",
             StoreError::Timeout { .. } => "timeout",
+            StoreError::Unavailable { .. } => "unavailable",
             StoreError::Corrupt { .. } => "corrupt",
         }
     }
@@ -181,6 +193,13 @@ mod tests {
             reason: "y".into(),
         };
         assert!(!bad.is_retryable());
+        // "database is not currently accepting connections" (55000) while opening a transaction.
+        let refused = StoreError::Unavailable {
+            op: "apply",
+            source: sqlx::Error::PoolTimedOut,
+        };
+        assert!(refused.is_retryable());
+        assert_eq!(refused.reason(), "unavailable");
         let row = StoreError::Query {
             op: "pod",
             source: sqlx::Error::RowNotFound,

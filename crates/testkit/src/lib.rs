@@ -13,6 +13,7 @@
 //! ```
 
 pub mod audit;
+pub mod db;
 
 use std::future::Future;
 use std::io::Write;

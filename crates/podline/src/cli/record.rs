@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use podline_client::connect::{ConnectOptions, connect};
-use podline_client::timeouts::WatchTimeouts;
+use podline_client::timeouts::{WatchTimeouts, parse_duration};
 use podline_lease::{ElectionConfig, LeaderElector};
 use podline_record::CancellationToken;
 use podline_record::lifecycle::DEFAULT_RUN_LABEL;
@@ -67,6 +67,31 @@ pub struct RecordArgs {
     /// This replica's name in the Lease (default: $POD_NAME, else $HOSTNAME). Must be unique.
     #[arg(long, env = "POD_NAME", value_name = "NAME")]
     pub leader_identity: Option<String>,
+    /// How long a Lease lasts without renewal: a standby takes over a dead leader's Lease after
+    /// this long. Whole seconds ("15", "15s"). Default 15 s, as Kubernetes' own controllers.
+    #[arg(
+        long,
+        env = "PODLINE_LEASE_DURATION",
+        default_value = "15s",
+        value_name = "DURATION"
+    )]
+    pub leader_elect_lease_duration: String,
+    /// A leader that could not renew for this long steps down (less than the lease duration).
+    #[arg(
+        long,
+        env = "PODLINE_LEASE_RENEW_DEADLINE",
+        default_value = "10s",
+        value_name = "DURATION"
+    )]
+    pub leader_elect_renew_deadline: String,
+    /// How often replicas renew or try to take the Lease.
+    #[arg(
+        long,
+        env = "PODLINE_LEASE_RETRY_PERIOD",
+        default_value = "2s",
+        value_name = "DURATION"
+    )]
+    pub leader_elect_retry_period: String,
     /// Where records go: `store` (--db) or `mlmd`, ML Metadata as Kubeflow Pipelines'
     /// metadata-writer writes it (KFP mode, configured by KFP's environment variables:
     /// NAMESPACE_TO_WATCH, K8S_WATCH_SERVER_SIDE_TIMEOUT, K8S_WATCH_CLIENT_SIDE_TIMEOUT,
@@ -162,7 +187,8 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Err(err) => return usage(err),
     };
 
-    let recorder = Recorder::new(connected.client, store, config);
+    let probe_every = config.store_probe_interval;
+    let recorder = Recorder::new(connected.client, store.clone(), config);
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(health::serve(listener, recorder.health(), shutdown.clone()));
     tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -171,7 +197,10 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     let record = |token| async move { recorder.run(token).await.map_err(anyhow::Error::from) };
     let outcome = match election {
         None => record(shutdown.clone()).await,
-        Some(elector) => run_as_leader(health, elector, &shutdown, record).await,
+        Some(elector) => {
+            let standby = Some(Standby { store, probe_every });
+            run_as_leader(health, elector, standby, &shutdown, record).await
+        }
     };
     shutdown.cancel();
     if let Ok(Err(err)) = server.await {
@@ -231,7 +260,7 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     };
     let outcome = match election {
         None => record(shutdown.clone()).await,
-        Some(elector) => run_as_leader(health, elector, &shutdown, record).await,
+        Some(elector) => run_as_leader(health, elector, None, &shutdown, record).await,
     };
     shutdown.cancel();
     if let Ok(Err(err)) = server.await {
@@ -265,7 +294,7 @@ fn elector(
         lease_namespace,
         args.lease_name.clone().unwrap_or_else(|| lease.to_owned()),
         identity,
-        ElectionConfig::default(),
+        election_config(args)?,
     )
     .map(Some)
     .map_err(|err| format!("--leader-elect: {err} (set --leader-identity or POD_NAME)"))
@@ -280,6 +309,7 @@ fn elector(
 async fn run_as_leader<F, Fut>(
     health: Arc<Health>,
     elector: LeaderElector,
+    standby_store: Option<Standby>,
     shutdown: &CancellationToken,
     record: F,
 ) -> anyhow::Result<()>
@@ -288,8 +318,22 @@ where
     Fut: Future<Output = anyhow::Result<()>>,
 {
     let mut leadership = elector.run();
-    // A standby is ready: the store opened and the election runs; it takes over when needed.
-    health.set_store_writable(true);
+    // A standby is ready while its store is writable and the election runs: it can take over.
+    // (KFP mode has no store of its own here: its MLMD connection is checked by its own loop.)
+    let stop_probe = CancellationToken::new();
+    let _stop_probe_on_exit = stop_probe.clone().drop_guard();
+    match standby_store {
+        Some(standby) => {
+            health.set_store_writable(standby.store.health().await.is_ok());
+            tokio::spawn(health::probe_store(
+                standby.store,
+                health.clone(),
+                standby.probe_every,
+                stop_probe.clone(),
+            ));
+        }
+        None => health.set_store_writable(true),
+    }
     health.set_watch_established(true);
     tracing::info!(
         identity = leadership.identity(),
@@ -316,6 +360,7 @@ where
             return Ok(());
         }
     }
+    stop_probe.cancel(); // the recorder probes its store itself
     health.set_watch_established(false);
     let mut leading = leadership.subscribe();
     let outcome = tokio::select! {
@@ -332,6 +377,29 @@ where
     outcome?;
     released?;
     Ok(())
+}
+
+/// The election timing from the three `--leader-elect-*` flags, checked together.
+fn election_config(args: &RecordArgs) -> Result<ElectionConfig, String> {
+    let parse = |flag: &str, value: &str| {
+        parse_duration(value).map_err(|err| format!("--{flag}={value:?}: {err}"))
+    };
+    let lease = parse(
+        "leader-elect-lease-duration",
+        &args.leader_elect_lease_duration,
+    )?;
+    let renew = parse(
+        "leader-elect-renew-deadline",
+        &args.leader_elect_renew_deadline,
+    )?;
+    let retry = parse("leader-elect-retry-period", &args.leader_elect_retry_period)?;
+    ElectionConfig::try_new(lease, renew, retry).map_err(|err| format!("--leader-elect-*: {err}"))
+}
+
+/// What a standby needs to keep its readiness true to its store.
+struct Standby {
+    store: std::sync::Arc<dyn podline_store::Store>,
+    probe_every: std::time::Duration,
 }
 
 fn usage(err: impl std::fmt::Display) -> anyhow::Result<ExitCode> {
@@ -440,5 +508,38 @@ mod tests {
         );
         assert_eq!(h.args.lease_namespace.as_deref(), Some("podline"));
         assert_eq!(h.args.leader_identity.as_deref(), Some("recorder-0"));
+        assert_eq!(
+            election_config(&h.args).unwrap(),
+            ElectionConfig::default(),
+            "the flag defaults are the library's"
+        );
+        let fast = Harness::try_parse_from([
+            "x",
+            "--leader-elect-lease-duration",
+            "3s",
+            "--leader-elect-renew-deadline",
+            "2s",
+            "--leader-elect-retry-period",
+            "500ms",
+        ])
+        .unwrap();
+        let timing = election_config(&fast.args).unwrap();
+        assert_eq!(timing.lease_duration(), std::time::Duration::from_secs(3));
+        let bad = Harness::try_parse_from([
+            "x",
+            "--leader-elect-lease-duration",
+            "3s",
+            "--leader-elect-renew-deadline",
+            "5s",
+        ])
+        .unwrap();
+        let err = election_config(&bad.args).unwrap_err();
+        assert!(err.contains("renew deadline"), "{err}");
+        let bad = Harness::try_parse_from(["x", "--leader-elect-retry-period", "soon"]).unwrap();
+        let err = election_config(&bad.args).unwrap_err();
+        assert!(
+            err.contains("--leader-elect-retry-period=\"soon\""),
+            "{err}"
+        );
     }
 }

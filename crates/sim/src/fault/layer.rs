@@ -1,7 +1,8 @@
 //! The fault middleware: decides per request (from [`crate::fault::FaultHandle`]) and acts the
 //! way a client would observe a real failure: a Status answer, a delay, a stream that stalls or
 //! ends early, a TCP reset in the middle of a chunk, a create that commits while its connection
-//! drops, or a connection that freezes (a frozen proxy).
+//! drops, a connection that freezes (a frozen proxy), or watch events carrying an object the
+//! client cannot decode.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,6 +18,7 @@ use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame};
 
 use super::FaultAction;
+use super::plan::glob_match;
 use crate::api::{AppState, RequestInfo};
 use crate::server::ConnCtl;
 use crate::status::ApiError;
@@ -112,6 +114,10 @@ pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next
                 ApiError::internal("freeze: the request has no connection").into_response()
             }
         },
+        FaultAction::Malform { name } if info.verb == "watch" => {
+            wrap(next.run(req).await, Mode::Malform { name }, ctl)
+        }
+        FaultAction::Malform { .. } => next.run(req).await,
         FaultAction::CommitThenDrop => {
             let _committed = next.run(req).await;
             match ctl {
@@ -125,6 +131,39 @@ pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next
             }
         }
     }
+}
+
+/// Rewrites the watch events (one JSON document per line) of `data` whose object name matches
+/// `glob` so that their `status` cannot be decoded as a Pod's; other lines pass unchanged.
+fn malform_events(data: &Bytes, glob: &str) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + 64);
+    for line in data.split_inclusive(|b| *b == b'\n') {
+        let body = line.strip_suffix(b"\n").unwrap_or(line);
+        let garbled = serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .and_then(|mut event| {
+                let object = event.get_mut("object")?;
+                let name = object.pointer("/metadata/name")?.as_str()?;
+                if !glob_match(glob, name) {
+                    return None;
+                }
+                object["status"] = serde_json::json!({
+                    "phase": "Running",
+                    "containerStatuses": "garbled by the sim's malform fault",
+                });
+                serde_json::to_vec(&event).ok()
+            });
+        match garbled {
+            Some(json) => {
+                out.extend_from_slice(&json);
+                if line.ends_with(b"\n") {
+                    out.push(b'\n');
+                }
+            }
+            None => out.extend_from_slice(line),
+        }
+    }
+    Bytes::from(out)
 }
 
 fn wrap(response: Response, mode: Mode, ctl: Option<Arc<ConnCtl>>) -> Response {
@@ -142,7 +181,7 @@ fn wrap(response: Response, mode: Mode, ctl: Option<Arc<ConnCtl>>) -> Response {
     )
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Mode {
     Stall {
         after_events: u64,
@@ -153,6 +192,9 @@ enum Mode {
     },
     EndEarly {
         after_events: u64,
+    },
+    Malform {
+        name: String,
     },
 }
 
@@ -230,19 +272,19 @@ impl HttpBody for FaultBody {
                 }
                 BodyState::Passing => {}
             }
-            match this.mode {
-                Mode::EndEarly { after_events } if this.events >= after_events => {
+            match &this.mode {
+                Mode::EndEarly { after_events } if this.events >= *after_events => {
                     this.state = BodyState::Done;
                     continue;
                 }
-                Mode::Stall { after_events } if this.events >= after_events => {
+                Mode::Stall { after_events } if this.events >= *after_events => {
                     this.state = BodyState::Stalled;
                     continue;
                 }
                 Mode::Reset {
                     after_events: Some(n),
                     ..
-                } if this.events >= n => {
+                } if this.events >= *n => {
                     this.state = BodyState::CutWith(Bytes::from_static(CUT_FILLER));
                     continue;
                 }
@@ -256,6 +298,9 @@ impl HttpBody for FaultBody {
                 return Poll::Ready(Some(Ok(frame)));
             };
             this.events += 1;
+            if let Mode::Malform { name } = &this.mode {
+                return Poll::Ready(Some(Ok(Frame::data(malform_events(&data, name)))));
+            }
             let before = this.bytes;
             this.bytes += data.len() as u64;
             if let Mode::Reset {

@@ -143,6 +143,13 @@ pub enum FaultAction {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         after_ms: Option<u64>,
     },
+    /// Watch streams: each event whose object's `metadata.name` matches the glob `name` is sent
+    /// with a `status` no Pod model decodes (`containerStatuses` as a string), like an object from
+    /// a newer or buggy API server. The rest of the stream and other requests are unchanged.
+    Malform {
+        /// Glob (`*`, `?`) of the object names to garble.
+        name: String,
+    },
 }
 
 impl FaultAction {
@@ -346,6 +353,14 @@ mod tests {
         let plan = FaultPlan::parse(r#"{"verb":"watch","action":{"reset":{"after_events":2}}}"#)
             .expect("one");
         assert_eq!(plan.rules[0].verb, FaultVerb::Watch);
+        let plan = FaultPlan::parse("- verb: watch\n  action: {malform: {name: bad-*}}\n")
+            .expect("malform");
+        assert_eq!(
+            plan.rules[0].action,
+            FaultAction::Malform {
+                name: "bad-*".into()
+            }
+        );
         let err = FaultPlan::parse("rules:\n  - probability: 2\n    action: {latency: {ms: 1}}\n")
             .expect_err("bad probability");
         assert!(err.to_string().contains("probability 2"), "{err}");

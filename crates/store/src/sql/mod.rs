@@ -124,7 +124,10 @@ impl SqlStore {
             Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
             Backend::Postgres => self.pool.begin().await,
         }
-        .map_err(StoreError::query("apply"))?;
+        .map_err(|source| StoreError::Unavailable {
+            op: "apply",
+            source,
+        })?;
         let report = write::apply_in_tx(&mut tx, self.backend, batch, Timestamp::now()).await?;
         tx.commit().await.map_err(StoreError::query("apply"))?;
         Ok(report)

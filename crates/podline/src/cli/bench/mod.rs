@@ -7,6 +7,7 @@
 mod child;
 mod launch;
 mod mlmd;
+mod record;
 mod report;
 mod sim;
 mod store;
@@ -46,6 +47,8 @@ pub enum Part {
     Store,
     /// KFP mode: pods recorded into ML Metadata (needs the MLMD test server's Python packages).
     Mlmd,
+    /// The recorder, end to end (sim -> watch -> recorder -> SQLite).
+    Record,
 }
 
 /// Problem sizes; `--quick` shrinks them.
@@ -59,6 +62,11 @@ pub struct Sizes {
     launch_pods: usize,
     store_pods: usize,
     mlmd_pods: usize,
+    record_backlog_pods: usize,
+    record_latency_seconds: u64,
+    record_rss_small: usize,
+    record_rss_large: usize,
+    record_idle_seconds: u64,
 }
 
 impl Sizes {
@@ -73,6 +81,11 @@ impl Sizes {
                 launch_pods: 400,
                 store_pods: 5_000,
                 mlmd_pods: 300,
+                record_backlog_pods: 4_000,
+                record_latency_seconds: 3,
+                record_rss_small: 2_000,
+                record_rss_large: 10_000,
+                record_idle_seconds: 3,
             }
         } else {
             Sizes {
@@ -84,6 +97,11 @@ impl Sizes {
                 launch_pods: 2_000,
                 store_pods: 25_000,
                 mlmd_pods: 2_000,
+                record_backlog_pods: 20_000,
+                record_latency_seconds: 10,
+                record_rss_small: 10_000,
+                record_rss_large: 100_000,
+                record_idle_seconds: 10,
             }
         }
     }
@@ -154,6 +172,19 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         }
+    }
+    if wants(Part::Record) {
+        eprintln!("benchmarking the recorder...");
+        rows.extend(record::run(&sizes).await.context("recorder benchmark")?);
+        notes.push(
+            "record: the sim runs in the benchmark process; throughput replays a backlog of pods \
+             that ran their whole lifecycle while no recorder ran (a recorder resuming from its \
+             stored position), timed until the stored resume point covers the last event; \
+             latency is from sending each create to the commit of the transaction holding it \
+             (so it includes the API round trip); RSS and idle CPU are of a `podline record` \
+             child process (default flags) and include its SQLite page cache."
+                .into(),
+        );
     }
     println!("{}", report::markdown(&rows));
     report::write_file(&args.out, &rows, &notes)

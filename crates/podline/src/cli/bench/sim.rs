@@ -243,7 +243,8 @@ async fn rss_holding_pods(count: usize) -> anyhow::Result<Row> {
     ))
 }
 
-async fn ensure_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+/// Creates namespace `name` unless it exists.
+pub(super) async fn ensure_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
     use k8s_openapi::api::core::v1::Namespace;
     let api = Api::<Namespace>::all(client.clone());
     let mut namespace = Namespace::default();
