@@ -22,18 +22,67 @@ use std::time::Duration;
 
 pub use podline_sim::{Sim, SimConfig};
 
-/// Installs a tracing subscriber for tests once: quiet by default (`warn`), `RUST_LOG` wins,
-/// output captured by the test harness.
+/// Installs a tracing subscriber for tests once: quiet by default (`warn`, plus the `info`
+/// "retrying" lines of `podline_client::retry`), `RUST_LOG` wins. Output goes to the test
+/// harness and, so tests can assert what an operator would read, to [`captured_logs`].
 pub fn trace_init() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new("warn,podline_client::retry=info")
+        });
         let _ = tracing_subscriber::fmt()
             .with_env_filter(filter)
-            .with_test_writer()
+            .with_ansi(false)
+            .with_writer(TeeWriter)
             .try_init();
     });
+}
+
+/// At most this much log text is kept for [`captured_logs`] (the rest is still printed).
+const CAPTURE_LIMIT: usize = 8 << 20;
+
+fn capture_buffer() -> &'static std::sync::Mutex<Vec<u8>> {
+    static BUFFER: std::sync::OnceLock<std::sync::Mutex<Vec<u8>>> = std::sync::OnceLock::new();
+    BUFFER.get_or_init(Default::default)
+}
+
+/// Everything logged through [`trace_init`]'s subscriber in this process so far (nextest runs
+/// each test in its own process, so: this test's logs).
+pub fn captured_logs() -> String {
+    let buffer = capture_buffer()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    String::from_utf8_lossy(&buffer).into_owned()
+}
+
+/// Writes each log line to the test harness's captured stdout and to the capture buffer.
+struct TeeWriter;
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for TeeWriter {
+    type Writer = TeeWriter;
+    fn make_writer(&'a self) -> Self::Writer {
+        TeeWriter
+    }
+}
+
+impl Write for TeeWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        {
+            let mut captured = capture_buffer()
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if captured.len() + buf.len() <= CAPTURE_LIMIT {
+                captured.extend_from_slice(buf);
+            }
+        }
+        // print! (not io::stdout) so the test harness captures it like with_test_writer does.
+        print!("{}", String::from_utf8_lossy(buf));
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The config tests usually want: plain HTTP (faster to start, no TLS handshakes), random port,
@@ -79,9 +128,15 @@ pub async fn kube_config(sim: &Sim) -> kube::Config {
     }
 }
 
-/// A kube client for the sim.
+/// A kube client for the sim, built by podline's own stack
+/// ([`podline_client::connect::client_from_config`]: kube's silent retry layer off, podline's
+/// timeouts), so tests see every answer the sim gives, exactly as podline's commands do.
 pub async fn client(sim: &Sim) -> kube::Client {
-    match kube::Client::try_from(kube_config(sim).await) {
+    let config = kube_config(sim).await;
+    match podline_client::connect::client_from_config(
+        config,
+        podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT,
+    ) {
         Ok(client) => client,
         Err(err) => panic!("cannot build a client for the sim: {err}"),
     }
