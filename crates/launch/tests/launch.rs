@@ -81,7 +81,13 @@ async fn seed_experiment_1000_pods_under_409_and_429_all_succeed() {
     podline_testkit::trace_init();
     let mut config = fast_config();
     config.logs = LogMode::None;
-    let (sim, launcher, pods) = setup(config).await;
+    let (sim, _, pods) = setup(config.clone()).await;
+    // podline's own client stack, as `podline run` uses: no kube retry layer hiding the 429s.
+    let launcher = Launcher::new(
+        podline_testkit::podline_client(&sim).await,
+        "default",
+        config,
+    );
     sim.faults()
         .push(rule(FaultVerb::Create, "pods", FaultAction::status(409)).probability(0.30));
     sim.faults().push(

@@ -128,17 +128,25 @@ pub async fn kube_config(sim: &Sim) -> kube::Config {
     }
 }
 
-/// A kube client for the sim, built by podline's own stack
-/// ([`podline_client::connect::client_from_config`]: kube's silent retry layer off, podline's
-/// timeouts), so tests see every answer the sim gives, exactly as podline's commands do.
+/// A kube client for the sim (kube's defaults).
 pub async fn client(sim: &Sim) -> kube::Client {
+    match kube::Client::try_from(kube_config(sim).await) {
+        Ok(client) => client,
+        Err(err) => panic!("cannot build a client for the sim: {err}"),
+    }
+}
+
+/// A kube client for the sim built by podline's own stack
+/// ([`podline_client::connect::client_from_config`]: kube's silent retry layer off, podline's
+/// timeouts), for tests that must see every answer the sim gives, as podline's commands do.
+pub async fn podline_client(sim: &Sim) -> kube::Client {
     let config = kube_config(sim).await;
     match podline_client::connect::client_from_config(
         config,
         podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT,
     ) {
         Ok(client) => client,
-        Err(err) => panic!("cannot build a client for the sim: {err}"),
+        Err(err) => panic!("cannot build a podline client for the sim: {err}"),
     }
 }
 
