@@ -54,6 +54,17 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    /// A read-only reader found a schema older than this build reads; a writer (`podline
+    /// record`, `podline demo`) migrates it on start.
+    #[error(
+        "database schema version {found} is older than this podline reads ({needed}); start `podline record` on it once to migrate it"
+    )]
+    SchemaTooOld {
+        /// Version found in the database (0: not a podline store yet).
+        found: i64,
+        /// Version this build reads.
+        needed: i64,
+    },
     /// A statement failed.
     #[error("store {op} failed")]
     Query {
@@ -97,6 +108,7 @@ impl StoreError {
             StoreError::Timeout { .. } | StoreError::Unavailable { .. } => true,
             StoreError::InvalidTarget { .. }
             | StoreError::SchemaTooNew { .. }
+            | StoreError::SchemaTooOld { .. }
             | StoreError::Corrupt { .. } => false,
         }
     }
@@ -108,6 +120,7 @@ impl StoreError {
             StoreError::Connect { .. } => "connect",
             StoreError::Migrate { .. } => "migrate",
             StoreError::SchemaTooNew { .. } => "schema_too_new",
+            StoreError::SchemaTooOld { .. } => "schema_too_old",
             StoreError::Query { source, .. } if is_transient(source) => "transient",
             StoreError::Query { .. } => "query",
             StoreError::Timeout { .. } => "timeout",

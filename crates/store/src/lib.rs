@@ -42,6 +42,7 @@
 
 pub mod bench;
 mod error;
+mod failures;
 mod model;
 mod plan;
 mod records;
@@ -52,13 +53,17 @@ mod target;
 use std::sync::Arc;
 
 pub use error::StoreError;
+pub use failures::{
+    FailedPod, Failure, FailureFilter, FailureGroup, IMAGE_PULL_REASONS,
+    classify as classify_failure, group as group_failures,
+};
 pub use model::{
     ApplyReport, Batch, ContainerObservation, ContainerState, PhaseTransition, PodObservation,
     RejectedOp, ResumePoint, StoreOp,
 };
 pub use records::{
-    Counts, LivePod, LiveScope, MigrationReport, PodFilter, PodKey, PodRecord, RunFilter,
-    RunSummary,
+    ChangedPod, Changes, Counts, LivePod, LiveScope, MigrationReport, PodFilter, PodKey, PodRecord,
+    RunFilter, RunStatus, RunSummary,
 };
 pub use sql::{PoolSettings, SqlStore};
 pub use store::Store;
@@ -68,6 +73,14 @@ pub use target::{Backend, DbTarget};
 /// and returns it ready for the recorder and queries. The one call the binary needs.
 pub async fn open(db: &str) -> Result<Arc<dyn Store>, StoreError> {
     open_with(&DbTarget::parse(db)?, &PoolSettings::default()).await
+}
+
+/// Opens a store for reading only (the UI): nothing is created, migrated or written. See
+/// [`SqlStore::connect_read_only`].
+pub async fn open_read_only(db: &str) -> Result<Arc<dyn Store>, StoreError> {
+    let store =
+        SqlStore::connect_read_only(&DbTarget::parse(db)?, &PoolSettings::default()).await?;
+    Ok(Arc::new(store))
 }
 
 /// [`open`] with an already parsed target and explicit pool settings.

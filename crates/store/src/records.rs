@@ -75,10 +75,72 @@ pub struct RunSummary {
     pub phases: BTreeMap<String, u64>,
     /// Pods of the run that are deleted.
     pub deleted: u64,
+    /// Pods still in progress: not deleted and not in a terminal phase (`Succeeded`, `Failed`).
+    pub active: u64,
     /// Earliest pod creation in the run.
     pub first_created_at: Option<Timestamp>,
     /// Latest pod finish in the run.
     pub last_finished_at: Option<Timestamp>,
+}
+
+impl RunSummary {
+    /// Pods that ended `Succeeded`.
+    pub fn succeeded(&self) -> u64 {
+        self.phases.get("Succeeded").copied().unwrap_or(0)
+    }
+
+    /// Pods that did not succeed and are no longer in progress: `Failed`, and pods deleted
+    /// before they finished (e.g. an image that never pulled).
+    pub fn failed(&self) -> u64 {
+        self.pods
+            .saturating_sub(self.succeeded())
+            .saturating_sub(self.active)
+    }
+
+    /// The run's overall state: running while any pod is in progress, else failed if any pod
+    /// did not succeed, else succeeded.
+    pub fn status(&self) -> RunStatus {
+        if self.active > 0 {
+            RunStatus::Running
+        } else if self.failed() > 0 {
+            RunStatus::Failed
+        } else {
+            RunStatus::Succeeded
+        }
+    }
+}
+
+/// A run's overall state (see [`RunSummary::status`]), for filtering and colouring runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Some pod is still pending or running.
+    Running,
+    /// Every pod is done and at least one did not succeed.
+    Failed,
+    /// Every pod succeeded.
+    Succeeded,
+}
+
+impl RunStatus {
+    /// The lowercase name used in URLs, JSON and CSS classes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Failed => "failed",
+            RunStatus::Succeeded => "succeeded",
+        }
+    }
+
+    /// Parses `running`, `failed` or `succeeded` (any case); `None` for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "running" => Some(RunStatus::Running),
+            "failed" => Some(RunStatus::Failed),
+            "succeeded" => Some(RunStatus::Succeeded),
+            _ => None,
+        }
+    }
 }
 
 /// Which runs to list.
@@ -86,6 +148,12 @@ pub struct RunSummary {
 pub struct RunFilter {
     /// Only runs in this namespace.
     pub namespace: Option<String>,
+    /// Only runs in this overall state.
+    pub status: Option<RunStatus>,
+    /// Only runs whose first pod was created at or after this time.
+    pub created_after: Option<Timestamp>,
+    /// Only runs whose first pod was created before this time.
+    pub created_before: Option<Timestamp>,
     /// At most this many runs (most recently created first).
     pub limit: Option<u32>,
 }
@@ -186,4 +254,37 @@ pub struct MigrationReport {
     pub to_version: i64,
     /// Migrations applied now (empty when already up to date).
     pub applied: Vec<i64>,
+}
+
+/// What changed in the store after a mark: the cheap query behind live pages.
+///
+/// Marks are the store's own `updated_at` clock (the recorder's clock when it wrote), so a
+/// reader passes back the `mark` it got and never misses a write that commits later.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Changes {
+    /// The newest write seen; pass it as `since` next time. `None` while the store is empty.
+    pub mark: Option<Timestamp>,
+    /// Pods written after `since`, oldest write first (at most the limit asked for).
+    pub pods: Vec<ChangedPod>,
+    /// More pods changed than the limit: reload everything rather than patching.
+    pub truncated: bool,
+}
+
+/// One pod in [`Changes`]: enough to decide which page needs refreshing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChangedPod {
+    /// `metadata.uid`.
+    pub uid: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The run (grouping label value), if any.
+    pub run: Option<String>,
+    /// Latest phase.
+    pub phase: Option<String>,
+    /// Whether the pod is now marked deleted.
+    pub deleted: bool,
+    /// When the store wrote this change (recorder clock).
+    pub updated_at: Timestamp,
 }

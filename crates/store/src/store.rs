@@ -4,9 +4,10 @@ use futures::future::BoxFuture;
 use jiff::Timestamp;
 
 use crate::error::StoreError;
+use crate::failures::{FailureFilter, FailureGroup};
 use crate::model::{ApplyReport, Batch, ResumePoint, StoreOp};
 use crate::records::{
-    Counts, LivePod, LiveScope, MigrationReport, PodFilter, PodKey, PodRecord, RunFilter,
+    Changes, Counts, LivePod, LiveScope, MigrationReport, PodFilter, PodKey, PodRecord, RunFilter,
     RunSummary,
 };
 
@@ -77,6 +78,22 @@ pub trait Store: Send + Sync {
 
     /// One pod with its timeline, or `None` if the store never saw it.
     fn pod<'a>(&'a self, key: &'a PodKey) -> BoxFuture<'a, Result<Option<PodRecord>, StoreError>>;
+
+    /// Failed pods matching `filter`, grouped by why they failed (see
+    /// [`classify_failure`](crate::classify_failure)): the failures view.
+    fn failures<'a>(
+        &'a self,
+        filter: &'a FailureFilter,
+    ) -> BoxFuture<'a, Result<Vec<FailureGroup>, StoreError>>;
+
+    /// Pods written after `since` (at most `limit`, oldest write first) and the newest write
+    /// mark: one indexed query, cheap enough for a live page to poll every second. `since:
+    /// None` returns only the mark, the starting point of a live page.
+    fn changes(
+        &self,
+        since: Option<Timestamp>,
+        limit: u32,
+    ) -> BoxFuture<'_, Result<Changes, StoreError>>;
 
     /// Totals, for summaries and metrics.
     fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreError>>;

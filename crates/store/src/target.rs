@@ -81,7 +81,14 @@ impl DbTarget {
 
     /// The URL handed to the driver. SQLite paths become absolute and percent-encoded so names
     /// with spaces, `?` or `#` work; `mode=rwc` creates the file on first use.
+    #[cfg(test)]
     pub(crate) fn driver_url(&self) -> Result<String, StoreError> {
+        self.driver_url_for(false)
+    }
+
+    /// [`driver_url`](Self::driver_url), or for reading only: SQLite `mode=ro` on a file that
+    /// must already exist (a reader never creates an empty store by accident).
+    pub(crate) fn driver_url_for(&self, read_only: bool) -> Result<String, StoreError> {
         match self {
             DbTarget::Postgres { url } => Ok(url.clone()),
             DbTarget::Sqlite { path } => {
@@ -101,7 +108,18 @@ impl DbTarget {
                     value: path.display().to_string(),
                     reason: "the path is not valid UTF-8".to_owned(),
                 })?;
-                Ok(format!("sqlite://{}?mode=rwc", percent_encode_path(text)))
+                if read_only && !absolute.is_file() {
+                    return Err(StoreError::InvalidTarget {
+                        value: path.display().to_string(),
+                        reason: "no such store file (run `podline record` or `podline demo` to make one)"
+                            .to_owned(),
+                    });
+                }
+                let mode = if read_only { "ro" } else { "rwc" };
+                Ok(format!(
+                    "sqlite://{}?mode={mode}",
+                    percent_encode_path(text)
+                ))
             }
         }
     }

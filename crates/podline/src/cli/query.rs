@@ -75,6 +75,7 @@ pub async fn runs(args: RunsArgs, global: &Global) -> anyhow::Result<ExitCode> {
         .runs(&RunFilter {
             namespace: global.namespace.clone(),
             limit: args.limit,
+            ..RunFilter::default()
         })
         .await?;
     print!("{}", render_runs(&runs, global.output)?);

@@ -17,9 +17,10 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor};
 
 use crate::error::StoreError;
+use crate::failures::{FailureFilter, FailureGroup};
 use crate::model::{ApplyReport, Batch, ResumePoint};
 use crate::records::{
-    Counts, LivePod, LiveScope, MigrationReport, PodFilter, PodKey, PodRecord, RunFilter,
+    Changes, Counts, LivePod, LiveScope, MigrationReport, PodFilter, PodKey, PodRecord, RunFilter,
     RunSummary,
 };
 use crate::store::Store;
@@ -52,6 +53,13 @@ impl Default for PoolSettings {
     }
 }
 
+/// Whether a connection may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    ReadWrite,
+    ReadOnly,
+}
+
 /// The SQL-backed [`Store`]: SQLite (embedded default) or PostgreSQL (scale-out).
 #[derive(Debug, Clone)]
 pub struct SqlStore {
@@ -65,8 +73,30 @@ impl SqlStore {
     /// Connects (creating the SQLite file if needed) without migrating; call
     /// [`Store::migrate`] next, or use [`open`](crate::open) which does both.
     pub async fn connect(target: &DbTarget, settings: &PoolSettings) -> Result<Self, StoreError> {
+        Self::connect_mode(target, settings, Access::ReadWrite).await
+    }
+
+    /// Connects for reading only (the UI): SQLite opens the existing file with `mode=ro` and
+    /// `query_only`, PostgreSQL sessions default to read-only transactions. Never creates or
+    /// migrates anything: a missing file, or a schema other than this build's, is an error that
+    /// says what to do.
+    pub async fn connect_read_only(
+        target: &DbTarget,
+        settings: &PoolSettings,
+    ) -> Result<Self, StoreError> {
+        let store = Self::connect_mode(target, settings, Access::ReadOnly).await?;
+        schema::check_readable(&store.pool).await?;
+        Ok(store)
+    }
+
+    async fn connect_mode(
+        target: &DbTarget,
+        settings: &PoolSettings,
+        access: Access,
+    ) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
-        let url = target.driver_url()?;
+        let read_only = access == Access::ReadOnly;
+        let url = target.driver_url_for(read_only)?;
         let backend = target.backend();
         let busy_ms = settings.busy_timeout.as_millis();
         let pool = AnyPoolOptions::new()
@@ -74,6 +104,22 @@ impl SqlStore {
             .acquire_timeout(settings.acquire_timeout)
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
+                    if read_only {
+                        match backend {
+                            Backend::Sqlite => {
+                                conn.execute("PRAGMA query_only = ON").await?;
+                                conn.execute(sqlx::AssertSqlSafe(format!(
+                                    "PRAGMA busy_timeout = {busy_ms}"
+                                )))
+                                .await?;
+                            }
+                            Backend::Postgres => {
+                                conn.execute("SET default_transaction_read_only = on")
+                                    .await?;
+                            }
+                        }
+                        return Ok(());
+                    }
                     if backend == Backend::Sqlite {
                         // WAL: readers never block the writer; NORMAL: durable at every
                         // checkpoint, and a crash loses at most the last transactions, never
@@ -193,6 +239,21 @@ impl Store for SqlStore {
 
     fn pod<'a>(&'a self, key: &'a PodKey) -> BoxFuture<'a, Result<Option<PodRecord>, StoreError>> {
         Box::pin(read::pod(&self.pool, self.backend, key))
+    }
+
+    fn failures<'a>(
+        &'a self,
+        filter: &'a FailureFilter,
+    ) -> BoxFuture<'a, Result<Vec<FailureGroup>, StoreError>> {
+        Box::pin(read::failures(&self.pool, self.backend, filter))
+    }
+
+    fn changes(
+        &self,
+        since: Option<Timestamp>,
+        limit: u32,
+    ) -> BoxFuture<'_, Result<Changes, StoreError>> {
+        Box::pin(read::changes(&self.pool, since, limit))
     }
 
     fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreError>> {

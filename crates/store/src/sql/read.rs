@@ -8,9 +8,11 @@ use sqlx::{Any, AnyPool, AssertSqlSafe, Row};
 use super::codec::{map_from_json, rv_from, ts_from, ts_from_opt};
 use super::write::Params;
 use crate::error::StoreError;
+use crate::failures::{self, FailureFilter, FailureGroup, IMAGE_PULL_REASONS};
 use crate::model::{ContainerObservation, ContainerState, PhaseTransition, ResumePoint};
 use crate::records::{
-    Counts, LivePod, LiveScope, PodFilter, PodKey, PodRecord, RunFilter, RunSummary,
+    ChangedPod, Changes, Counts, LivePod, LiveScope, PodFilter, PodKey, PodRecord, RunFilter,
+    RunSummary,
 };
 use crate::target::Backend;
 
@@ -226,6 +228,8 @@ pub(crate) async fn runs(
     const OP: &str = "runs";
     let mut sql = String::from(
         "SELECT namespace, run, phase, COUNT(*) AS pods, COUNT(deleted_at) AS deleted, \
+         COUNT(CASE WHEN deleted_at IS NULL AND (phase IS NULL OR phase NOT IN \
+           ('Succeeded', 'Failed')) THEN 1 END) AS active, \
          MIN(created_at) AS first_created, MAX(finished_at) AS last_finished \
          FROM pods WHERE run IS NOT NULL",
     );
@@ -245,6 +249,7 @@ pub(crate) async fn runs(
         let phase: Option<String> = get(row, OP, "phase")?;
         let pods = count(get(row, OP, "pods")?);
         let deleted = count(get(row, OP, "deleted")?);
+        let active = count(get(row, OP, "active")?);
         let first = ts_from_opt("pods.created_at", get(row, OP, "first_created")?)?;
         let last = ts_from_opt("pods.finished_at", get(row, OP, "last_finished")?)?;
         let summary = runs
@@ -255,18 +260,33 @@ pub(crate) async fn runs(
                 pods: 0,
                 phases: BTreeMap::new(),
                 deleted: 0,
+                active: 0,
                 first_created_at: None,
                 last_finished_at: None,
             });
         summary.pods += pods;
         summary.deleted += deleted;
+        summary.active += active;
         if let Some(phase) = phase {
             *summary.phases.entry(phase).or_default() += pods;
         }
         summary.first_created_at = min_opt(summary.first_created_at, first);
         summary.last_finished_at = summary.last_finished_at.max(last);
     }
-    let mut runs: Vec<RunSummary> = runs.into_values().collect();
+    let mut runs: Vec<RunSummary> = runs
+        .into_values()
+        .filter(|r| filter.status.is_none_or(|s| r.status() == s))
+        .filter(|r| {
+            filter
+                .created_after
+                .is_none_or(|t| r.first_created_at.is_some_and(|c| c >= t))
+        })
+        .filter(|r| {
+            filter
+                .created_before
+                .is_none_or(|t| r.first_created_at.is_some_and(|c| c < t))
+        })
+        .collect();
     runs.sort_by(|a, b| {
         b.first_created_at
             .cmp(&a.first_created_at)
@@ -386,4 +406,99 @@ pub(crate) async fn resume_point(
         })
     })
     .transpose()
+}
+
+pub(crate) async fn changes(
+    pool: &AnyPool,
+    since: Option<jiff::Timestamp>,
+    limit: u32,
+) -> Result<Changes, StoreError> {
+    const OP: &str = "changes";
+    let newest: Option<i64> = sqlx::query_scalar("SELECT MAX(updated_at) FROM pods")
+        .fetch_one(pool)
+        .await
+        .map_err(StoreError::query(OP))?;
+    let mark = ts_from_opt("pods.updated_at", newest)?;
+    let Some(since) = since else {
+        return Ok(Changes {
+            mark,
+            pods: Vec::new(),
+            truncated: false,
+        });
+    };
+    let rows = sqlx::query(
+        "SELECT uid, namespace, name, run, phase, deleted_at, updated_at FROM pods \
+         WHERE updated_at > $1 ORDER BY updated_at, uid LIMIT $2",
+    )
+    .bind(super::codec::ts(since))
+    .bind(i64::from(limit) + 1)
+    .fetch_all(pool)
+    .await
+    .map_err(StoreError::query(OP))?;
+    let mut pods = rows
+        .iter()
+        .map(|row| {
+            Ok(ChangedPod {
+                uid: get(row, OP, "uid")?,
+                namespace: get(row, OP, "namespace")?,
+                name: get(row, OP, "name")?,
+                run: get(row, OP, "run")?,
+                phase: get(row, OP, "phase")?,
+                deleted: get::<Option<i64>>(row, OP, "deleted_at")?.is_some(),
+                updated_at: ts_from("pods.updated_at", get(row, OP, "updated_at")?)?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let truncated = pods.len() > limit as usize;
+    pods.truncate(limit as usize);
+    Ok(Changes {
+        // A write that committed between the two statements shows up in `pods`; keep the mark
+        // at least as new as what is returned, so it is not reported twice.
+        mark: mark.max(pods.last().map(|p| p.updated_at)),
+        pods,
+        truncated,
+    })
+}
+
+pub(crate) async fn failures(
+    pool: &AnyPool,
+    backend: Backend,
+    filter: &FailureFilter,
+) -> Result<Vec<FailureGroup>, StoreError> {
+    // Candidates cheaply in SQL (any sign of failure), the exact reason in `failures::classify`.
+    let mut values: Vec<&str> = Vec::new();
+    let pull_list: Vec<String> = IMAGE_PULL_REASONS
+        .iter()
+        .map(|reason| {
+            values.push(reason);
+            format!("${}", values.len())
+        })
+        .collect();
+    let mut sql = format!(
+        "{POD_SELECT} WHERE (phase = 'Failed' OR reason IS NOT NULL OR uid IN \
+         (SELECT uid FROM containers WHERE (exit_code IS NOT NULL AND exit_code <> 0) \
+         OR reason = 'OOMKilled' OR reason IN ({})))",
+        pull_list.join(", ")
+    );
+    for (column, value) in [("namespace", &filter.namespace), ("run", &filter.run)] {
+        if let Some(value) = value {
+            values.push(value);
+            sql.push_str(&format!(" AND {column} = ${}", values.len()));
+        }
+    }
+    sql.push_str(POD_ORDER);
+    let mut query: Query<'_> = sqlx::query(AssertSqlSafe(sql));
+    for value in values {
+        query = query.bind(value);
+    }
+    let rows = query
+        .fetch_all(pool)
+        .await
+        .map_err(StoreError::query("failures"))?;
+    let mut pods = rows
+        .iter()
+        .map(pod_from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    load_children(pool, backend, &mut pods).await?;
+    Ok(failures::group(&pods))
 }

@@ -20,12 +20,13 @@ pub(crate) struct Migration {
 }
 
 /// All migrations, oldest first. Append only: never edit a released migration.
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "pods, containers, transitions, resume points",
-    statements: &[
-        // One row per pod uid: the latest observation plus deletion facts.
-        "CREATE TABLE IF NOT EXISTS pods (
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "pods, containers, transitions, resume points",
+        statements: &[
+            // One row per pod uid: the latest observation plus deletion facts.
+            "CREATE TABLE IF NOT EXISTS pods (
             uid TEXT PRIMARY KEY,
             namespace TEXT NOT NULL,
             name TEXT NOT NULL,
@@ -49,11 +50,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
             recorded_at BIGINT NOT NULL,
             updated_at BIGINT NOT NULL
         )",
-        "CREATE INDEX IF NOT EXISTS pods_by_name ON pods (namespace, name)",
-        "CREATE INDEX IF NOT EXISTS pods_by_run ON pods (run)",
-        "CREATE INDEX IF NOT EXISTS pods_by_created ON pods (created_at)",
-        // Containers of the latest observation; rv makes updates monotonic like pods.
-        "CREATE TABLE IF NOT EXISTS containers (
+            "CREATE INDEX IF NOT EXISTS pods_by_name ON pods (namespace, name)",
+            "CREATE INDEX IF NOT EXISTS pods_by_run ON pods (run)",
+            "CREATE INDEX IF NOT EXISTS pods_by_created ON pods (created_at)",
+            // Containers of the latest observation; rv makes updates monotonic like pods.
+            "CREATE TABLE IF NOT EXISTS containers (
             uid TEXT NOT NULL,
             name TEXT NOT NULL,
             rv BIGINT NOT NULL,
@@ -69,26 +70,32 @@ pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
             finished_at BIGINT,
             PRIMARY KEY (uid, name)
         )",
-        // Each phase once per pod, first time wins.
-        "CREATE TABLE IF NOT EXISTS transitions (
+            // Each phase once per pod, first time wins.
+            "CREATE TABLE IF NOT EXISTS transitions (
             uid TEXT NOT NULL,
             phase TEXT NOT NULL,
             at BIGINT NOT NULL,
             PRIMARY KEY (uid, phase)
         )",
-        // Watch positions, committed with the data they cover.
-        "CREATE TABLE IF NOT EXISTS resume_points (
+            // Watch positions, committed with the data they cover.
+            "CREATE TABLE IF NOT EXISTS resume_points (
             watch_key TEXT PRIMARY KEY,
             rv BIGINT NOT NULL,
             updated_at BIGINT NOT NULL
         )",
-        // Target of the readiness write probe.
-        "CREATE TABLE IF NOT EXISTS podline_health (
+            // Target of the readiness write probe.
+            "CREATE TABLE IF NOT EXISTS podline_health (
             id BIGINT PRIMARY KEY,
             checked_at BIGINT NOT NULL
         )",
-    ],
-}];
+        ],
+    },
+    Migration {
+        version: 2,
+        description: "index pods by write time (live readers ask what changed since)",
+        statements: &["CREATE INDEX IF NOT EXISTS pods_by_updated ON pods (updated_at)"],
+    },
+];
 
 /// The schema version this build writes.
 pub(crate) fn latest_version() -> i64 {
@@ -163,6 +170,32 @@ pub(crate) async fn migrate(
     }
     report.to_version = report.from_version.max(latest_version());
     Ok(report)
+}
+
+/// Checks, without writing, that a reader can use this database: a podline store at exactly
+/// the schema version this build reads.
+pub(crate) async fn check_readable(pool: &AnyPool) -> Result<(), StoreError> {
+    let found: i64 =
+        match sqlx::query_scalar::<_, i64>("SELECT COALESCE(MAX(version), 0) FROM podline_schema")
+            .fetch_one(pool)
+            .await
+        {
+            Ok(version) => version,
+            // No schema table: an empty file or not a podline store.
+            Err(sqlx::Error::Database(_)) => 0,
+            Err(source) => return Err(StoreError::Query { op: "open", source }),
+        };
+    let needed = latest_version();
+    if found > needed {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            known: needed,
+        });
+    }
+    if found < needed {
+        return Err(StoreError::SchemaTooOld { found, needed });
+    }
+    Ok(())
 }
 
 /// Starts a transaction that excludes other writers from the start: SQLite `BEGIN IMMEDIATE`

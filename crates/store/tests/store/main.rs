@@ -8,8 +8,8 @@ mod support;
 use std::time::Duration;
 
 use podline_store::{
-    Backend, Batch, LiveScope, PodFilter, PodKey, PoolSettings, RunFilter, Store, StoreError,
-    StoreOp,
+    Backend, Batch, ContainerState, FailureFilter, LiveScope, PodFilter, PodKey, PoolSettings,
+    RunFilter, RunStatus, SqlStore, Store, StoreError, StoreOp,
 };
 use sqlx::AssertSqlSafe;
 use support::{TestDb, pod, ts};
@@ -49,6 +49,10 @@ on_every_backend!(
     health_should_pass_when_writable_and_fail_when_closed,
     a_large_batch_should_be_split_into_several_statements,
     two_overlapping_writers_should_converge_to_the_newest_data,
+    runs_should_filter_by_status_and_creation_time,
+    failures_should_be_grouped_by_reason,
+    changes_should_report_only_pods_written_after_the_mark,
+    a_read_only_store_should_read_and_refuse_writes,
 );
 
 fn upserts(pods: impl IntoIterator<Item = podline_store::PodObservation>) -> Vec<StoreOp> {
@@ -961,4 +965,236 @@ async fn sqlite_kill_9_mid_write_should_keep_data_and_resume_point_consistent() 
         .await
         .unwrap();
     assert_eq!(check, "ok");
+}
+
+async fn runs_should_filter_by_status_and_creation_time(db: TestDb) {
+    let store = db.dyn_store();
+    let mut ops = Vec::new();
+    for (run, created, phases) in [
+        ("ok", 0, &["Succeeded", "Succeeded"][..]),
+        ("bad", 100, &["Succeeded", "Failed"][..]),
+        ("busy", 200, &["Running", "Succeeded"][..]),
+    ] {
+        for (i, phase) in phases.iter().enumerate() {
+            let mut o = pod(&format!("{run}-{i}"), 1, phase);
+            o.run = Some(run.into());
+            o.created_at = Some(ts(created + i as i64));
+            ops.push(StoreOp::Upsert(o));
+        }
+    }
+    // A pod deleted while Pending (its image never pulled) is done and did not succeed.
+    let mut never = pod("ok-never", 1, "Pending");
+    never.run = Some("gone".into());
+    never.created_at = Some(ts(300));
+    ops.push(StoreOp::Upsert(never));
+    ops.push(StoreOp::Deleted {
+        uid: "ok-never".into(),
+        namespace: "default".into(),
+        name: "pod-ok-never".into(),
+        resource_version: 2,
+        at: ts(301),
+        final_state_observed: true,
+    });
+    store.apply(&Batch::new(ops)).await.unwrap();
+
+    let all = store.runs(&RunFilter::default()).await.unwrap();
+    let status: Vec<(&str, RunStatus, u64, u64, u64)> = all
+        .iter()
+        .map(|r| {
+            (
+                r.run.as_str(),
+                r.status(),
+                r.succeeded(),
+                r.failed(),
+                r.active,
+            )
+        })
+        .collect();
+    assert_eq!(
+        status,
+        [
+            ("gone", RunStatus::Failed, 0, 1, 0),
+            ("busy", RunStatus::Running, 1, 0, 1),
+            ("bad", RunStatus::Failed, 1, 1, 0),
+            ("ok", RunStatus::Succeeded, 2, 0, 0),
+        ]
+    );
+    let names = |runs: Vec<podline_store::RunSummary>| -> Vec<String> {
+        runs.into_iter().map(|r| r.run).collect()
+    };
+    let failed = store
+        .runs(&RunFilter {
+            status: Some(RunStatus::Failed),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(names(failed), ["gone", "bad"]);
+    let window = store
+        .runs(&RunFilter {
+            created_after: Some(ts(100)),
+            created_before: Some(ts(300)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(names(window), ["busy", "bad"]);
+}
+
+async fn failures_should_be_grouped_by_reason(db: TestDb) {
+    let store = db.dyn_store();
+    let mut oom = pod("oom", 1, "Failed");
+    oom.containers[0].reason = Some("OOMKilled".into());
+    oom.containers[0].exit_code = Some(137);
+    let mut pull = pod("pull", 1, "Pending");
+    pull.containers[0].state = Some(ContainerState::Waiting);
+    pull.containers[0].reason = Some("ErrImagePull".into());
+    pull.containers[0].message = Some("image busybox:nope: not found".into());
+    let mut exit_a = pod("exit-a", 1, "Failed");
+    exit_a.containers[0].reason = Some("Error".into());
+    let mut exit_b = exit_a.clone();
+    exit_b.uid = "exit-b".into();
+    let mut evicted = pod("evicted", 1, "Failed");
+    evicted.reason = Some("Evicted".into());
+    evicted.message = Some("The node was low on memory".into());
+    let mut other_ns = pod("other", 1, "Failed");
+    other_ns.namespace = "elsewhere".into();
+    let fine = pod("fine", 1, "Succeeded");
+    let running = pod("running", 1, "Running");
+    store
+        .apply(&Batch::new(upserts([
+            oom, pull, exit_a, exit_b, evicted, other_ns, fine, running,
+        ])))
+        .await
+        .unwrap();
+
+    let groups = store
+        .failures(&FailureFilter {
+            namespace: Some("default".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let summary: Vec<(&str, usize)> = groups
+        .iter()
+        .map(|g| (g.reason.as_str(), g.pods.len()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("Error (exit 3)", 2),
+            ("Evicted", 1),
+            ("ImagePull", 1),
+            ("OOMKilled", 1)
+        ]
+    );
+    let pull = &groups[2].pods[0];
+    assert_eq!(pull.uid, "pull");
+    assert_eq!(
+        pull.failure.detail.as_deref(),
+        Some("image busybox:nope: not found")
+    );
+    let everywhere = store.failures(&FailureFilter::default()).await.unwrap();
+    assert_eq!(everywhere.iter().map(|g| g.pods.len()).sum::<usize>(), 6);
+}
+
+async fn changes_should_report_only_pods_written_after_the_mark(db: TestDb) {
+    let store = db.dyn_store();
+    let empty = store.changes(None, 100).await.unwrap();
+    assert_eq!(empty.mark, None);
+    store
+        .apply(&Batch::new(upserts([pod("a", 1, "Pending")])))
+        .await
+        .unwrap();
+    let start = store.changes(None, 100).await.unwrap();
+    let mark = start.mark.expect("a mark once something is written");
+    assert!(start.pods.is_empty(), "no since: only the mark");
+    assert!(
+        store
+            .changes(Some(mark), 100)
+            .await
+            .unwrap()
+            .pods
+            .is_empty()
+    );
+
+    // The recorder's clock moves on between batches.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    store
+        .apply(&Batch::new(upserts([
+            pod("a", 2, "Running"),
+            pod("b", 1, "Pending"),
+        ])))
+        .await
+        .unwrap();
+    let changed = store.changes(Some(mark), 100).await.unwrap();
+    let uids: Vec<&str> = changed.pods.iter().map(|p| p.uid.as_str()).collect();
+    assert_eq!(uids.len(), 2);
+    assert!(uids.contains(&"a") && uids.contains(&"b"), "{uids:?}");
+    assert!(!changed.truncated);
+    assert!(changed.mark > Some(mark));
+    let limited = store.changes(Some(mark), 1).await.unwrap();
+    assert_eq!(limited.pods.len(), 1);
+    assert!(limited.truncated);
+    assert!(
+        store
+            .changes(changed.mark, 100)
+            .await
+            .unwrap()
+            .pods
+            .is_empty()
+    );
+}
+
+async fn a_read_only_store_should_read_and_refuse_writes(db: TestDb) {
+    db.store
+        .apply(&Batch::new(upserts([pod("a", 1, "Succeeded")])))
+        .await
+        .unwrap();
+    let reader = SqlStore::connect_read_only(&db.target, &PoolSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(reader.counts().await.unwrap().pods, 1);
+    assert!(
+        reader
+            .pod(&PodKey::Uid("a".into()))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let err = reader
+        .apply(&Batch::new(upserts([pod("b", 1, "Pending")])))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Query { .. }), "{err:?}");
+    // The writer still works and the reader sees its new data.
+    db.store
+        .apply(&Batch::new(upserts([pod("c", 1, "Pending")])))
+        .await
+        .unwrap();
+    assert_eq!(reader.counts().await.unwrap().pods, 2);
+}
+
+#[tokio::test]
+async fn opening_a_missing_or_unmigrated_sqlite_file_read_only_should_say_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.db");
+    let err = podline_store::open_read_only(&missing.to_string_lossy())
+        .await
+        .err()
+        .expect("a missing store file is an error");
+    assert!(err.to_string().contains("no such store file"), "{err}");
+    assert!(!missing.exists(), "a reader never creates the file");
+
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let err = podline_store::open_read_only(&empty.to_string_lossy())
+        .await
+        .err()
+        .expect("an empty file is not a store");
+    assert!(
+        matches!(err, StoreError::SchemaTooOld { found: 0, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("podline record"), "{err}");
 }
