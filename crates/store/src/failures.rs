@@ -93,7 +93,13 @@ pub fn classify(pod: &PodRecord) -> Option<Failure> {
         exit_code: None,
         detail: pod.message.clone(),
     };
+    // The kubelet copies a container's reason (`Error`, `OOMKilled`) to the pod; only a reason
+    // of the pod's own (`Evicted`, `DeadlineExceeded`, ...) is about the pod.
     if let Some(reason) = pod.reason.as_deref()
+        && !pod
+            .containers
+            .iter()
+            .any(|c| c.reason.as_deref() == Some(reason))
         && (failed || matches!(reason, "Evicted" | "DeadlineExceeded"))
     {
         return Some(pod_level(reason));
@@ -242,8 +248,12 @@ mod tests {
         assert_eq!(failure.reason, "ImagePull");
         assert_eq!(failure.detail.as_deref(), Some("image not found"));
 
-        let exit = pod("Failed", vec![container(Terminated, "Error", Some(3))]);
+        let mut exit = pod("Failed", vec![container(Terminated, "Error", Some(3))]);
+        exit.reason = Some("Error".into()); // copied from the container, as the kubelet does
         assert_eq!(classify(&exit).unwrap().reason, "Error (exit 3)");
+        let mut oom = oom.clone();
+        oom.reason = Some("OOMKilled".into());
+        assert_eq!(classify(&oom).unwrap().container.as_deref(), Some("main"));
 
         for reason in ["Evicted", "DeadlineExceeded"] {
             let mut p = pod("Failed", vec![container(Terminated, "Error", Some(137))]);

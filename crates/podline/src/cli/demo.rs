@@ -298,15 +298,16 @@ fn recorder_watch(action: FaultAction) -> FaultRule {
         .namespace("")
 }
 
-/// One round's tasks: scripted pods with random durations and log lines; about one in ten
-/// exits 1 on purpose, so the store has failures to show. Returns the specs and the exit codes
-/// each is expected to end with.
+/// One round's tasks: scripted pods with random durations and log lines. In every ten pods
+/// three fail on purpose, so the store (and `podline ui`'s failures view) has each kind of
+/// failure to show: one exits 1, one is OOM-killed (exit 137), and one's image cannot be
+/// pulled (the launcher gives up and deletes it). Returns the specs and the exit codes each
+/// is expected to end with.
 fn round_specs(round: usize, pods: usize) -> (Vec<TaskSpec>, Vec<u8>) {
     let mut rng = rand::rng();
     let mut specs = Vec::with_capacity(pods);
     let mut codes = Vec::with_capacity(pods);
     for i in 0..pods {
-        let exit_code: u8 = if rng.random_ratio(1, 10) { 1 } else { 0 };
         let mut annotations = BTreeMap::new();
         // The restart round's pods outlive the outage, so none is created, finished and deleted
         // while the API is down (only a finalizer could record the final state of such a pod).
@@ -323,10 +324,24 @@ fn round_specs(round: usize, pods: usize) -> (Vec<TaskSpec>, Vec<u8>) {
             "sim.podline.io/log-lines".to_string(),
             rng.random_range(1..20).to_string(),
         );
-        annotations.insert(
-            "sim.podline.io/exit-code".to_string(),
-            exit_code.to_string(),
-        );
+        let exit_code = match ScriptedOutcome::of(round, i) {
+            ScriptedOutcome::Succeed => 0,
+            ScriptedOutcome::Exit1 => {
+                annotations.insert("sim.podline.io/exit-code".to_string(), "1".to_string());
+                1
+            }
+            ScriptedOutcome::OomKilled => {
+                annotations.insert("sim.podline.io/oom".to_string(), "true".to_string());
+                137
+            }
+            ScriptedOutcome::ImagePullError => {
+                annotations.insert(
+                    "sim.podline.io/image-error".to_string(),
+                    "ErrImagePull".to_string(),
+                );
+                podline_launch::exit::START_FAILED
+            }
+        };
         specs.push(TaskSpec {
             name: Some(format!("demo-r{round}-{i}")),
             image: Some("busybox:1.36".into()),
@@ -338,6 +353,30 @@ fn round_specs(round: usize, pods: usize) -> (Vec<TaskSpec>, Vec<u8>) {
         codes.push(exit_code);
     }
     (specs, codes)
+}
+
+/// How a demo pod is scripted to end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ScriptedOutcome {
+    Succeed,
+    Exit1,
+    OomKilled,
+    ImagePullError,
+}
+
+impl ScriptedOutcome {
+    /// Pod `i` of `round`: the 8th, 9th and 10th of every ten fail, each differently. In the
+    /// restart round the image-pull failure exits 1 instead: its pod would be deleted within
+    /// moments of its creation, possibly while the API is down.
+    fn of(round: usize, i: usize) -> Self {
+        match i % 10 {
+            7 => ScriptedOutcome::Exit1,
+            8 => ScriptedOutcome::OomKilled,
+            9 if round == RESTART_ROUND => ScriptedOutcome::Exit1,
+            9 => ScriptedOutcome::ImagePullError,
+            _ => ScriptedOutcome::Succeed,
+        }
+    }
 }
 
 /// A client for the sim built the way `podline` builds every client (timeouts, no hidden
@@ -446,10 +485,31 @@ mod tests {
                 .all(|spec| spec.run.as_deref() == Some("demo-round-3"))
         );
         for (spec, code) in specs.iter().zip(&codes) {
-            assert_eq!(
-                spec.annotations["sim.podline.io/exit-code"],
-                code.to_string()
-            );
+            let scripted = |key: &str| spec.annotations.get(&format!("sim.podline.io/{key}"));
+            match code {
+                0 => assert!(scripted("exit-code").is_none() && scripted("oom").is_none()),
+                1 => assert_eq!(scripted("exit-code").map(String::as_str), Some("1")),
+                137 => assert_eq!(scripted("oom").map(String::as_str), Some("true")),
+                code => {
+                    assert_eq!(*code, podline_launch::exit::START_FAILED);
+                    assert!(scripted("image-error").is_some());
+                }
+            }
         }
+        let failing = |round| {
+            (0..10)
+                .map(|i| ScriptedOutcome::of(round, i))
+                .filter(|o| *o != ScriptedOutcome::Succeed)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            failing(1),
+            [
+                ScriptedOutcome::Exit1,
+                ScriptedOutcome::OomKilled,
+                ScriptedOutcome::ImagePullError
+            ]
+        );
+        assert!(!failing(RESTART_ROUND).contains(&ScriptedOutcome::ImagePullError));
     }
 }

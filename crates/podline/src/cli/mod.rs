@@ -12,6 +12,7 @@ pub mod query;
 pub mod record;
 pub mod run;
 pub mod sim;
+pub mod ui;
 
 /// Exit code for errors podline could not attribute to a task (bad config, unreachable API...).
 pub const EXIT_ERROR: u8 = 2;
@@ -81,6 +82,8 @@ pub enum Command {
     Pods(query::PodsArgs),
     /// Show one recorded pod and its timeline.
     Show(query::ShowArgs),
+    /// Serve a read-only web page over the store: runs, timelines, pods, failures, live.
+    Ui(ui::UiArgs),
 }
 
 /// Sets up tracing to stderr: podline's own info lines (retries, reconnects) and warnings by
@@ -118,5 +121,6 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Runs(args) => query::runs(args, &cli.global).await,
         Command::Pods(args) => query::pods(args, &cli.global).await,
         Command::Show(args) => query::show(args, &cli.global).await,
+        Command::Ui(args) => ui::run(args).await,
     }
 }

@@ -1,0 +1,125 @@
+//! `podline ui`: a read-only web page and JSON API over the store (runs, timelines, pods,
+//! failures, live updates). The server itself is the `podline-ui` crate.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::query::DbArgs;
+
+/// Flags of `podline ui`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UiArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Address to serve on. Loopback by default: the pages show pod names, labels and
+    /// annotations to anyone who can connect, with no authentication.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// How often live pages ask the store what changed.
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = parse_poll)]
+    pub poll: Duration,
+}
+
+/// A poll interval: the client crate's strict durations (`500ms`, `2s`), above zero.
+fn parse_poll(s: &str) -> Result<Duration, String> {
+    let d = podline_client::timeouts::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))?;
+    if d.is_zero() {
+        return Err(format!("{s:?} must be greater than zero"));
+    }
+    Ok(d)
+}
+
+/// `podline ui`: opens the store read-only and serves until Ctrl-C or SIGTERM. Prints the
+/// address it serves on (useful with `--listen 127.0.0.1:0`) as its first line.
+pub async fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
+    let store = podline_store::open_read_only(&args.db.db)
+        .await
+        .with_context(|| format!("cannot open the store --db {} for reading", args.db.db))?;
+    if !args.listen.ip().is_loopback() {
+        warn_exposed(args.listen);
+    }
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr().context("reading the bound address")?;
+    println!(
+        "podline ui: serving http://{addr}/ (store {}, read-only; JSON under /api/)",
+        args.db.db
+    );
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    podline_ui::serve(
+        listener,
+        podline_ui::UiConfig::new(store).poll(args.poll),
+        shutdown,
+    )
+    .await
+    .context("serving the ui")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The loud warning for a non-loopback address: the UI has no authentication.
+fn warn_exposed(addr: SocketAddr) {
+    let message = format!(
+        "podline ui listens on {addr}, which is NOT a loopback address: anyone who can reach it \
+         can read every recorded pod name, label, annotation and message (there is no \
+         authentication). Use --listen 127.0.0.1:PORT unless that is what you want."
+    );
+    tracing::warn!("{message}");
+    eprintln!("WARNING: {message}");
+}
+
+/// Cancels `token` on SIGTERM or Ctrl-C.
+async fn cancel_on_signal(token: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        } else {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    token.cancel();
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use clap::Parser as _;
+
+    use crate::cli::{Cli, Command};
+
+    #[test]
+    fn ui_should_default_to_loopback_and_parse_its_flags() {
+        let cli = Cli::try_parse_from(["podline", "ui"]).unwrap();
+        let Command::Ui(args) = cli.command else {
+            panic!("not ui")
+        };
+        assert!(args.listen.ip().is_loopback());
+        assert_eq!(args.listen.port(), 8080);
+        let cli = Cli::try_parse_from([
+            "podline", "ui", "--db", "x.db", "--listen", "0.0.0.0:9000", "--poll", "250ms",
+        ])
+        .unwrap();
+        let Command::Ui(args) = cli.command else {
+            panic!("not ui")
+        };
+        assert_eq!(args.db.db, "x.db");
+        assert_eq!(args.listen.port(), 9000);
+        assert_eq!(args.poll, std::time::Duration::from_millis(250));
+        let err = Cli::try_parse_from(["podline", "ui", "--listen", "localhost"]).unwrap_err();
+        assert!(err.to_string().contains("--listen"), "{err}");
+    }
+}

@@ -1,0 +1,39 @@
+//! `podline ui`: a read-only web page and JSON API over the recorder's store.
+//!
+//! People look at a slow or failed pipeline run rather than read tables: which pods waited
+//! for scheduling, which pulled images for long, which ran long, which failed and why. This
+//! crate serves that from the store the recorder writes (SQLite or PostgreSQL), opened
+//! read-only:
+//!
+//! - **pages** (server-rendered HTML, every value escaped by [`maud`]): runs with their counts
+//!   and filters, a run's timeline (one SVG bar per pod, pending / pulling / running segments
+//!   coloured by outcome, hover for details), a pod page, and failures grouped by reason;
+//! - **a JSON API** under `/api/` with the same data (documented in `docs/ui.md`);
+//! - **live updates**: `/api/events` is a server-sent event stream driven by the store's
+//!   cheap "what changed since" query ([`Store::changes`](podline_store::Store::changes)); the
+//!   page's small script re-renders its main part when something changed.
+//!
+//! Everything (CSS, script) is embedded in the binary; nothing is fetched at run time. Only
+//! `GET` routes exist, and responses carry a strict Content-Security-Policy.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = podline_store::open_read_only("podline.db").await?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! let shutdown = tokio_util::sync::CancellationToken::new();
+//! podline_ui::serve(listener, podline_ui::UiConfig::new(store), shutdown).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod api;
+mod assets;
+mod error;
+mod live;
+mod pages;
+mod params;
+mod server;
+pub mod timeline;
+
+pub use error::UiError;
+pub use server::{UiConfig, router, serve};
