@@ -198,6 +198,18 @@ pub fn bar(pod: &PodRecord, now: Timestamp) -> Bar {
     if let Some(started) = started {
         push(SegmentKind::Running, started, end);
     }
+    // Kubernetes times have whole seconds: a pod whose life fit in one second still shows the
+    // furthest stretch it reached (drawn at the minimum width).
+    if segments.is_empty() {
+        let kind = if started.is_some() {
+            SegmentKind::Running
+        } else if scheduled.is_some() {
+            SegmentKind::Pulling
+        } else {
+            SegmentKind::Pending
+        };
+        segments.push(Segment { kind, start, end });
+    }
     Bar {
         uid: pod.uid.clone(),
         name: pod.name.clone(),
@@ -303,6 +315,17 @@ mod tests {
             ],
             "the container start, not status.startTime, ends pulling"
         );
+    }
+
+    #[test]
+    fn a_pod_that_lived_within_one_second_should_still_have_its_furthest_segment() {
+        let mut p = pod("Failed");
+        for field in [&mut p.scheduled_at, &mut p.started_at, &mut p.finished_at] {
+            *field = Some(t(0));
+        }
+        p.containers[0].started_at = Some(t(0));
+        let b = bar(&p, t(100));
+        assert_eq!(kinds(&b), [(SegmentKind::Running, 0, 0)]);
     }
 
     #[test]

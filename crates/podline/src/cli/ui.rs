@@ -69,7 +69,7 @@ fn warn_exposed(addr: SocketAddr) {
          can read every recorded pod name, label, annotation and message (there is no \
          authentication). Use --listen 127.0.0.1:PORT unless that is what you want."
     );
-    tracing::warn!("{message}");
+    // Printed, not logged: it must show whatever the log level.
     eprintln!("WARNING: {message}");
 }
 
@@ -110,7 +110,14 @@ mod tests {
         assert!(args.listen.ip().is_loopback());
         assert_eq!(args.listen.port(), 8080);
         let cli = Cli::try_parse_from([
-            "podline", "ui", "--db", "x.db", "--listen", "0.0.0.0:9000", "--poll", "250ms",
+            "podline",
+            "ui",
+            "--db",
+            "x.db",
+            "--listen",
+            "0.0.0.0:9000",
+            "--poll",
+            "250ms",
         ])
         .unwrap();
         let Command::Ui(args) = cli.command else {

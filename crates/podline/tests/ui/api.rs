@@ -1,0 +1,245 @@
+//! The JSON API under /api/ over plain HTTP, against a store filled by `podline demo`.
+
+use std::collections::BTreeSet;
+use std::io::BufRead as _;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use crate::support::{BIN, RUN, UiServer, demo_store, get, request, running_pod, write_pod};
+
+#[tokio::test]
+async fn runs_timeline_pods_failures_and_counts_should_describe_the_demo() {
+    let demo = demo_store(10);
+    let ui = UiServer::start(&demo.db);
+
+    let runs = get(&format!("{}/api/runs", ui.url)).await;
+    assert_eq!(runs.status, 200, "{}", runs.body);
+    let runs = runs.json();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+    let run = &runs[0];
+    assert_eq!(run["run"], RUN);
+    assert_eq!(run["namespace"], "default");
+    assert_eq!(run["pods"], 10);
+    assert_eq!(run["succeeded"], 7);
+    assert_eq!(run["failed"], 3);
+    assert_eq!(run["status"], "failed");
+
+    // Filters: status and creation time (the run was created moments ago).
+    for (query, expected) in [
+        ("status=failed", 1),
+        ("status=succeeded", 0),
+        ("namespace=default", 1),
+        ("namespace=elsewhere", 0),
+        ("since=1h", 1),
+        ("until=1h", 0),
+    ] {
+        let answer = get(&format!("{}/api/runs?{query}", ui.url)).await;
+        assert_eq!(answer.status, 200, "{query}: {}", answer.body);
+        assert_eq!(answer.json().as_array().unwrap().len(), expected, "{query}");
+    }
+
+    let detail = get(&format!("{}/api/runs/default/{RUN}", ui.url))
+        .await
+        .json();
+    let bars = detail["timeline"]["bars"].as_array().unwrap();
+    assert_eq!(bars.len(), demo.pods, "one bar per pod");
+    for bar in bars {
+        assert!(
+            !bar["segments"].as_array().unwrap().is_empty(),
+            "every bar has a segment: {bar}"
+        );
+    }
+    let failures: BTreeSet<&str> = bars.iter().filter_map(|b| b["failure"].as_str()).collect();
+    assert_eq!(
+        failures,
+        BTreeSet::from(["Error (exit 1)", "ImagePull", "OOMKilled"])
+    );
+
+    let pods = get(&format!("{}/api/pods?run={RUN}", ui.url)).await.json();
+    let pods = pods.as_array().unwrap();
+    assert_eq!(pods.len(), demo.pods);
+    let uid = pods[0]["uid"].as_str().unwrap();
+    let pod = get(&format!("{}/api/pods/{uid}", ui.url)).await.json();
+    assert_eq!(pod["uid"], uid);
+    assert!(pod["transitions"].as_array().unwrap().len() >= 2, "{pod}");
+    assert_eq!(
+        get(&format!("{}/api/pods?phase=Failed&limit=1", ui.url))
+            .await
+            .json()
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let groups = get(&format!("{}/api/failures", ui.url)).await.json();
+    let groups: Vec<(String, usize)> = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["reason"].as_str().unwrap().to_owned(),
+                g["pods"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            ("Error (exit 1)".to_owned(), 1),
+            ("ImagePull".to_owned(), 1),
+            ("OOMKilled".to_owned(), 1)
+        ]
+    );
+    let oom = get(&format!("{}/api/failures?run={RUN}", ui.url))
+        .await
+        .json();
+    let oom = oom
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["reason"] == "OOMKilled")
+        .unwrap();
+    assert_eq!(oom["pods"][0]["failure"]["exit_code"], 137);
+
+    let counts = get(&format!("{}/api/counts", ui.url)).await.json();
+    assert_eq!(counts["pods"], 10);
+}
+
+#[tokio::test]
+async fn bad_input_and_unknown_things_should_get_clear_errors() {
+    let demo = demo_store(10);
+    let ui = UiServer::start(&demo.db);
+    for (path, status, needle) in [
+        (
+            "/api/runs?status=bogus",
+            400,
+            "status=\"bogus\" is invalid; expected running, failed or succeeded",
+        ),
+        ("/api/runs?since=yesterday", 400, "since=\"yesterday\""),
+        ("/api/pods?limit=-3", 400, "limit=\"-3\""),
+        ("/api/changes?since=soon", 400, "since=\"soon\""),
+        (
+            "/api/runs/default/no-such-run",
+            404,
+            "no run \"no-such-run\"",
+        ),
+        ("/api/pods/no-such-uid", 404, "no recorded pod with uid"),
+    ] {
+        let answer = get(&format!("{}{path}", ui.url)).await;
+        assert_eq!(answer.status, status, "{path}: {}", answer.body);
+        let error = answer.json()["error"].as_str().unwrap().to_owned();
+        assert!(error.contains(needle), "{path}: {error}");
+    }
+    // Read-only: nothing but GET.
+    for method in ["POST", "PUT", "DELETE"] {
+        let answer = request(method, &format!("{}/api/runs", ui.url)).await;
+        assert_eq!(answer.status, 405, "{method}");
+    }
+    // Pages and API carry a strict content security policy.
+    let page = get(&format!("{}/", ui.url)).await;
+    let csp = page.headers["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("script-src 'self'"), "{csp}");
+    assert_eq!(page.headers["x-content-type-options"], "nosniff");
+    assert_eq!(get(&format!("{}/nowhere", ui.url)).await.status, 404);
+}
+
+#[tokio::test]
+async fn changes_and_the_event_stream_should_report_a_newly_written_pod() {
+    let demo = demo_store(10);
+    let ui = UiServer::start(&demo.db);
+    let start = get(&format!("{}/api/changes", ui.url)).await.json();
+    let mark = start["mark"].as_str().unwrap().to_owned();
+    assert!(start["pods"].as_array().unwrap().is_empty());
+
+    // Open the event stream before the write.
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let response = client
+        .get(format!("{}/api/events", ui.url).parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut body = response.into_body();
+    let mut seen = String::new();
+    read_until(&mut body, &mut seen, "event: ready").await;
+
+    write_pod(&demo.db, running_pod("live-uid-1", "live-pod-1", RUN)).await;
+
+    read_until(&mut body, &mut seen, "live-uid-1").await;
+    assert!(seen.contains("event: change"), "{seen}");
+
+    let since = get(&format!(
+        "{}/api/changes?since={}",
+        ui.url,
+        mark.replace(':', "%3A")
+    ))
+    .await
+    .json();
+    let uids: Vec<&str> = since["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["uid"].as_str().unwrap())
+        .collect();
+    assert_eq!(uids, ["live-uid-1"]);
+    let after = get(&format!(
+        "{}/api/changes?since={}",
+        ui.url,
+        since["mark"].as_str().unwrap().replace(':', "%3A")
+    ))
+    .await
+    .json();
+    assert!(after["pods"].as_array().unwrap().is_empty(), "{after}");
+}
+
+/// Reads the event stream into `seen` until it contains `needle` (at most 20 s).
+async fn read_until(body: &mut hyper::body::Incoming, seen: &mut String, needle: &str) {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !seen.contains(needle) {
+            let frame = body.frame().await.unwrap().unwrap();
+            if let Ok(data) = frame.into_data() {
+                seen.push_str(&String::from_utf8_lossy(&data));
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no {needle:?} in the stream within 20 s: {seen}"));
+}
+
+#[test]
+fn a_missing_store_should_fail_with_a_message_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("absent.db");
+    let out = std::process::Command::new(BIN)
+        .args(["ui", "--listen", "127.0.0.1:0", "--db"])
+        .arg(&db)
+        .env_remove("PODLINE_DB")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("no such store file"), "{stderr}");
+    assert!(!db.exists(), "the ui never creates a store");
+}
+
+#[tokio::test]
+async fn a_non_loopback_address_should_be_warned_about_loudly() {
+    let demo = demo_store(10);
+    let mut ui = UiServer::start_with(&demo.db, &["--listen", "0.0.0.0:0"]);
+    let stderr = ui.stderr.take().unwrap();
+    // The warning is printed before the address line, so it is already there.
+    let mut text = String::new();
+    std::io::BufReader::new(stderr)
+        .read_line(&mut text)
+        .unwrap();
+    assert!(
+        text.contains("WARNING") && text.contains("NOT a loopback address"),
+        "{text}"
+    );
+}
