@@ -349,7 +349,7 @@ async fn html_in_labels_annotations_and_names_should_render_as_text() {
     browser.close().await;
 }
 
-/// Takes the timeline screenshot shown in the README (a 40-pod demo run) and checks it is a
+/// Takes the timeline screenshot shown in the README (a 20-pod demo run) and checks it is a
 /// PNG of a drawn chart. With `PODLINE_UPDATE_SCREENSHOT=1` it also writes
 /// `docs/img/timeline.png`: `PODLINE_UPDATE_SCREENSHOT=1 cargo nextest run -p podline -E
 /// 'test(timeline_screenshot)'`.
@@ -358,12 +358,12 @@ async fn timeline_screenshot_for_the_readme() {
     let Some(browser) = Browser::start().await else {
         return;
     };
-    let demo = demo_store(40);
+    let demo = demo_store(20);
     let ui = UiServer::start(&demo.db);
     browser
         .goto(&format!("{}/runs/default/{RUN}", ui.url))
         .await;
-    assert_eq!(browser.count("svg#timeline g.bar").await, 40);
+    assert_eq!(browser.count("svg#timeline g.bar").await, 20);
     let png = browser
         .client()
         .find(Locator::Css("main"))
