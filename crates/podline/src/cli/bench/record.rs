@@ -317,6 +317,19 @@ impl Store for TimedStore {
     fn pod<'a>(&'a self, key: &'a PodKey) -> BoxFuture<'a, Result<Option<PodRecord>, StoreError>> {
         self.inner.pod(key)
     }
+    fn failures<'a>(
+        &'a self,
+        filter: &'a podline_store::FailureFilter,
+    ) -> BoxFuture<'a, Result<Vec<podline_store::FailureGroup>, StoreError>> {
+        self.inner.failures(filter)
+    }
+    fn changes(
+        &self,
+        since: Option<jiff::Timestamp>,
+        limit: u32,
+    ) -> BoxFuture<'_, Result<podline_store::Changes, StoreError>> {
+        self.inner.changes(since, limit)
+    }
     fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreError>> {
         self.inner.counts()
     }
