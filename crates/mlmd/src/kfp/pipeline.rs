@@ -14,7 +14,7 @@
 //! `drain_timeout`, and what is left is recorded at the next start (the
 //! writes are idempotent and the next start re-lists).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::keys::SELECTOR;
-use super::queue::PodQueue;
+use super::queue::{Job, PodQueue};
 use super::sink::{KfpSink, Outcome};
 
 /// How the pipeline runs.
@@ -72,9 +72,10 @@ pub async fn run(
         () = shutdown.cancelled() => return Ok(()),
     }
     let queue = Arc::new(PodQueue::new());
+    let waiting = SharedWaiting::default();
     let mut workers = JoinSet::new();
     for _ in 0..config.workers.max(1) {
-        workers.spawn(work(sink.clone(), queue.clone()));
+        workers.spawn(work(sink.clone(), queue.clone(), waiting.clone()));
     }
     let mut watcher = Watcher {
         sink: sink.clone(),
@@ -102,12 +103,68 @@ pub async fn run(
 }
 
 /// How many times a finished pod is handled again while its inputs'
-/// upstream artifacts are missing (delays 0.5 s doubling: ~30 s in all),
-/// before it is marked written with what could be linked.
+/// upstream artifacts are missing (at the latest after 0.5 s doubling: ~30 s
+/// in all), before it is marked written with what could be linked.
 const INPUT_WAITS: u32 = 6;
 
+/// Finished pods waiting for their upstream outputs, by missing URI: woken
+/// as soon as a worker records an output with that URI (a timer is the
+/// fallback, for an upstream output recorded elsewhere or never).
+#[derive(Debug, Default)]
+struct Waiting {
+    by_uri: HashMap<String, Vec<String>>,
+    /// The parked job and the URIs it waits for.
+    jobs: HashMap<String, (Job, Vec<String>)>,
+}
+
+impl Waiting {
+    fn park(&mut self, uid: &str, job: Job, uris: &[String]) {
+        for uri in uris {
+            self.by_uri
+                .entry(uri.clone())
+                .or_default()
+                .push(uid.to_owned());
+        }
+        self.jobs.insert(uid.to_owned(), (job, uris.to_vec()));
+    }
+
+    /// The jobs waiting for any of `uris` (each once).
+    fn wake(&mut self, uris: impl Iterator<Item = String>) -> Vec<(String, Job)> {
+        let mut woken = Vec::new();
+        for uri in uris {
+            for uid in self.by_uri.remove(&uri).unwrap_or_default() {
+                if let Some(job) = self.take(&uid) {
+                    woken.push((uid, job));
+                }
+            }
+        }
+        woken
+    }
+
+    /// Unpark `uid`, forgetting it under every URI (so nothing leaks when
+    /// an upstream output never comes).
+    fn take(&mut self, uid: &str) -> Option<Job> {
+        let (job, uris) = self.jobs.remove(uid)?;
+        for uri in uris {
+            if let Some(waiters) = self.by_uri.get_mut(&uri) {
+                waiters.retain(|w| w != uid);
+                if waiters.is_empty() {
+                    self.by_uri.remove(&uri);
+                }
+            }
+        }
+        Some(job)
+    }
+}
+
+type SharedWaiting = Arc<Mutex<Waiting>>;
+
+fn lock(waiting: &SharedWaiting) -> std::sync::MutexGuard<'_, Waiting> {
+    waiting.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// One worker: write pods from the queue until it closes and drains.
-async fn work(sink: Arc<KfpSink>, queue: Arc<PodQueue>) {
+async fn work(sink: Arc<KfpSink>, queue: Arc<PodQueue>, waiting: SharedWaiting) {
     let metrics = sink.health().metrics().clone();
     while let Some((uid, job)) = queue.next().await {
         let started = Instant::now();
@@ -115,7 +172,9 @@ async fn work(sink: Arc<KfpSink>, queue: Arc<PodQueue>) {
             .handle_job(&job.pod, job.deleted, job.attempt < INPUT_WAITS)
             .await;
         if let Outcome::Recorded {
-            awaiting_inputs, ..
+            recorded,
+            awaiting_inputs,
+            ..
         } = outcome
         {
             metrics.write(
@@ -123,15 +182,23 @@ async fn work(sink: Arc<KfpSink>, queue: Arc<PodQueue>) {
                 1,
                 Some(job.queued_at.elapsed().as_secs_f64()),
             );
+            // Downstream pods that finished first get their inputs now.
+            let outputs = recorded.outputs.iter().flatten().map(|o| o.uri.clone());
+            for (waiter, job) in lock(&waiting).wake(outputs) {
+                queue.retry(&waiter, job);
+            }
             if awaiting_inputs {
                 let delay = Duration::from_millis(500) * 2u32.pow(job.attempt);
-                let queue = queue.clone();
-                let uid = uid.clone();
                 let mut job = job;
                 job.attempt += 1;
+                lock(&waiting).park(&uid, job, &recorded.unlinked_inputs);
+                let (queue, waiting, uid) = (queue.clone(), waiting.clone(), uid.clone());
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
-                    queue.retry(&uid, job);
+                    let job = lock(&waiting).take(&uid);
+                    if let Some(job) = job {
+                        queue.retry(&uid, job);
+                    }
                 });
             }
         }
@@ -274,5 +341,38 @@ impl Drop for Watcher {
     /// A dropped pipeline (aborted task) leaves no sweep behind.
     fn drop(&mut self) {
         self.stop_sweep();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> Job {
+        Job {
+            pod: Pod::default(),
+            deleted: false,
+            queued_at: Instant::now(),
+            attempt: 1,
+        }
+    }
+
+    #[test]
+    fn an_output_wakes_each_waiting_pod_once_and_a_timeout_forgets_it() {
+        let mut w = Waiting::default();
+        w.park("down", job(), &["u1".into(), "u2".into()]);
+        w.park("other", job(), &["u2".into()]);
+        let woken: Vec<String> = w
+            .wake(["u1".to_owned(), "u2".to_owned()].into_iter())
+            .into_iter()
+            .map(|(uid, _)| uid)
+            .collect();
+        assert_eq!(woken, ["down", "other"]);
+        assert!(w.jobs.is_empty() && w.by_uri.is_empty());
+
+        w.park("late", job(), &["never".into()]);
+        assert!(w.take("late").is_some(), "the fallback timer takes it");
+        assert!(w.by_uri.is_empty(), "nothing left under its URIs");
+        assert!(w.wake(["never".to_owned()].into_iter()).is_empty());
     }
 }

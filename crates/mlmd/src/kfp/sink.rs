@@ -304,16 +304,17 @@ impl KfpSink {
         };
         self.stats.recorded.inc();
         let mut patched = false;
-        let awaiting_inputs =
-            may_wait_for_inputs && recorded.outputs.is_some() && recorded.unlinked_inputs > 0;
+        let awaiting_inputs = may_wait_for_inputs
+            && recorded.outputs.is_some()
+            && !recorded.unlinked_inputs.is_empty();
         if awaiting_inputs {
             tracing::debug!(
-                unlinked = recorded.unlinked_inputs,
+                unlinked = ?recorded.unlinked_inputs,
                 "finished before its upstream artifacts were recorded; linking them later"
             );
-        } else if recorded.unlinked_inputs > 0 && recorded.outputs.is_some() {
+        } else if !recorded.unlinked_inputs.is_empty() && recorded.outputs.is_some() {
             tracing::info!(
-                unlinked = recorded.unlinked_inputs,
+                unlinked = ?recorded.unlinked_inputs,
                 "inputs without an upstream artifact in MLMD; recorded without them"
             );
         }

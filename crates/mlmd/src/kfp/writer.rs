@@ -39,9 +39,9 @@ pub struct Recorded {
     pub inputs: Vec<InputRef>,
     /// Outputs, once the execution is terminal.
     pub outputs: Option<Vec<OutputRef>>,
-    /// Inputs not linked because no artifact has their URI yet (the
+    /// URIs of inputs not linked because no artifact has them yet (the
     /// upstream pod is not recorded yet: a later call links them).
-    pub unlinked_inputs: usize,
+    pub unlinked_inputs: Vec<String>,
 }
 
 /// Whether a state is final (outputs recorded with it).
@@ -125,6 +125,9 @@ struct Memo {
     context_type: Option<i64>,
     contexts: Bounded<(String, String), Context>,
     pods: Bounded<String, PodMemo>,
+    /// The newest artifact id per URI this writer wrote or read: inputs
+    /// whose upstream it recorded need no `GetArtifactsByURI`.
+    artifacts: Bounded<String, i64>,
 }
 
 /// The KFP metadata writer over an [`MlmdClient`].
@@ -145,6 +148,7 @@ impl KfpWriter {
                 context_type: None,
                 contexts: Bounded::new(context_cache),
                 pods: Bounded::new(pod_cache),
+                artifacts: Bounded::new(pod_cache),
             }),
         }
     }
@@ -244,7 +248,12 @@ impl KfpWriter {
             state: state_of(&memo.execution),
             inputs: memo.inputs.clone(),
             outputs: memo.outputs.clone(),
-            unlinked_inputs: pod.inputs.len().saturating_sub(memo.inputs.len()),
+            unlinked_inputs: pod
+                .inputs
+                .iter()
+                .filter(|i| !memo.inputs.iter().any(|l| l.name == i.name))
+                .map(|i| i.uri.clone())
+                .collect(),
         };
         self.memo().pods.insert(pod.uid.clone(), memo);
         Ok(recorded)
@@ -431,24 +440,37 @@ impl KfpWriter {
         }
     }
 
-    /// Inputs linked by URI to the newest artifact with that URI.
+    /// Inputs linked by URI to the newest artifact with that URI: from the
+    /// memo when this writer wrote or read it, else one `GetArtifactsByURI`.
     async fn resolve_inputs(&self, pod: &KfpPod) -> Result<Vec<InputRef>, MlmdError> {
         if pod.inputs.is_empty() {
             return Ok(Vec::new());
         }
-        let found = self
-            .client
-            .get_artifacts_by_uri(GetArtifactsByUriRequest {
-                uris: pod.inputs.iter().map(|i| i.uri.clone()).collect(),
-            })
-            .await;
-        let found = or_empty(found)?;
-        let mut newest: HashMap<String, i64> = HashMap::new();
-        for a in found.artifacts {
-            if let (Some(uri), Some(id)) = (a.uri, a.id) {
-                let e = newest.entry(uri).or_insert(id);
-                *e = (*e).max(id);
+        let mut newest: HashMap<String, i64> = {
+            let memo = self.memo();
+            pod.inputs
+                .iter()
+                .filter_map(|i| Some((i.uri.clone(), *memo.artifacts.get(&i.uri)?)))
+                .collect()
+        };
+        let missing: Vec<String> = pod
+            .inputs
+            .iter()
+            .filter(|i| !newest.contains_key(&i.uri))
+            .map(|i| i.uri.clone())
+            .collect();
+        if !missing.is_empty() {
+            let found = self
+                .client
+                .get_artifacts_by_uri(GetArtifactsByUriRequest { uris: missing })
+                .await;
+            for a in or_empty(found)?.artifacts {
+                if let (Some(uri), Some(id)) = (a.uri, a.id) {
+                    let e = newest.entry(uri).or_insert(id);
+                    *e = (*e).max(id);
+                }
             }
+            self.remember_artifacts(newest.iter().map(|(u, id)| (u.clone(), *id)));
         }
         let mut inputs = Vec::new();
         for input in &pod.inputs {
@@ -458,13 +480,22 @@ impl KfpWriter {
                     name: input.name.clone(),
                     uri: input.uri.clone(),
                 }),
-                None => tracing::info!(
+                None => tracing::debug!(
                     namespace = %pod.namespace, pod = %pod.name, input = %input.name, uri = %input.uri,
-                    "no upstream artifact with this URI; input not linked"
+                    "no upstream artifact with this URI yet; input not linked"
                 ),
             }
         }
         Ok(inputs)
+    }
+
+    /// Keep the newest artifact id per URI.
+    fn remember_artifacts(&self, artifacts: impl IntoIterator<Item = (String, i64)>) {
+        let mut memo = self.memo();
+        for (uri, id) in artifacts {
+            let newest = memo.artifacts.get(&uri).map_or(id, |&old| old.max(id));
+            memo.artifacts.insert(uri, newest);
+        }
     }
 
     /// One transaction: the execution in its final `state` with its output
@@ -532,7 +563,7 @@ impl KfpWriter {
                 }),
             })
             .await?;
-        let refs = outputs
+        let refs: Vec<OutputRef> = outputs
             .iter()
             .zip(response.artifact_ids)
             .zip(type_names)
@@ -543,6 +574,7 @@ impl KfpWriter {
                 r#type: ty,
             })
             .collect();
+        self.remember_artifacts(refs.iter().map(|r| (r.uri.clone(), r.id)));
         Ok((response.execution_id, refs))
     }
 

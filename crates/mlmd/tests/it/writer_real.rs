@@ -246,6 +246,23 @@ async fn a_pod_should_cost_one_mlmd_write_per_phase_and_no_redundant_reads() {
     assert_eq!(recorded.state, ExecutionState::Complete);
     assert_eq!(recorded.outputs.as_ref().map(Vec::len), Some(1));
 
+    // A downstream step of a step this writer recorded: its input is linked
+    // from the memo, still one call.
+    let mut downstream = Step::new("ns", "wf-calls", "s1");
+    downstream.component_spec = step.component_spec.clone();
+    downstream.inputs = vec![("in".into(), step.key("out"))];
+    let before = client.calls();
+    let linked = writer
+        .record(&kfp(&downstream, "uid-3", "Succeeded", None), false)
+        .await
+        .expect("downstream");
+    assert_eq!(client.calls() - before, 1, "no GetArtifactsByURI");
+    assert_eq!(linked.inputs.len(), 1);
+    assert_eq!(
+        Some(linked.inputs[0].id),
+        recorded.outputs.as_ref().map(|o| o[0].id)
+    );
+
     // Seen again by a restarted writer: found through AlreadyExists, not duplicated.
     let fresh_client = MlmdClient::new(&server.config()).expect("client");
     let fresh = KfpWriter::new(fresh_client.clone(), 100, 100);
@@ -267,7 +284,8 @@ async fn a_step_recorded_before_its_upstream_should_get_its_input_linked_later()
     let train_pod = kfp(train, "uid-train", "Succeeded", wtr.as_ref());
     let early = writer.record(&train_pod, false).await.expect("train");
     assert_eq!(
-        early.unlinked_inputs, 1,
+        early.unlinked_inputs.len(),
+        1,
         "prep's output is not recorded yet"
     );
     writer
@@ -275,7 +293,7 @@ async fn a_step_recorded_before_its_upstream_should_get_its_input_linked_later()
         .await
         .expect("prep");
     let again = writer.record(&train_pod, false).await.expect("train again");
-    assert_eq!(again.unlinked_inputs, 0);
+    assert!(again.unlinked_inputs.is_empty());
     assert_eq!(again.inputs.len(), 1);
     // A restarted writer finds the link instead of adding another.
     let fresh = KfpWriter::new(MlmdClient::new(&server.config()).expect("client"), 100, 100);
