@@ -172,7 +172,7 @@ impl Lookup {
 pub async fn connect(opts: &ConnectOptions) -> Result<Connected, ConnectError> {
     let lookup = Lookup::from_env(opts.kubeconfig.clone());
     let (config, source) = load_config(&lookup, opts.context.as_deref()).await?;
-    finish(config, source, opts)
+    finish(config, source, opts).await
 }
 
 /// Builds a client from an already loaded kubeconfig (tests, the sim's own kubeconfig).
@@ -182,10 +182,10 @@ pub async fn connect_with_kubeconfig(
     opts: &ConnectOptions,
 ) -> Result<Connected, ConnectError> {
     let config = config_from_kubeconfig(kubeconfig, opts.context.as_deref(), &source).await?;
-    finish(config, source, opts)
+    finish(config, source, opts).await
 }
 
-fn finish(
+async fn finish(
     mut config: kube::Config,
     source: ConfigSource,
     opts: &ConnectOptions,
@@ -202,6 +202,7 @@ fn finish(
         );
     }
     let client = client_from_config(config, opts.client_timeout, opts.http2_ping)?;
+    warm_up(&client, opts.client_timeout).await;
     tracing::debug!(%source, cluster = %cluster_url, %namespace, "kubernetes client ready");
     Ok(Connected {
         client,
@@ -209,6 +210,23 @@ fn finish(
         cluster_url,
         source,
     })
+}
+
+/// Longest wait for the first connection at startup.
+const WARM_UP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Opens the client's first connection with one cheap request (`/version`), so that the many
+/// requests a process starts at once (a recorder's LIST and watches, a launcher's burst of
+/// creates) find an HTTP/2 connection in the pool and share it: before a first connection has
+/// negotiated its protocol, the pool would open one connection per concurrent request. Any
+/// answer, or none, is fine: the real calls report their own errors.
+async fn warm_up(client: &kube::Client, client_timeout: Duration) {
+    let wait = client_timeout.min(WARM_UP_TIMEOUT);
+    match tokio::time::timeout(wait, client.apiserver_version()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(err)) => tracing::debug!(%err, "first request (/version) failed"),
+        Err(_) => tracing::debug!(?wait, "first request (/version) timed out"),
+    }
 }
 
 /// Finds and loads the configuration (kubectl's order) without building a client.

@@ -758,9 +758,17 @@ async fn pods_created_and_deleted_during_a_10s_freeze_all_reach_the_store_as_del
     assert_store_equals_truth(&sim, &store, N, Duration::from_secs(40)).await;
     let metrics = rec.metrics.render();
     assert_eq!(
+        sample(
+            &metrics,
+            "podline_record_watch_events_total{type=\"delete\"}"
+        ),
+        (N - 2) as u64,
+        "every deletion arrived as a DELETED event\n{metrics}"
+    );
+    assert_eq!(
         relists(&metrics),
-        0,
-        "no re-list: deletions arrived as deletions\n{metrics}"
+        1,
+        "no re-list after the first: no deletion was inferred from a list\n{metrics}"
     );
     assert_eq!(sim.counts().get("list", "pods"), 1, "one LIST, the first");
     assert!(
