@@ -712,8 +712,8 @@ async fn pods_created_and_deleted_during_a_10s_freeze_all_reach_the_store_as_del
         .resource("pods")
         .times(1),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let store = store(&dir).await;
+    let db = fresh(Backend::Sqlite).await.unwrap();
+    let store = db.store.clone();
     let rec = start_recorder(&sim, store.clone(), WatchTimeouts::default()).await;
     assert!(
         wait_until(Duration::from_secs(10), || async {
