@@ -9,6 +9,5 @@ mod sim {
     mod kinds;
     mod kubectl;
     mod kubelet;
-    mod python;
     mod watch;
 }

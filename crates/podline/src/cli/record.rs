@@ -139,10 +139,6 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(timeouts) => timeouts,
         Err(err) => return usage(err),
     };
-    let http2_ping = match global.http2_ping(timeouts.client) {
-        Ok(ping) => ping,
-        Err(err) => return usage(err),
-    };
     let selector = match args
         .selector
         .as_deref()
@@ -162,7 +158,6 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         context: global.context.clone(),
         namespace: global.namespace.clone(),
         client_timeout: timeouts.client,
-        http2_ping,
     })
     .await?;
     let store = podline_store::open(&args.db)
@@ -184,8 +179,6 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         listen = %args.listen,
         server_timeout = ?timeouts.server,
         client_timeout = ?timeouts.client,
-        http2_ping_interval = ?http2_ping.interval,
-        http2_ping_timeout = ?http2_ping.timeout,
         "recording pods"
     );
 
@@ -239,16 +232,11 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(mlmd) => mlmd,
         Err(err) => return usage(format!("--mlmd-address: {err}")),
     };
-    let http2_ping = match global.http2_ping(env.client_side_timeout) {
-        Ok(ping) => ping,
-        Err(err) => return usage(err),
-    };
     let connected = connect(&ConnectOptions {
         kubeconfig: global.kubeconfig.clone(),
         context: global.context.clone(),
         namespace: global.namespace.clone(),
         client_timeout: env.client_side_timeout,
-        http2_ping,
     })
     .await?;
     let listener = health::bind(args.listen)

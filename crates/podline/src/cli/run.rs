@@ -271,15 +271,11 @@ impl RunArgs {
 
 /// Builds a client like kubectl (the client crate's `connect`): --kubeconfig, KUBECONFIG,
 /// ~/.kube/config, in-cluster; --context and -n as given. Returns the client and the namespace.
-async fn connect(
-    global: &Global,
-    http2_ping: podline_client::ping::Http2Ping,
-) -> anyhow::Result<(kube::Client, String)> {
+async fn connect(global: &Global) -> anyhow::Result<(kube::Client, String)> {
     let options = podline_client::connect::ConnectOptions {
         kubeconfig: global.kubeconfig.clone(),
         context: global.context.clone(),
         namespace: global.namespace.clone(),
-        http2_ping,
         ..podline_client::connect::ConnectOptions::default()
     };
     let connected = podline_client::connect::connect(&options).await?;
@@ -355,11 +351,7 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
         };
         vec![spec; args.count as usize]
     };
-    let http2_ping = match global.http2_ping(podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT) {
-        Ok(ping) => ping,
-        Err(err) => return usage(err.into()),
-    };
-    let (client, namespace) = connect(global, http2_ping).await?;
+    let (client, namespace) = connect(global).await?;
     let launcher = Launcher::new(client, namespace, config);
     let cancel = Cancel::new();
     watch_signals(cancel.clone());
@@ -489,8 +481,6 @@ mod tests {
             kubeconfig: None,
             context: None,
             namespace: Some("ns".into()),
-            http2_ping_interval: None,
-            http2_ping_timeout: None,
             output: Output::Table,
             verbosity: 0,
         };
