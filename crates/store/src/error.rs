@@ -97,6 +97,23 @@ impl StoreError {
         move |source| StoreError::Query { op, source }
     }
 
+    /// For a failed `BEGIN`: normally [`StoreError::Unavailable`] (no usable connection, e.g.
+    /// PostgreSQL restarting answers 55000/57P03 there). But SQLite answers from the local file,
+    /// so a non-transient SQLite code at `BEGIN` (SQLITE_READONLY, ...) is the store's own state,
+    /// which no retry fixes: [`StoreError::Query`], reported as fatal.
+    pub(crate) fn begin_failed(op: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError {
+        move |source| {
+            let permanent_sqlite = matches!(&source, sqlx::Error::Database(db)
+                if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some()
+                    && !is_transient(&source));
+            if permanent_sqlite {
+                StoreError::Query { op, source }
+            } else {
+                StoreError::Unavailable { op, source }
+            }
+        }
+    }
+
     /// Whether retrying the same call later may succeed: lost connections, pool exhaustion,
     /// database restarts, lock contention, serialization failures, a full disk. The recorder
     /// retries these with backoff and keeps its queue; anything else is reported as fatal.

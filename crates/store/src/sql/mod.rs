@@ -170,10 +170,7 @@ impl SqlStore {
             Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
             Backend::Postgres => self.pool.begin().await,
         }
-        .map_err(|source| StoreError::Unavailable {
-            op: "apply",
-            source,
-        })?;
+        .map_err(StoreError::begin_failed("apply"))?;
         let report = write::apply_in_tx(&mut tx, self.backend, batch, Timestamp::now()).await?;
         tx.commit().await.map_err(StoreError::query("apply"))?;
         Ok(report)
