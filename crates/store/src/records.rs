@@ -62,6 +62,34 @@ pub struct PodRecord {
     pub transitions: Vec<PhaseTransition>,
 }
 
+impl PodRecord {
+    /// What happened to the pod and when, for `podline show` and the UI's pod page: each phase
+    /// transition, the scheduling, the deletion request and the removal (saying whether the final
+    /// state was seen). Unsorted: callers order it their way.
+    pub fn lifecycle_events(&self) -> Vec<(Timestamp, String)> {
+        let mut events: Vec<(Timestamp, String)> = self
+            .transitions
+            .iter()
+            .map(|t| (t.at, t.phase.clone()))
+            .collect();
+        if let Some(at) = self.scheduled_at {
+            events.push((at, "Scheduled".into()));
+        }
+        if let Some(at) = self.deletion_requested_at {
+            events.push((at, "Deletion requested".into()));
+        }
+        if let Some(at) = self.deleted_at {
+            let how = if self.final_state_observed {
+                "Deleted"
+            } else {
+                "Deleted (vanished while not watching: final state unknown)"
+            };
+            events.push((at, how.into()));
+        }
+        events
+    }
+}
+
 /// One run: the pods sharing a grouping-label value in a namespace, summarised for `podline runs`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunSummary {

@@ -233,25 +233,7 @@ pub fn render_pod(pod: &PodRecord, output: Output) -> anyhow::Result<String> {
     }
     let _ = writeln!(out, "\nTimeline:");
     let start = pod.transitions.first().map(|t| t.at);
-    let mut events: Vec<(Timestamp, String)> = pod
-        .transitions
-        .iter()
-        .map(|t| (t.at, t.phase.clone()))
-        .collect();
-    if let Some(at) = pod.scheduled_at {
-        events.push((at, "Scheduled".into()));
-    }
-    if let Some(at) = pod.deletion_requested_at {
-        events.push((at, "Deletion requested".into()));
-    }
-    if let Some(at) = pod.deleted_at {
-        let how = if pod.final_state_observed {
-            "Deleted"
-        } else {
-            "Deleted (vanished while not watching: final state unknown)"
-        };
-        events.push((at, how.into()));
-    }
+    let mut events = pod.lifecycle_events();
     events.sort_by_key(|(at, _)| *at);
     for (at, what) in events {
         let offset =

@@ -54,12 +54,7 @@ pub fn watch<K: ApiKind>(
     let cluster = state.cluster().clone();
     let start = match K::table(&cluster).start_watch(from) {
         Ok(start) => start,
-        Err(TooOld { asked, oldest }) => {
-            let status = ApiError::expired(format!("too old resource version: {asked} ({oldest})"))
-                .to_status();
-            let line = format!("{}\n", json!({"type": "ERROR", "object": status}));
-            return Ok(json_response(StatusCode::OK, line));
-        }
+        Err(too_old) => return Ok(json_response(StatusCode::OK, expired_line(too_old))),
     };
     let now = Instant::now();
     let mut watcher = Watcher::<K> {
@@ -109,6 +104,14 @@ fn added_line<K: ApiKind>(stored: &Stored<K>) -> Bytes {
     buf.extend_from_slice(&stored.json);
     buf.extend_from_slice(b"}\n");
     Bytes::from(buf)
+}
+
+/// The in-stream `ERROR` event with a 410 Expired Status the real server sends when a watch
+/// (re)starts from, or falls behind, a resourceVersion the history no longer holds.
+fn expired_line(TooOld { asked, oldest }: TooOld) -> Bytes {
+    let status =
+        ApiError::expired(format!("too old resource version: {asked} ({oldest})")).to_status();
+    Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": status})))
 }
 
 fn bookmark_line<K: ApiKind>(rv: u64, initial_events_end: bool) -> Bytes {
@@ -199,18 +202,14 @@ impl<K: ApiKind> Watcher<K> {
                 }
                 self.seen_rv = start.subscribed_rv;
             }
-            Err(TooOld { asked, oldest }) => {
+            Err(too_old) => {
                 tracing::info!(
-                    asked,
-                    oldest,
+                    asked = too_old.asked,
+                    oldest = too_old.oldest,
                     resource = K::RESOURCE,
                     "watcher fell behind the history; ending it with 410"
                 );
-                let status =
-                    ApiError::expired(format!("too old resource version: {asked} ({oldest})"))
-                        .to_status();
-                let line = format!("{}\n", json!({"type": "ERROR", "object": status}));
-                self.pending.push_back(Bytes::from(line));
+                self.pending.push_back(expired_line(too_old));
                 self.deadline = Instant::now();
             }
         }

@@ -26,27 +26,7 @@ pub(crate) async fn page(state: State, Path(uid): Path<String>) -> Result<Html<S
     let offset = |at: Timestamp| {
         start.map_or_else(String::new, |s| format!("+{}", human(at.duration_since(s))))
     };
-    let mut events: Vec<(Timestamp, String)> = pod
-        .transitions
-        .iter()
-        .map(|t| (t.at, t.phase.clone()))
-        .collect();
-    if let Some(at) = pod.scheduled_at {
-        events.push((at, "Scheduled".into()));
-    }
-    if let Some(at) = pod.deletion_requested_at {
-        events.push((at, "Deletion requested".into()));
-    }
-    if let Some(at) = pod.deleted_at {
-        events.push((
-            at,
-            if pod.final_state_observed {
-                "Deleted".into()
-            } else {
-                "Deleted (vanished while not watching: final state unknown)".into()
-            },
-        ));
-    }
+    let mut events = pod.lifecycle_events();
     // Kubernetes times have whole seconds: within one second, list in lifecycle order.
     events.sort_by_key(|(at, what)| (*at, lifecycle_rank(what)));
     let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
