@@ -10,19 +10,23 @@
 //! (or `default`) unless `-n` overrides it.
 //!
 //! What [`client_from_config`] changes from kube's defaults, and why:
+//! - the transport speaks **HTTP/2 with PING health checks** where the server offers it (ALPN),
+//!   HTTP/1.1 otherwise, and multiplexes every request and watch of the client on one connection
+//!   ([`crate::transport`]; PING settings in [`crate::ping`]). Build one client per process and
+//!   clone it.
 //! - kube's own `RetryLayer` is **off**: retries are ours ([`crate::retry`]), bounded and logged,
 //!   instead of up to 15 silent retries per call.
-//! - connect, read and write timeouts are derived from the client timeout, so no unary call can
-//!   hang on a dead connection (kube 5 has no read timeout by default). The read timeout is a little
-//!   longer than the client timeout so the watch's own per-item timer fires first, with a clear
-//!   reason; `reset_reader_on_write` keeps a pooled connection's idle time from counting.
+//! - connect, read and write timeouts are derived from the client timeout, and so is a bound on
+//!   each request's wait for its response headers, so no call can hang on a dead connection
+//!   (kube 5 has no read timeout by default). They are a little longer than the client timeout so
+//!   the watch's own timers fire first, with a clear reason; `reset_reader_on_write` keeps a
+//!   pooled connection's idle time from counting.
 //! - a `Retry-After` header on an error answer is copied into the `Status` body
 //!   (`details.retryAfterSeconds`), because kube drops headers when it builds `Error::Api`.
 //! - TLS verification stays on; only a kubeconfig's `insecure-skip-tls-verify: true` turns it off,
 //!   and that is logged as a warning. Tokens are never logged.
 //!
-//! The layer stack is assembled in [`client_from_config`] only, so a different transport (HTTP/2
-//! with PING health checks, a later issue) replaces one function.
+//! The layer stack is assembled in [`client_from_config`] only.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -31,11 +35,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::BodyExt;
-use kube::client::{Body, ClientBuilder, DynBody};
+use kube::client::{Body, DynBody};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tower::{BoxError, ServiceExt};
 
+use crate::ping::Http2Ping;
 use crate::timeouts::DEFAULT_CLIENT_TIMEOUT;
+use crate::transport::{self, TransportError, TransportTimeouts};
 
 /// What the user asked for on the command line (kubectl-style flags), plus the client timeout.
 #[derive(Debug, Clone)]
@@ -48,6 +54,8 @@ pub struct ConnectOptions {
     pub namespace: Option<String>,
     /// Bounds connecting and every read and write of unary calls (see the module doc).
     pub client_timeout: Duration,
+    /// HTTP/2 PING health checks (interval and timeout), used whenever the server speaks HTTP/2.
+    pub http2_ping: Http2Ping,
 }
 
 impl Default for ConnectOptions {
@@ -57,6 +65,7 @@ impl Default for ConnectOptions {
             context: None,
             namespace: None,
             client_timeout: DEFAULT_CLIENT_TIMEOUT,
+            http2_ping: Http2Ping::default(),
         }
     }
 }
@@ -131,9 +140,10 @@ pub enum ConnectError {
         "no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run in a pod ({0})"
     )]
     NoConfig(#[source] kube::config::InClusterError),
-    /// The configuration was read but the client could not be built (TLS material, auth...).
+    /// The configuration was read but the client could not be built (TLS material, auth,
+    /// server name...).
     #[error("cannot build a Kubernetes client: {0}")]
-    Client(#[source] kube::Error),
+    Transport(#[source] TransportError),
 }
 
 /// Where to look, injected so tests need not touch the process environment.
@@ -162,7 +172,7 @@ impl Lookup {
 pub async fn connect(opts: &ConnectOptions) -> Result<Connected, ConnectError> {
     let lookup = Lookup::from_env(opts.kubeconfig.clone());
     let (config, source) = load_config(&lookup, opts.context.as_deref()).await?;
-    finish(config, source, opts)
+    finish(config, source, opts).await
 }
 
 /// Builds a client from an already loaded kubeconfig (tests, the sim's own kubeconfig).
@@ -172,10 +182,10 @@ pub async fn connect_with_kubeconfig(
     opts: &ConnectOptions,
 ) -> Result<Connected, ConnectError> {
     let config = config_from_kubeconfig(kubeconfig, opts.context.as_deref(), &source).await?;
-    finish(config, source, opts)
+    finish(config, source, opts).await
 }
 
-fn finish(
+async fn finish(
     mut config: kube::Config,
     source: ConfigSource,
     opts: &ConnectOptions,
@@ -191,7 +201,8 @@ fn finish(
             "TLS certificate verification is OFF (insecure-skip-tls-verify in the kubeconfig)"
         );
     }
-    let client = client_from_config(config, opts.client_timeout)?;
+    let client = client_from_config(config, opts.client_timeout, opts.http2_ping)?;
+    warm_up(&client, opts.client_timeout).await;
     tracing::debug!(%source, cluster = %cluster_url, %namespace, "kubernetes client ready");
     Ok(Connected {
         client,
@@ -199,6 +210,23 @@ fn finish(
         cluster_url,
         source,
     })
+}
+
+/// Longest wait for the first connection at startup.
+const WARM_UP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Opens the client's first connection with one cheap request (`/version`), so that the many
+/// requests a process starts at once (a recorder's LIST and watches, a launcher's burst of
+/// creates) find an HTTP/2 connection in the pool and share it: before a first connection has
+/// negotiated its protocol, the pool would open one connection per concurrent request. Any
+/// answer, or none, is fine: the real calls report their own errors.
+async fn warm_up(client: &kube::Client, client_timeout: Duration) {
+    let wait = client_timeout.min(WARM_UP_TIMEOUT);
+    match tokio::time::timeout(wait, client.apiserver_version()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(err)) => tracing::debug!(%err, "first request (/version) failed"),
+        Err(_) => tracing::debug!(?wait, "first request (/version) timed out"),
+    }
 }
 
 /// Finds and loads the configuration (kubectl's order) without building a client.
@@ -280,24 +308,26 @@ async fn config_from_kubeconfig(
         })
 }
 
-/// Margin of the socket read timeout over the client timeout, so the watch's own timer (with a
-/// precise reason label) fires first on a silent stream.
+/// Margin of the socket read timeout (and of the wait for response headers) over the client
+/// timeout, so the watch's own timer (with a precise reason label) fires first.
 const READ_TIMEOUT_MARGIN: Duration = Duration::from_secs(5);
 /// Upper bound on the TCP/TLS connect timeout.
 const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The one place podline's client stack is assembled (see the module doc). Swap this function's
-/// body to change the transport.
+/// The one place podline's client stack is assembled (see the module doc): podline's transport
+/// ([`crate::transport`]: HTTP/2 with `ping` health checks, or HTTP/1.1) under kube's auth and
+/// URI layers, plus the Retry-After layer. kube's `RetryLayer` is not part of it.
 pub fn client_from_config(
-    mut config: kube::Config,
+    config: kube::Config,
     client_timeout: Duration,
+    ping: Http2Ping,
 ) -> Result<kube::Client, ConnectError> {
-    config.default_retry = false;
-    config.connect_timeout = Some(client_timeout.min(MAX_CONNECT_TIMEOUT));
-    config.read_timeout = Some(client_timeout + READ_TIMEOUT_MARGIN);
-    config.reset_reader_on_write = true;
-    config.write_timeout = Some(client_timeout + READ_TIMEOUT_MARGIN);
-    let builder = ClientBuilder::try_from(config).map_err(ConnectError::Client)?;
+    let timeouts = TransportTimeouts {
+        connect: client_timeout.min(MAX_CONNECT_TIMEOUT),
+        io: client_timeout + READ_TIMEOUT_MARGIN,
+        headers: client_timeout + READ_TIMEOUT_MARGIN,
+    };
+    let builder = transport::build(&config, timeouts, ping).map_err(ConnectError::Transport)?;
     Ok(builder
         .with_layer(&tower::layer::layer_fn(retry_after_into_status))
         .build())

@@ -13,6 +13,10 @@
 //! - [`connect`]: [`connect::connect`] finds the cluster like kubectl (`--kubeconfig`,
 //!   `KUBECONFIG`, `~/.kube/config`, in-cluster; `--context`, `-n`) and builds a client with
 //!   timeouts, TLS verification and without kube's hidden retries.
+//! - [`transport`]: the HTTP stack under that client: HTTP/2 (ALPN) with PING health checks,
+//!   every request and watch of a process multiplexed on one connection, HTTP/1.1 where the
+//!   server offers no h2. [`ping`]: the PING interval and timeout (5 s + 10 s by default), parsed
+//!   like the timeouts from `--http2-ping-*` and `PODLINE_HTTP2_PING_*`.
 //! - [`watch`]: [`watch::watch`] is LIST+WATCH that resumes from the last resourceVersion, bounds
 //!   every wait by the client timeout, re-lists only on 410, and yields errors as items.
 //!
@@ -21,18 +25,21 @@
 //! | fault | what the watch sees | what it does | item(s) yielded |
 //! |---|---|---|---|
 //! | server ends the watch at `timeoutSeconds` | clean end of body, at the timeout | re-watch from last RV at once, no LIST, no backoff | `Connected { reason: "server_timeout" }` |
-//! | connection silent (stall, frozen proxy) | nothing within the client timeout | drop it, re-watch from last RV at once (a quiet cluster is silent too; a failed re-watch backs off) | `Err(ClientTimeout { phase: Stream })`, `Connected { reason: "client_timeout" }` |
+//! | connection frozen (frozen proxy, dropped NAT entry), HTTP/2 | an unanswered PING: within interval + timeout (15 s by default) the connection is closed and the stream fails | back off (one small step), re-watch from last RV on a new connection | `Err(StreamFailed{..})` or none, `Connected { reason: .. }` |
+//! | connection silent (stall, frozen proxy), HTTP/1.1 | nothing within the client timeout | drop it, re-watch from last RV at once (a quiet cluster is silent too; a failed re-watch backs off) | `Err(ClientTimeout { phase: Stream })`, `Connected { reason: "client_timeout" }` |
+//! | quiet watch, HTTP/2 | PINGs answered, no events | nothing: silence on a live HTTP/2 connection is a quiet cluster, not a fault (only a gap longer than the server timeout + 5 s ends the stream) | none |
 //! | reset mid-chunk / ended early | body ends (or errors) before the timeout | back off (restarting from the smallest step if events arrived since the last failure), re-watch from last RV | `Err(StreamFailed{reset})` or none, `Connected { reason: "reset" }` |
 //! | 5xx / 429 on the watch request | HTTP error status | back off (at least Retry-After, capped), re-watch from last RV | `Err(WatchStartFailed{http_5xx / too_many_requests})` |
 //! | API server down / restarting | connection refused | back off, retry the same step | `Err(..{refused})` |
-//! | watch request hangs before headers | nothing within the client timeout | back off, retry | `Err(ClientTimeout { phase: WatchStart })` |
-//! | LIST page hangs or fails (5xx) | timeout / error status | back off, retry the same page | `Err(ClientTimeout { phase: List })` / `Err(ListFailed)` |
+//! | watch request hangs before headers | nothing within the client timeout (a frozen HTTP/2 connection: the failed PING, sooner) | back off, retry | `Err(ClientTimeout { phase: WatchStart })` / `Err(WatchStartFailed)` |
+//! | LIST page hangs or fails (5xx) | timeout / error status (a frozen HTTP/2 connection: the failed PING) | back off, retry the same page | `Err(ClientTimeout { phase: List })` / `Err(ListFailed)` |
 //! | 410 in-stream ERROR, 410 on watch start, 410 on LIST continue | Status 410 | re-list | `Err(..{gone})`, `Init`, `InitApply`..., `InitDone` |
 //! | `resume_from` RV too old (after a restart) | 410 | re-list | as above |
 //! | 401 / 403 / 404 / 400 / 422, or a rejected TLS certificate | HTTP error status / TLS error | stop | `Err(e)` with `e.is_fatal()`, then the stream ends |
 //!
 //! Every row is covered by a unit test of the step function in paused time
-//! (`watch::state::tests`); the sim's faults exercise them over real sockets in `tests/`.
+//! (`watch::state::tests`); the sim's faults exercise them over real sockets in `tests/` (the
+//! HTTP/2 rows, with the sim's `freeze` fault, in `tests/sim/http2.rs`).
 //!
 //! # Example
 //!
@@ -50,8 +57,10 @@
 pub mod backoff;
 pub mod connect;
 pub mod error;
+pub mod ping;
 pub mod retry;
 pub mod timeouts;
+pub mod transport;
 pub mod watch;
 
 pub use error::InvalidBackoff;

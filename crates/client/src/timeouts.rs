@@ -4,8 +4,10 @@
 //!   after it, and we resume from the last resourceVersion (default 1800 s, the apiserver's own
 //!   `--min-request-timeout`).
 //! - The **client** timeout bounds every wait on our side: connecting, each LIST page, the watch
-//!   request until its headers, and each gap between stream items (default 60 s). It must be
-//!   shorter than the server timeout, or a quiet but healthy watch would be cut by our own timer.
+//!   request until its headers, and, over HTTP/1.1, each gap between stream items (default 60 s).
+//!   It must be shorter than the server timeout, or a quiet but healthy watch would be cut by our
+//!   own timer. Over HTTP/2, HTTP/2 PING ([`crate::ping`]) notices a dead connection much sooner,
+//!   and a quiet stream is left alone.
 //!
 //! Kubeflow's writer once read its timeout from the environment as a string and silently disabled
 //! it; here a bad value stops startup with a message that names the variable (or flag), the value
@@ -109,6 +111,33 @@ pub enum TimeoutError {
         /// Its value.
         server: Duration,
     },
+    /// HTTP/2 PING detection (interval + timeout) must fit inside the client timeout, or the
+    /// client timeout would give up on a request before PING could tell that its connection died.
+    #[error(
+        "{interval_name} ({interval}) + {timeout_name} ({timeout}) must be shorter than the client timeout ({client})",
+        interval = Human(*interval),
+        timeout = Human(*timeout),
+        client = Human(*client)
+    )]
+    PingDetectionNotShorter {
+        /// Where the PING interval came from.
+        interval_name: String,
+        /// Its value.
+        interval: Duration,
+        /// Where the PING timeout came from.
+        timeout_name: String,
+        /// Its value.
+        timeout: Duration,
+        /// The client timeout.
+        client: Duration,
+    },
+}
+
+/// Where a setting's value came from, for messages: the flag or variable, or "(default)".
+pub(crate) fn setting_name(setting: &Option<Setting>, default_env: &str) -> String {
+    setting
+        .as_ref()
+        .map_or_else(|| format!("{default_env} (default)"), |s| s.name.clone())
 }
 
 /// Why a string is not a duration (without naming a setting; see [`TimeoutError`]).
@@ -177,14 +206,14 @@ impl fmt::Display for Human {
 }
 
 /// One setting: its value and where it came from, so errors can name the source.
-struct Setting {
-    name: String,
-    raw: String,
+pub(crate) struct Setting {
+    pub(crate) name: String,
+    pub(crate) raw: String,
 }
 
 impl Setting {
     /// Flag over environment; `None` means "use the default".
-    fn pick(
+    pub(crate) fn pick(
         flag: Option<&str>,
         flag_name: &str,
         env_name: &str,
@@ -202,7 +231,7 @@ impl Setting {
         })
     }
 
-    fn parse(&self) -> Result<Duration, TimeoutError> {
+    pub(crate) fn parse(&self) -> Result<Duration, TimeoutError> {
         let d = parse_duration(&self.raw).map_err(|_| TimeoutError::NotADuration {
             name: self.name.clone(),
             value: self.raw.clone(),

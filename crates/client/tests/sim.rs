@@ -505,3 +505,6 @@ async fn connect_should_bound_unary_calls_by_the_client_timeout() {
         "{err:?}"
     );
 }
+
+#[path = "sim/http2.rs"]
+mod http2;

@@ -74,7 +74,7 @@ pub struct LaunchConfig {
 impl Default for LaunchConfig {
     fn default() -> Self {
         Self {
-            create: RetryPolicy::default(),
+            create: create::default_create_policy(),
             calls: RetryPolicy::default().with_deadline(Some(Duration::from_secs(30))),
             schedule_timeout: wait::DEFAULT_SCHEDULE_TIMEOUT,
             startup_timeout: wait::DEFAULT_STARTUP_TIMEOUT,

@@ -692,3 +692,88 @@ async fn a_forbidden_watch_stops_the_recorder_with_the_reason() {
         "{err}"
     );
 }
+
+/// Issue 7 "done when" 3: over HTTP/2 (a TLS sim offers h2; podline's client takes it), the
+/// recorder's watch connection freezes (a frozen proxy: nothing in or out, never closed) while
+/// pods are created, run and are deleted for 10 s. With the default settings PING notices the
+/// dead connection within 15 s, well inside the server's 75 s of watch history, so the watch
+/// resumes from its resourceVersion: every pod and transition reaches the store, and every
+/// deletion arrives as a deletion (no re-list, so none is inferred from a list).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_created_and_deleted_during_a_10s_freeze_all_reach_the_store_as_deletions() {
+    let sim =
+        start_sim(podline_sim::SimConfig::default().bookmark_interval(Duration::from_secs(3600)))
+            .await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::Freeze {
+            after_ms: Some(500),
+        })
+        .verb(FaultVerb::Watch)
+        .resource("pods")
+        .times(1),
+    );
+    let db = fresh(Backend::Sqlite).await.unwrap();
+    let store = db.store.clone();
+    let rec = start_recorder(&sim, store.clone(), WatchTimeouts::default()).await;
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            sim.frozen_connections() == 1
+        })
+        .await,
+        "the recorder's watch connection froze"
+    );
+    let frozen_at = tokio::time::Instant::now();
+    // Another client, on its own connection: 2 pods a second for 10 s; each second the pods of
+    // the second before are deleted (some still running, some finished).
+    let api: Api<Pod> = Api::namespaced(podline_testkit::client(&sim).await, NS);
+    const N: usize = 20;
+    for i in 0..N {
+        tokio::time::sleep_until(frozen_at + Duration::from_millis(500 * i as u64)).await;
+        api.create(&PostParams::default(), &pod("f", i))
+            .await
+            .unwrap();
+        if i >= 2 && i % 2 == 0 {
+            for old in [i - 2, i - 1] {
+                api.delete(&format!("f-{old}"), &DeleteParams::default())
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+    assert!(
+        frozen_at.elapsed() < Duration::from_secs(11) && sim.frozen_connections() == 1,
+        "the changes happened during the freeze"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            sim.ground_truth()
+                .iter()
+                .filter(|h| h.deleted_at.is_some())
+                .count()
+                == N - 2
+        })
+        .await,
+        "18 pods deleted"
+    );
+    assert_store_equals_truth(&sim, &store, N, Duration::from_secs(40)).await;
+    let metrics = rec.metrics.render();
+    assert_eq!(
+        sample(
+            &metrics,
+            "podline_record_watch_events_total{type=\"delete\"}"
+        ),
+        (N - 2) as u64,
+        "every deletion arrived as a DELETED event\n{metrics}"
+    );
+    assert_eq!(
+        relists(&metrics),
+        1,
+        "no re-list after the first: no deletion was inferred from a list\n{metrics}"
+    );
+    assert_eq!(sim.counts().get("list", "pods"), 1, "one LIST, the first");
+    assert!(
+        sim.counts().get("watch", "pods") >= 2,
+        "the watch resumed after the freeze:\n{metrics}"
+    );
+    rec.stop().await.unwrap();
+}

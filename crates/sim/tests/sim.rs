@@ -9,5 +9,6 @@ mod sim {
     mod kinds;
     mod kubectl;
     mod kubelet;
+    mod python;
     mod watch;
 }

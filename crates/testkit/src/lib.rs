@@ -144,6 +144,7 @@ pub async fn podline_client(sim: &Sim) -> kube::Client {
     match podline_client::connect::client_from_config(
         config,
         podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT,
+        podline_client::ping::Http2Ping::default(),
     ) {
         Ok(client) => client,
         Err(err) => panic!("cannot build a podline client for the sim: {err}"),

@@ -3,8 +3,10 @@
 //! [`watch`] lists the objects (in pages), then watches from the list's resourceVersion with
 //! bookmarks and `timeoutSeconds` = the server timeout. Every reconnect resumes from the last
 //! resourceVersion seen (an event's or a BOOKMARK's); only 410 Gone/Expired re-lists. The client
-//! timeout bounds every wait: each LIST page, the watch request until its headers, and each gap
-//! between stream items. Failures are yielded as `Err(WatchError)` items and the stream carries on
+//! timeout bounds every wait: each LIST page, the watch request until its headers, and, over
+//! HTTP/1.1, each gap between stream items. Over HTTP/2 a silent stream is a quiet watch: the
+//! transport's PING health check fails the stream if its connection dies (see
+//! [`crate::transport`]), so the gap bound there is the server timeout + 5 s. Failures are yielded as `Err(WatchError)` items and the stream carries on
 //! after a full-jitter backoff; only fatal errors (401, 403, 404, bad selector) end it.
 //!
 //! Which fault each path handles: see the table in the [crate docs](crate#faults-and-what-the-watch-does).

@@ -18,9 +18,13 @@ use tokio::time::{Instant, timeout};
 use super::error::{Phase, WatchError, reason_of, reason_of_status};
 use super::{Event, WatchConfig};
 use crate::backoff::{FullJitter, ResetAfterHealthy};
+use crate::transport::ResponseVersion;
 
 /// A stream end this close to the server timeout counts as the server's clean end.
 const SERVER_END_SLACK: Duration = Duration::from_secs(1);
+/// Over HTTP/2 a silent stream is a quiet watch (PING watches the connection), so only a gap
+/// longer than the server timeout plus this margin means the stream itself is stuck.
+const STUCK_STREAM_MARGIN: Duration = Duration::from_secs(5);
 
 /// Where the watch is. Each variant holds only what its phase needs.
 enum State<K> {
@@ -34,9 +38,13 @@ enum State<K> {
     /// ended watch, or from `resume_from`). A 410 goes to `Empty`; other failures retry here.
     Resume { resource_version: String },
     /// A watch stream is open; `resource_version` is the last one seen (event or bookmark).
+    /// A gap of `idle` without an item ends it: the client timeout over HTTP/1.1 (silence may be
+    /// a dead connection), the server timeout plus a margin over HTTP/2 (silence is a quiet
+    /// watch; a dead connection fails the stream through PING instead).
     Watching {
         resource_version: String,
         started: Instant,
+        idle: Duration,
         stream: BoxStream<'static, kube::Result<WatchEvent<K>>>,
     },
     /// A fatal error was yielded: the stream ends.
@@ -190,7 +198,8 @@ where
             State::Resume { resource_version } => {
                 ctx.sleep_backoff().await;
                 let wp = watch_params(&ctx.config);
-                match timeout(ctx.client_timeout(), ctx.api.watch(&wp, &resource_version)).await {
+                let opened = open_watch(&ctx.api, &wp, &resource_version);
+                match timeout(ctx.client_timeout(), opened).await {
                     Err(_elapsed) => {
                         ctx.fail("client_timeout");
                         let err = WatchError::ClientTimeout {
@@ -204,7 +213,7 @@ where
                         let err = WatchError::WatchStartFailed { reason, source };
                         return failed(ctx, err, State::Resume { resource_version });
                     }
-                    Ok(Ok(stream)) => {
+                    Ok(Ok((stream, multiplexed))) => {
                         let reason = ctx.ended_because.take().unwrap_or("initial");
                         if !matches!(reason, "initial" | "resume") {
                             tracing::info!(reason, resource_version, "watch resumed");
@@ -213,11 +222,17 @@ where
                             reason,
                             resource_version: resource_version.clone(),
                         };
+                        let idle = if multiplexed {
+                            ctx.config.timeouts.server + STUCK_STREAM_MARGIN
+                        } else {
+                            ctx.client_timeout()
+                        };
                         return (
                             Ok(event),
                             State::Watching {
                                 resource_version,
                                 started: Instant::now(),
+                                idle,
                                 stream: stream.boxed(),
                             },
                         );
@@ -227,8 +242,9 @@ where
             State::Watching {
                 mut resource_version,
                 started,
+                idle,
                 mut stream,
-            } => match timeout(ctx.client_timeout(), stream.next()).await {
+            } => match timeout(idle, stream.next()).await {
                 Err(_elapsed) => {
                     // A quiet cluster sends nothing for minutes, so this is routine: reconnect at
                     // once (a dead server then fails the reconnect, and that backs off). Backing
@@ -237,7 +253,7 @@ where
                     ctx.note_end("client_timeout");
                     let err = WatchError::ClientTimeout {
                         phase: Phase::Stream,
-                        timeout: ctx.client_timeout(),
+                        timeout: idle,
                     };
                     return (Err(err), State::Resume { resource_version });
                 }
@@ -283,6 +299,7 @@ where
                         State::Watching {
                             resource_version,
                             started,
+                            idle,
                             stream,
                         },
                     );
@@ -302,6 +319,29 @@ where
             State::Done => return (Err(WatchError::NoResourceVersion), State::Done),
         };
     }
+}
+
+/// Starts a watch like `Api::watch`, and says whether the answer came over HTTP/2 (through
+/// podline's transport, which fills in the [`ResponseVersion`]).
+async fn open_watch<K>(
+    api: &Api<K>,
+    wp: &WatchParams,
+    resource_version: &str,
+) -> kube::Result<(
+    impl Stream<Item = kube::Result<WatchEvent<K>>> + use<K>,
+    bool,
+)>
+where
+    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let mut req = kube::core::Request::new(api.resource_url())
+        .watch(wp, resource_version)
+        .map_err(kube::Error::BuildRequest)?;
+    let version = ResponseVersion::default();
+    req.extensions_mut().insert("watch");
+    req.extensions_mut().insert(version.clone());
+    let stream = api.clone().into_client().request_events::<K>(req).await?;
+    Ok((stream, version.is_http2()))
 }
 
 /// A failed LIST or watch request: fatal ends the stream, 410 re-lists, anything else retries

@@ -3,7 +3,7 @@
 //! It starts the sim in-process (HTTPS, bearer token, simulated kubelet) with 409 Conflicts and
 //! 429s on pod creates and broken log streams, runs the recorder into a local SQLite file,
 //! launches rounds of pods with the launcher library while a timeline of watch faults plays
-//! (a stall, resets, an API restart with a compaction during the outage), then checks that the
+//! (a frozen connection, resets, an API restart with a compaction during the outage), then checks that the
 //! store equals the sim's ground truth. Exits non-zero if any task failed unexpectedly or the
 //! check fails.
 
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use podline_client::connect::{ConfigSource, ConnectOptions, connect_with_kubeconfig};
+use podline_client::ping::Http2Ping;
 use podline_client::timeouts::WatchTimeouts;
 use podline_launch::{Cancel, LaunchConfig, Launcher, LogMode, TaskSpec};
 use podline_record::{Recorder, RecorderConfig};
@@ -59,14 +60,17 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         sim.url()
     );
 
+    // Two clients, as `podline record` and `podline run` are two processes: each has its own
+    // HTTP/2 connection, so freezing the recorder's does not freeze the launches.
     let client = sim_client(&sim).await?;
+    let recorder_client = sim_client(&sim).await?;
     let store = podline_store::open(&args.db.to_string_lossy())
         .await
         .with_context(|| format!("opening the store {}", args.db.display()))?;
     let mut config = RecorderConfig::new(sim.url(), None);
     config.timeouts = WatchTimeouts::try_new(Duration::from_secs(30), Duration::from_secs(2))
         .context("demo watch timeouts")?;
-    let recorder = Recorder::new(client.clone(), store.clone(), config);
+    let recorder = Recorder::new(recorder_client, store.clone(), config);
     let metrics = recorder.metrics();
     let shutdown = CancellationToken::new();
     let recording = tokio::spawn(recorder.run(shutdown.clone()));
@@ -246,8 +250,15 @@ async fn inject_round_fault(sim: &Sim, round: usize) {
     let faults = sim.faults();
     match round {
         2 => {
-            println!("fault:    the recorder's watch stalls (silent connection)");
-            faults.push(recorder_watch(FaultAction::Stall { after_events: 5 }).times(1));
+            println!(
+                "fault:    the recorder's connection freezes (a frozen proxy: HTTP/2 PING notices it)"
+            );
+            faults.push(
+                recorder_watch(FaultAction::Freeze {
+                    after_ms: Some(300),
+                })
+                .times(1),
+            );
         }
         3 => {
             println!("fault:    watch streams reset mid-chunk, twice");
@@ -384,8 +395,16 @@ impl ScriptedOutcome {
 async fn sim_client(sim: &Sim) -> anyhow::Result<kube::Client> {
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml())
         .context("parsing the sim's kubeconfig")?;
+    let client_timeout = Duration::from_secs(10);
     let options = ConnectOptions {
-        client_timeout: Duration::from_secs(10),
+        client_timeout,
+        // Notices a frozen connection within 3 s, so the demo stays short.
+        http2_ping: Http2Ping::try_new(
+            Duration::from_secs(1),
+            Duration::from_secs(2),
+            client_timeout,
+        )
+        .context("demo PING settings")?,
         ..ConnectOptions::default()
     };
     let connected = connect_with_kubeconfig(

@@ -42,6 +42,15 @@ pub struct Global {
     /// Namespace to act in (default: the context's namespace, else "default").
     #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
+    /// HTTP/2 health check: a connection to the API server that received nothing for this long
+    /// gets a PING ("5s", "500ms"). Also PODLINE_HTTP2_PING_INTERVAL. Default 5s.
+    #[arg(long, global = true, value_name = "DURATION")]
+    pub http2_ping_interval: Option<String>,
+    /// HTTP/2 health check: a PING unanswered this long closes the connection, and every watch
+    /// on it resumes on a new one. Interval + timeout (how late a dead connection is noticed)
+    /// must be shorter than the client timeout. Also PODLINE_HTTP2_PING_TIMEOUT. Default 10s.
+    #[arg(long, global = true, value_name = "DURATION")]
+    pub http2_ping_timeout: Option<String>,
     /// Output format.
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -108,6 +117,21 @@ pub fn init_tracing(global: &Global, command: &Command) {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
+}
+
+impl Global {
+    /// The HTTP/2 PING settings (flags, then `PODLINE_HTTP2_PING_*`, then defaults), validated
+    /// against the client timeout they must fit in.
+    pub fn http2_ping(
+        &self,
+        client_timeout: std::time::Duration,
+    ) -> Result<podline_client::ping::Http2Ping, podline_client::timeouts::TimeoutError> {
+        podline_client::ping::Http2Ping::resolve(
+            self.http2_ping_interval.as_deref(),
+            self.http2_ping_timeout.as_deref(),
+            client_timeout,
+        )
+    }
 }
 
 /// Runs the chosen subcommand.

@@ -139,6 +139,10 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(timeouts) => timeouts,
         Err(err) => return usage(err),
     };
+    let http2_ping = match global.http2_ping(timeouts.client) {
+        Ok(ping) => ping,
+        Err(err) => return usage(err),
+    };
     let selector = match args
         .selector
         .as_deref()
@@ -158,6 +162,7 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         context: global.context.clone(),
         namespace: global.namespace.clone(),
         client_timeout: timeouts.client,
+        http2_ping,
     })
     .await?;
     let store = podline_store::open(&args.db)
@@ -179,6 +184,8 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         listen = %args.listen,
         server_timeout = ?timeouts.server,
         client_timeout = ?timeouts.client,
+        http2_ping_interval = ?http2_ping.interval,
+        http2_ping_timeout = ?http2_ping.timeout,
         "recording pods"
     );
 
@@ -232,11 +239,16 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(mlmd) => mlmd,
         Err(err) => return usage(format!("--mlmd-address: {err}")),
     };
+    let http2_ping = match global.http2_ping(env.client_side_timeout) {
+        Ok(ping) => ping,
+        Err(err) => return usage(err),
+    };
     let connected = connect(&ConnectOptions {
         kubeconfig: global.kubeconfig.clone(),
         context: global.context.clone(),
         namespace: global.namespace.clone(),
         client_timeout: env.client_side_timeout,
+        http2_ping,
     })
     .await?;
     let listener = health::bind(args.listen)

@@ -117,7 +117,7 @@ pub struct RunArgs {
     )]
     pub file: Option<PathBuf>,
     /// Total create attempts (first included) for 409 Conflict, 429, 5xx and network errors.
-    #[arg(help_heading = "Retries and timeouts", long, value_name = "N", env = "PODLINE_CREATE_ATTEMPTS", default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "N", env = "PODLINE_CREATE_ATTEMPTS", default_value_t = podline_launch::create::DEFAULT_CREATE_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..))]
     pub create_attempts: u32,
     /// First backoff window between create attempts (full jitter, doubling).
     #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_CREATE_BACKOFF_BASE", default_value = "200ms", value_parser = parse_duration)]
@@ -271,11 +271,15 @@ impl RunArgs {
 
 /// Builds a client like kubectl (the client crate's `connect`): --kubeconfig, KUBECONFIG,
 /// ~/.kube/config, in-cluster; --context and -n as given. Returns the client and the namespace.
-async fn connect(global: &Global) -> anyhow::Result<(kube::Client, String)> {
+async fn connect(
+    global: &Global,
+    http2_ping: podline_client::ping::Http2Ping,
+) -> anyhow::Result<(kube::Client, String)> {
     let options = podline_client::connect::ConnectOptions {
         kubeconfig: global.kubeconfig.clone(),
         context: global.context.clone(),
         namespace: global.namespace.clone(),
+        http2_ping,
         ..podline_client::connect::ConnectOptions::default()
     };
     let connected = podline_client::connect::connect(&options).await?;
@@ -351,7 +355,11 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
         };
         vec![spec; args.count as usize]
     };
-    let (client, namespace) = connect(global).await?;
+    let http2_ping = match global.http2_ping(podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT) {
+        Ok(ping) => ping,
+        Err(err) => return usage(err.into()),
+    };
+    let (client, namespace) = connect(global, http2_ping).await?;
     let launcher = Launcher::new(client, namespace, config);
     let cancel = Cancel::new();
     watch_signals(cancel.clone());
@@ -476,11 +484,26 @@ mod tests {
         assert_eq!(a.image_pull_policy, Some(PullPolicy::Never));
         assert_eq!(a.create_attempts, 12);
         assert_eq!(a.create_backoff_cap, Duration::from_secs(15));
+        // The CLI's defaults are the library's, so a Launcher built in code tries as hard.
+        assert_eq!(
+            a.create_backoff_base,
+            podline_launch::create::DEFAULT_CREATE_BACKOFF_BASE
+        );
+        assert_eq!(
+            a.create_backoff_cap,
+            podline_launch::create::DEFAULT_CREATE_BACKOFF_CAP
+        );
+        assert_eq!(
+            a.create_deadline,
+            podline_launch::create::DEFAULT_CREATE_DEADLINE
+        );
         assert_eq!(a.schedule_timeout, Duration::from_secs(120));
         let global = Global {
             kubeconfig: None,
             context: None,
             namespace: Some("ns".into()),
+            http2_ping_interval: None,
+            http2_ping_timeout: None,
             output: Output::Table,
             verbosity: 0,
         };

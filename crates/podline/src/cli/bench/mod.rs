@@ -10,6 +10,7 @@ mod mlmd;
 mod record;
 mod report;
 mod sim;
+mod stall;
 mod store;
 
 use std::path::PathBuf;
@@ -49,6 +50,8 @@ pub enum Part {
     Mlmd,
     /// The recorder, end to end (sim -> watch -> recorder -> SQLite).
     Record,
+    /// Noticing a frozen connection: HTTP/2 PING vs HTTP/1.1 (about a minute).
+    Stall,
 }
 
 /// Problem sizes; `--quick` shrinks them.
@@ -183,6 +186,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
              latency is from sending each create to the commit of the transaction holding it \
              (so it includes the API round trip); RSS and idle CPU are of a `podline record` \
              child process (default flags) and include its SQLite page cache."
+                .into(),
+        );
+    }
+    if wants(Part::Stall) {
+        eprintln!("benchmarking frozen-connection detection (about a minute)...");
+        rows.extend(stall::run().await.context("stall benchmark")?);
+        notes.push(
+            "stall: a quiet watch (no pod changes, no bookmarks) whose TCP connection the sim \
+             freezes; measured from the freeze to the watch's resume, default settings, both \
+             protocols at once over TLS."
                 .into(),
         );
     }

@@ -136,7 +136,7 @@ pub fn write_file(path: &Path, rows: &[Row], notes: &[String]) -> std::io::Resul
     );
     text.push_str("```sh\ncargo run --release -- bench\n```\n\n");
     text.push_str(
-        "`--only sim,launch,store,mlmd,record` runs a subset; `--quick` uses smaller sizes (the targets then\n",
+        "`--only sim,launch,store,mlmd,record,stall` runs a subset; `--quick` uses smaller sizes (the targets then\n",
     );
     text.push_str(
         "still apply to the rates, not to the sizes). Each figure is one run, not a best-of.\n\n",

@@ -1,0 +1,182 @@
+//! The HTTP transport under every podline [`kube::Client`]: HTTP/2 with PING health checks where
+//! the server offers it (TLS ALPN `h2`), HTTP/1.1 otherwise, with kube's own auth, base-URI and
+//! extra-header layers on top so every kube `Api` type keeps working.
+//!
+//! Why not kube's default stack: it speaks HTTP/1.1 only, one TCP connection per watch, and a
+//! silently dead connection then goes unnoticed until a timer gives up on it (kube-rs 5 took
+//! 297 s with default settings). Here:
+//! - **one connection pool per client**, multiplexing every request and watch of the process on
+//!   one HTTP/2 connection (as client-go does); clone the client, never build a second one;
+//! - **PING**: a connection silent for [`Http2Ping::interval`] gets a PING; no answer within
+//!   [`Http2Ping::timeout`] closes it, failing every request and stream on it at once, so a frozen
+//!   connection is noticed in seconds even when its watches are legitimately quiet;
+//! - **timeouts**: connect (TCP + TLS), and a socket read/write timeout a little longer than the
+//!   client timeout. On HTTP/2 the PING answers keep a healthy quiet connection's reads flowing,
+//!   so the read timeout never cuts it; a [`tower::timeout`] bounds each request's wait for its
+//!   response headers, which PING traffic would otherwise keep alive forever on a live connection;
+//! - **TLS verification stays on** (kube's rustls configuration: the kubeconfig's CA, client
+//!   certificates, `tls-server-name`); only `insecure-skip-tls-verify: true` turns it off.
+//!
+//! A request may carry a [`ResponseVersion`] in its extensions to learn which protocol answered
+//! it: the watch uses it to tell a quiet HTTP/2 stream (PING watches its connection) from a quiet
+//! HTTP/1.1 one (only the client timeout can).
+
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use http::{Request, Response, Version};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use kube::client::{Body, ConfigExt, DynBody};
+use rustls::pki_types::ServerName;
+use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
+
+use crate::ping::Http2Ping;
+
+/// Which HTTP version answered a request: insert one into a request's extensions, read it after
+/// the response headers arrived. Cheap to clone (clones share the slot).
+#[derive(Debug, Clone, Default)]
+pub struct ResponseVersion(Arc<OnceLock<Version>>);
+
+impl ResponseVersion {
+    /// The version of the response, once it arrived through podline's transport (`None` before,
+    /// or when the client was built some other way, e.g. a test's mock service).
+    pub fn get(&self) -> Option<Version> {
+        self.0.get().copied()
+    }
+
+    /// Whether the response came over HTTP/2 (a multiplexed connection watched by PING).
+    pub fn is_http2(&self) -> bool {
+        self.get() == Some(Version::HTTP_2)
+    }
+}
+
+/// Timeouts of the transport, derived from the client timeout by [`crate::connect`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TransportTimeouts {
+    /// TCP connect plus TLS handshake.
+    pub connect: Duration,
+    /// Socket reads and writes (reset by every read and write).
+    pub io: Duration,
+    /// From sending a request to its response headers.
+    pub headers: Duration,
+}
+
+/// Why the transport could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// kube could not build the TLS configuration or an auth layer from the kubeconfig.
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    /// The kubeconfig's `tls-server-name` is not a valid DNS name or IP address.
+    #[error("tls-server-name {name:?} in the kubeconfig is not a valid server name: {source}")]
+    TlsServerName {
+        /// The name.
+        name: String,
+        /// What rustls said.
+        #[source]
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+    /// The kubeconfig asks for a proxy, which podline's client does not speak.
+    #[error(
+        "proxy-url {0} in the kubeconfig is not supported: podline connects to the API server directly"
+    )]
+    ProxyUnsupported(String),
+}
+
+/// Builds the client: the transport (see the module doc) under kube's auth and URI layers.
+pub(crate) fn build(
+    config: &kube::Config,
+    timeouts: TransportTimeouts,
+    ping: Http2Ping,
+) -> Result<kube::client::ClientBuilder<Stack>, TransportError> {
+    if let Some(proxy) = &config.proxy_url {
+        return Err(TransportError::ProxyUnsupported(proxy.to_string()));
+    }
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_nodelay(true);
+    let tls = config.rustls_client_config()?;
+    let mut https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http();
+    if let Some(name) = &config.tls_server_name {
+        let server_name =
+            ServerName::try_from(name.clone()).map_err(|source| TransportError::TlsServerName {
+                name: name.clone(),
+                source,
+            })?;
+        https = https
+            .with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(server_name));
+    }
+    // ALPN offers h2 then http/1.1: a server (or proxy) without HTTP/2 gets HTTP/1.1.
+    let https = https.enable_all_versions().wrap_connector(tcp);
+    let mut connector = hyper_timeout::TimeoutConnector::new(https);
+    connector.set_connect_timeout(Some(timeouts.connect));
+    connector.set_read_timeout(Some(timeouts.io));
+    connector.set_write_timeout(Some(timeouts.io));
+    // A pooled connection's idle time must not count against the next response.
+    connector.set_reset_reader_on_write(true);
+    let client: hyper_util::client::legacy::Client<_, Body> =
+        hyper_util::client::legacy::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .http2_keep_alive_interval(ping.interval)
+            .http2_keep_alive_timeout(ping.timeout)
+            .http2_keep_alive_while_idle(true)
+            .build(connector);
+
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .layer(tower::timeout::TimeoutLayer::new(timeouts.headers))
+        .layer(tower::layer::layer_fn(NoteVersion))
+        .map_err(BoxError::from)
+        .service(client)
+        .map_response(|resp: Response<hyper::body::Incoming>| {
+            resp.map(|body| {
+                Box::new(http_body_util::BodyExt::map_err(body, BoxError::from)) as Box<DynBody>
+            })
+        })
+        .boxed();
+    Ok(kube::client::ClientBuilder::new(
+        service,
+        config.default_namespace.clone(),
+    ))
+}
+
+/// The service under kube's client: requests in, boxed bodies out.
+pub(crate) type Stack = tower::util::BoxService<Request<Body>, Response<Box<DynBody>>, BoxError>;
+
+/// Fills a request's [`ResponseVersion`] (if it has one) when the response headers arrive.
+#[derive(Debug, Clone)]
+struct NoteVersion<S>(S);
+
+impl<S, B> Service<Request<Body>> for NoteVersion<S>
+where
+    S: Service<Request<Body>, Response = Response<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Response<B>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        let slot = req.extensions().get::<ResponseVersion>().cloned();
+        let fut = self.0.call(req);
+        Box::pin(async move {
+            let resp = fut.await?;
+            if let Some(slot) = slot {
+                let _ = slot.0.set(resp.version());
+            }
+            Ok(resp)
+        })
+    }
+}

@@ -1,0 +1,69 @@
+//! The official Kubernetes Python client (`kubernetes` from PyPI) against the sim, over TLS, on a
+//! sim that offers HTTP/2 (the client's urllib3 asks ALPN for HTTP/1.1 only) and on one that
+//! serves HTTP/1.1 only. Skipped, loudly, when the package is not installed, unless
+//! `PODLINE_REQUIRE_PYTHON_KUBERNETES=1` (set by CI) makes that a failure.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use podline_sim::SimConfig;
+use tokio::process::Command;
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/kube_client.py")
+}
+
+/// Whether the package is importable; panics instead when CI requires it.
+async fn python_client_installed() -> bool {
+    let found = Command::new("python3")
+        .args(["-c", "import kubernetes"])
+        .output()
+        .await
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        let msg = "the Python `kubernetes` package is not installed: \
+                   `pip install -r crates/sim/tests/python/requirements.txt`";
+        if std::env::var("PODLINE_REQUIRE_PYTHON_KUBERNETES").as_deref() == Ok("1") {
+            panic!("{msg} (PODLINE_REQUIRE_PYTHON_KUBERNETES=1)");
+        }
+        eprintln!("SKIPPED: {msg}");
+    }
+    found
+}
+
+async fn python_against(http1_only: bool) {
+    if !python_client_installed().await {
+        return;
+    }
+    let sim = podline_testkit::start_sim(
+        SimConfig::default()
+            .kubelet_enabled(false)
+            .http1_only(http1_only),
+    )
+    .await;
+    let kubeconfig = podline_testkit::kubeconfig_file(&sim);
+    let mut cmd = Command::new("python3");
+    cmd.arg(script()).arg(kubeconfig.path()).kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(45), cmd.output())
+        .await
+        .expect("the Python client finished within 45 s")
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim() == "ok",
+        "the Python client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(sim.counts().get("watch", "pods") >= 1, "it watched");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_python_client_should_work_against_a_sim_that_offers_http2() {
+    python_against(false).await;
+}
+
+#[tokio::test]
+async fn the_python_client_should_work_against_an_http1_only_sim() {
+    python_against(true).await;
+}
