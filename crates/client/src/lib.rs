@@ -16,7 +16,8 @@
 //! - [`transport`]: the HTTP stack under that client: HTTP/2 (ALPN) with PING health checks,
 //!   every request and watch of a process multiplexed on one connection, HTTP/1.1 where the
 //!   server offers no h2. [`ping`]: the PING interval and timeout (5 s + 10 s by default), parsed
-//!   like the timeouts from `--http2-ping-*` and `PODLINE_HTTP2_PING_*`.
+//!   like the timeouts from `--http2-ping-*` and `PODLINE_HTTP2_PING_*`. [`proxy`]: the
+//!   kubeconfig's `proxy-url` (`http://` CONNECT tunnels and `socks5://`).
 //! - [`watch`]: [`watch::watch`] is LIST+WATCH that resumes from the last resourceVersion, bounds
 //!   every wait by the client timeout, re-lists only on 410, and yields errors as items.
 //!
@@ -58,6 +59,7 @@ pub mod backoff;
 pub mod connect;
 pub mod error;
 pub mod ping;
+pub mod proxy;
 pub mod retry;
 pub mod timeouts;
 pub mod transport;

@@ -14,6 +14,8 @@
 //!   client timeout. On HTTP/2 the PING answers keep a healthy quiet connection's reads flowing,
 //!   so the read timeout never cuts it; a [`tower::timeout`] bounds each request's wait for its
 //!   response headers, which PING traffic would otherwise keep alive forever on a live connection;
+//! - **proxies**: the kubeconfig's `proxy-url` (`http://` CONNECT or `socks5://`, see
+//!   [`crate::proxy`]) carries the TCP connection; TLS, HTTP/2 and PING run end to end through it;
 //! - **TLS verification stays on** (kube's rustls configuration: the kubeconfig's CA, client
 //!   certificates, `tls-server-name`); only `insecure-skip-tls-verify: true` turns it off.
 //!
@@ -34,6 +36,7 @@ use rustls::pki_types::ServerName;
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 
 use crate::ping::Http2Ping;
+use crate::proxy::{ProxyConnector, ProxyError};
 
 /// Which HTTP version answered a request: insert one into a request's extensions, read it after
 /// the response headers arrived. Cheap to clone (clones share the slot).
@@ -79,11 +82,9 @@ pub enum TransportError {
         #[source]
         source: rustls::pki_types::InvalidDnsNameError,
     },
-    /// The kubeconfig asks for a proxy, which podline's client does not speak.
-    #[error(
-        "proxy-url {0} in the kubeconfig is not supported: podline connects to the API server directly"
-    )]
-    ProxyUnsupported(String),
+    /// The kubeconfig's `proxy-url` cannot be used (see [`crate::proxy`]).
+    #[error(transparent)]
+    Proxy(#[from] ProxyError),
 }
 
 /// Builds the client: the transport (see the module doc) under kube's auth and URI layers.
@@ -92,12 +93,10 @@ pub(crate) fn build(
     timeouts: TransportTimeouts,
     ping: Http2Ping,
 ) -> Result<kube::client::ClientBuilder<Stack>, TransportError> {
-    if let Some(proxy) = &config.proxy_url {
-        return Err(TransportError::ProxyUnsupported(proxy.to_string()));
-    }
     let mut tcp = HttpConnector::new();
     tcp.enforce_http(false);
     tcp.set_nodelay(true);
+    let tcp = ProxyConnector::new(config.proxy_url.as_ref(), tcp)?;
     let tls = config.rustls_client_config()?;
     let mut https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)

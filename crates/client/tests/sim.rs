@@ -508,3 +508,6 @@ async fn connect_should_bound_unary_calls_by_the_client_timeout() {
 
 #[path = "sim/http2.rs"]
 mod http2;
+
+#[path = "sim/proxy.rs"]
+mod proxy;
