@@ -10,7 +10,9 @@
 //!
 //! The settings come from flags, then `PODLINE_HTTP2_PING_INTERVAL` /
 //! `PODLINE_HTTP2_PING_TIMEOUT`, then the defaults, and are parsed like the watch timeouts
-//! ([`crate::timeouts`]). Interval + timeout must be shorter than the client timeout:
+//! ([`crate::timeouts`]). Interval + timeout must be shorter than the client timeout; a setting
+//! left at its default shrinks to a third of a short client timeout
+//! ([`Http2Ping::default_for`]), so only values the user chose can conflict:
 //!
 //! ```
 //! use std::time::Duration;
@@ -69,6 +71,25 @@ impl Http2Ping {
         self.interval + self.timeout
     }
 
+    /// The defaults, fitted to the client timeout: each is at most a third of it, so a user who
+    /// shortens only the client timeout (say to 1 s) keeps a PING bound inside it instead of an
+    /// error about settings they never touched. At the default client timeout (60 s) these are
+    /// the plain defaults (5 s + 10 s).
+    pub fn default_for(client_timeout: Duration) -> Self {
+        // Whole milliseconds, so messages and logs show round values.
+        let third = Duration::from_millis(
+            u64::try_from(client_timeout.as_millis() / 3).unwrap_or(u64::MAX),
+        );
+        Self {
+            interval: DEFAULT_PING_INTERVAL
+                .min(third)
+                .max(Duration::from_millis(1)),
+            timeout: DEFAULT_PING_TIMEOUT
+                .min(third)
+                .max(Duration::from_millis(1)),
+        }
+    }
+
     /// Validates two durations against the client timeout (e.g. built in code or tests).
     pub fn try_new(
         interval: Duration,
@@ -117,14 +138,15 @@ impl Http2Ping {
     ) -> Result<Self, TimeoutError> {
         let interval = Setting::pick(interval_flag, PING_INTERVAL_FLAG, PING_INTERVAL_ENV, &env);
         let timeout = Setting::pick(timeout_flag, PING_TIMEOUT_FLAG, PING_TIMEOUT_ENV, &env);
+        let fitted = Self::default_for(client_timeout);
         let ping = Self {
             interval: match &interval {
                 Some(s) => s.parse()?,
-                None => DEFAULT_PING_INTERVAL,
+                None => fitted.interval,
             },
             timeout: match &timeout {
                 Some(s) => s.parse()?,
-                None => DEFAULT_PING_TIMEOUT,
+                None => fitted.timeout,
             },
         };
         if ping.detection() >= client_timeout {
@@ -192,6 +214,26 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "--http2-ping-interval (30s) + --http2-ping-timeout (30s) must be shorter than the client timeout (60s)"
+        );
+    }
+
+    #[test]
+    fn defaults_should_fit_a_short_client_timeout_but_chosen_values_must_fit_themselves() {
+        // Only the client timeout was shortened (e.g. PODLINE_WATCH_CLIENT_TIMEOUT=1): the
+        // untouched PING settings shrink to a third of it each.
+        let ping = Http2Ping::resolve_with(None, None, secs(1), env_of(&[])).unwrap();
+        assert_eq!(ping.interval, Duration::from_millis(333));
+        assert_eq!(ping.timeout, Duration::from_millis(333));
+        assert!(ping.detection() < secs(1));
+        // At 30 s the interval keeps its default, the timeout shrinks to 10 s (= default).
+        assert_eq!(Http2Ping::default_for(secs(30)), Http2Ping::default());
+        assert_eq!(Http2Ping::default_for(secs(60)), Http2Ping::default());
+        // A value the user chose is never changed: it fits or it is an error naming it.
+        let env = env_of(&[("PODLINE_HTTP2_PING_INTERVAL", "5s")]);
+        let err = Http2Ping::resolve_with(None, None, secs(6), &env).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "PODLINE_HTTP2_PING_INTERVAL (5s) + PODLINE_HTTP2_PING_TIMEOUT (default) (2s) must be shorter than the client timeout (6s)"
         );
     }
 

@@ -125,8 +125,30 @@ pub fn markdown(rows: &[Row]) -> String {
     out
 }
 
+/// The heading of the hand-kept part of docs/benchmarks.md (figures measured by tests and
+/// examples, not by `podline bench`), which [`write_file`] carries over from the old file.
+pub const KEPT_SECTION: &str = "## Other figures";
+
+/// The hand-kept section of an existing report (from [`KEPT_SECTION`] to the end), if any.
+fn kept_section(old: &str) -> Option<&str> {
+    let start = old.find(&format!("\n{KEPT_SECTION}"))?;
+    Some(old[start..].trim_start_matches('\n'))
+}
+
 /// Writes docs/benchmarks.md: how to reproduce, the machine, the date, the table and notes.
+/// A section headed [`KEPT_SECTION`] in the existing file is kept at the end, so a benchmark run
+/// (even `--only` one part) never erases figures measured some other way.
 pub fn write_file(path: &Path, rows: &[Row], notes: &[String]) -> std::io::Result<()> {
+    let old = std::fs::read_to_string(path).unwrap_or_default();
+    let text = render_file(rows, notes, kept_section(&old));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, text)
+}
+
+/// The report's text; `kept` (a hand-kept section) is appended as is.
+fn render_file(rows: &[Row], notes: &[String], kept: Option<&str>) -> String {
     let now = jiff::Timestamp::now()
         .strftime("%Y-%m-%d %H:%M UTC")
         .to_string();
@@ -149,10 +171,14 @@ pub fn write_file(path: &Path, rows: &[Row], notes: &[String]) -> std::io::Resul
             let _ = writeln!(text, "- {note}");
         }
     }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+    if let Some(kept) = kept {
+        text.push('\n');
+        text.push_str(kept);
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
     }
-    std::fs::write(path, text)
+    text
 }
 
 #[cfg(test)]
@@ -179,5 +205,22 @@ mod tests {
         );
         let table = markdown(&[Row::at_least("sim", "x", 1.0, 2.0, "/s")]);
         assert!(table.contains("| sim | x | >= 2 /s | 1 /s | **no** |"));
+    }
+
+    #[test]
+    fn a_new_report_keeps_the_hand_kept_section_of_the_old_one() {
+        let old = "# Benchmarks\n\n| old table |\n\n## Other figures\n\n| by tests | 1 s |\n";
+        let rows = [Row::at_least("sim", "x", 3.0, 2.0, "/s")];
+        let text = render_file(&rows, &["a note".into()], kept_section(old));
+        assert!(!text.contains("| old table |"), "{text}");
+        assert!(
+            text.contains("| sim | x | >= 2 /s | 3 /s | yes |"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("- a note\n\n## Other figures\n\n| by tests | 1 s |\n"),
+            "{text}"
+        );
+        assert_eq!(kept_section("# Benchmarks\n| t |\n"), None);
     }
 }
