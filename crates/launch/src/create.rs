@@ -132,9 +132,9 @@ fn rejected(err: kube::Error) -> LaunchError {
     }
 }
 
-/// Default total create attempts: with the sim's demo storm (30% 409s, 5% 429s) a pod fails
-/// only with probability 0.35^12 (about 3 in a billion), and a real quota burst of 50 creates
-/// settles well within it. Shared by [`default_create_policy`] and `podline run`'s flags.
+/// Default total create attempts: even if a third of all creates were refused, a pod would
+/// exhaust them about twice in a million, and a real quota burst of 50 creates settles well
+/// within them. Shared by [`default_create_policy`] and `podline run`'s flags.
 pub const DEFAULT_CREATE_ATTEMPTS: u32 = 12;
 /// Default first backoff window between create attempts (full jitter, doubling).
 pub const DEFAULT_CREATE_BACKOFF_BASE: Duration = Duration::from_millis(200);
@@ -186,9 +186,9 @@ mod tests {
         let policy = default_create_policy();
         assert_eq!(policy.max_attempts(), DEFAULT_CREATE_ATTEMPTS);
         assert_eq!(policy.deadline(), Some(DEFAULT_CREATE_DEADLINE));
-        // The demo's storm (35% of creates refused) exhausts 12 attempts once in ~300 million.
-        let all_refused = 0.35_f64.powi(i32::try_from(policy.max_attempts()).unwrap());
-        assert!(all_refused < 1e-8, "{all_refused}");
+        // A storm refusing a third of all creates exhausts 12 attempts about 2 times in a million.
+        let all_refused = (1.0_f64 / 3.0).powi(i32::try_from(policy.max_attempts()).unwrap());
+        assert!(all_refused < 3e-6, "{all_refused}");
     }
 
     #[test]

@@ -80,8 +80,17 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     );
 
     // Logs are followed (through reset log streams) and discarded.
+    // The demo's storm refuses about a third of all creates (see `create_faults`): 24 quick
+    // attempts make a pod that exhausts them a one-in-10^11 event, so a demo that fails means
+    // podline is wrong, not unlucky.
     let launch_config = LaunchConfig {
         logs: LogMode::Main,
+        create: podline_launch::create::create_policy(
+            DEMO_CREATE_ATTEMPTS,
+            Duration::from_millis(50),
+            Duration::from_secs(2),
+            Duration::from_secs(120),
+        )?,
         ..LaunchConfig::default()
     };
     let launcher = Launcher::new(client, "default", launch_config);
@@ -209,6 +218,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         Ok(ExitCode::from(1))
     }
 }
+
+/// Create attempts per pod in the demo (see where the launch config is built).
+const DEMO_CREATE_ATTEMPTS: u32 = 24;
 
 /// Faults on every create for the whole demo: quota-style 409 Conflicts (30%), 429 with
 /// Retry-After (5%), and resets of log streams (10%).
