@@ -45,6 +45,13 @@ fn is_kustomization(path: &Path) -> bool {
     path.file_name().and_then(|n| n.to_str()) == Some("kustomization.yaml")
 }
 
+/// A kustomize patch (`*.patch.yaml`): a partial object, checked through the rendered output.
+fn is_patch(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".patch.yaml"))
+}
+
 /// The YAML documents of a stream, as JSON values (empty documents dropped).
 fn documents(text: &str, origin: &str) -> Vec<Value> {
     let docs: Vec<Value> = serde_saphyr::from_multiple(text)
@@ -164,7 +171,7 @@ fn parse(doc: &Value, origin: &str) -> Result<Manifest, String> {
 fn raw_manifests() -> Vec<(PathBuf, Vec<Manifest>)> {
     yaml_files(&deploy_dir())
         .into_iter()
-        .filter(|p| !is_kustomization(p))
+        .filter(|p| !is_kustomization(p) && !is_patch(p))
         .map(|path| {
             let text = std::fs::read_to_string(&path).unwrap();
             let origin = path.display().to_string();
@@ -190,6 +197,14 @@ struct Kustomization {
     resources: Vec<String>,
     #[serde(default)]
     images: Vec<KustomizeImage>,
+    #[serde(default)]
+    patches: Vec<KustomizePatch>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KustomizePatch {
+    path: String,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -290,6 +305,31 @@ fn kustomizations_reference_existing_files_and_no_manifest_is_orphaned() {
                 referenced.insert(target.canonicalize().unwrap());
             }
         }
+    }
+    let mut patches = BTreeSet::new();
+    for dir in &dirs {
+        let text = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
+        let k: Kustomization = serde_saphyr::from_str(&text).unwrap();
+        for patch in &k.patches {
+            let target = dir.join(&patch.path);
+            assert!(
+                target.exists(),
+                "{}: patch {} does not exist",
+                dir.display(),
+                patch.path
+            );
+            patches.insert(target.canonicalize().unwrap());
+        }
+    }
+    for file in yaml_files(&deploy_dir())
+        .into_iter()
+        .filter(|p| is_patch(p))
+    {
+        assert!(
+            patches.contains(&file.canonicalize().unwrap()),
+            "{} is a patch no kustomization applies",
+            file.display()
+        );
     }
     for (file, _) in raw_manifests() {
         assert!(
@@ -424,7 +464,7 @@ fn env_value<'a>(
     container.env.as_deref()?.iter().find(|e| e.name == name)
 }
 
-fn check_deployment(deployment: &Deployment, origin: &str) {
+fn check_deployment(deployment: &Deployment, in_kfp_overlay: bool, origin: &str) {
     let spec = deployment.spec.as_ref().unwrap();
     let template = &spec.template;
     let pod = template.spec.as_ref().unwrap();
@@ -521,20 +561,36 @@ fn check_deployment(deployment: &Deployment, origin: &str) {
             "{origin}: the metrics server listens on the scrape port on all interfaces: {args:?}"
         );
 
-        // The database URL holds a password: only ever from a Secret.
-        let db =
-            env_value(container, "PODLINE_DB").unwrap_or_else(|| panic!("{origin}: PODLINE_DB"));
-        assert!(
-            db.value.is_none(),
-            "{origin}: PODLINE_DB must come from a Secret"
-        );
-        assert!(
-            db.value_from
-                .as_ref()
-                .and_then(|v| v.secret_key_ref.as_ref())
-                .is_some(),
-            "{origin}: PODLINE_DB from a secretKeyRef"
-        );
+        if in_kfp_overlay {
+            // KFP mode writes to MLMD (KFP's own service), keeps no store.
+            assert!(
+                args.iter().any(|a| a == "--kfp"),
+                "{origin}: the KFP overlay runs --kfp: {args:?}"
+            );
+            assert!(
+                env_value(container, "PODLINE_DB").is_none(),
+                "{origin}: KFP mode uses no store"
+            );
+        } else {
+            assert!(
+                !args.iter().any(|a| a == "--kfp"),
+                "{origin}: --kfp only in the KFP overlay"
+            );
+            // The database URL holds a password: only ever from a Secret.
+            let db = env_value(container, "PODLINE_DB")
+                .unwrap_or_else(|| panic!("{origin}: PODLINE_DB"));
+            assert!(
+                db.value.is_none(),
+                "{origin}: PODLINE_DB must come from a Secret"
+            );
+            assert!(
+                db.value_from
+                    .as_ref()
+                    .and_then(|v| v.secret_key_ref.as_ref())
+                    .is_some(),
+                "{origin}: PODLINE_DB from a secretKeyRef"
+            );
+        }
         for env in container.env.as_deref().unwrap_or_default() {
             let value = env.value.as_deref().unwrap_or_default();
             assert!(
@@ -566,7 +622,7 @@ fn the_recorder_deployment_is_hardened_and_wired() {
     for (file, manifests) in raw_manifests() {
         for manifest in &manifests {
             if let Manifest::Deployment(deployment) = manifest {
-                check_deployment(deployment, &file.display().to_string());
+                check_deployment(deployment, false, &file.display().to_string());
                 assert!(deployment.spec.as_ref().unwrap().replicas.unwrap_or(1) >= 2);
                 seen += 1;
             }
@@ -613,7 +669,7 @@ fn every_kustomization_renders_and_passes_the_checks() {
         for manifest in &manifests {
             match manifest {
                 Manifest::Deployment(d) => {
-                    check_deployment(d, &origin);
+                    check_deployment(d, in_kfp, &origin);
                     let image = d
                         .spec
                         .as_ref()
