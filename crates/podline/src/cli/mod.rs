@@ -43,12 +43,14 @@ pub struct Global {
     #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
     /// HTTP/2 health check: a connection to the API server that received nothing for this long
-    /// gets a PING ("5s", "500ms"). Also PODLINE_HTTP2_PING_INTERVAL. Default 5s.
+    /// gets a PING ("5s", "500ms"). Also PODLINE_HTTP2_PING_INTERVAL. Default 5s (at most a
+    /// third of the client timeout).
     #[arg(long, global = true, value_name = "DURATION")]
     pub http2_ping_interval: Option<String>,
     /// HTTP/2 health check: a PING unanswered this long closes the connection, and every watch
     /// on it resumes on a new one. Interval + timeout (how late a dead connection is noticed)
-    /// must be shorter than the client timeout. Also PODLINE_HTTP2_PING_TIMEOUT. Default 10s.
+    /// must be shorter than the client timeout. Also PODLINE_HTTP2_PING_TIMEOUT. Default 10s (at
+    /// most a third of the client timeout).
     #[arg(long, global = true, value_name = "DURATION")]
     pub http2_ping_timeout: Option<String>,
     /// Output format.
