@@ -137,7 +137,7 @@ fn rejected(err: kube::Error) -> LaunchError {
 /// within them. Shared by [`default_create_policy`] and `podline run`'s flags.
 pub const DEFAULT_CREATE_ATTEMPTS: u32 = 12;
 /// Default first backoff window between create attempts (full jitter, doubling).
-pub const DEFAULT_CREATE_BACKOFF_BASE: Duration = Duration::from_millis(200);
+pub const DEFAULT_CREATE_BACKOFF_BASE: Duration = Duration::from_millis(100);
 /// Default largest backoff window between create attempts (the seed fix's order of magnitude).
 pub const DEFAULT_CREATE_BACKOFF_CAP: Duration = Duration::from_secs(15);
 /// Default overall time budget for one create, responses included.

@@ -225,10 +225,6 @@ impl Launcher {
                 Err(err) => return finish_early(result, err),
             }
         }
-        // The pod watch of a new pod starts before its create, so its LIST and WATCH requests
-        // overlap the create instead of following it (time to running is on the critical path
-        // of every task). Dropped with the receiver if the create fails.
-        let mut early_watch = None;
         let created_pod = if let Some(pod) = reattached {
             built.name = pod.metadata.name.clone().unwrap_or_default();
             built.launch_id = pod
@@ -250,7 +246,6 @@ impl Launcher {
             tracing::info!(pod = %built.name, "reattached to the running pod of this task");
             pod
         } else {
-            early_watch = Some(podwatch::spawn(api.clone(), &built.name));
             let create = create::create_idempotent(&api, &built, &cfg.create);
             tokio::select! {
                 created = create => match created {

@@ -120,7 +120,7 @@ pub struct RunArgs {
     #[arg(help_heading = "Retries and timeouts", long, value_name = "N", env = "PODLINE_CREATE_ATTEMPTS", default_value_t = podline_launch::create::DEFAULT_CREATE_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..))]
     pub create_attempts: u32,
     /// First backoff window between create attempts (full jitter, doubling).
-    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_CREATE_BACKOFF_BASE", default_value = "200ms", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_CREATE_BACKOFF_BASE", default_value = "100ms", value_parser = parse_duration)]
     pub create_backoff_base: Duration,
     /// Largest backoff window between create attempts.
     #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_CREATE_BACKOFF_CAP", default_value = "15s", value_parser = parse_duration)]
