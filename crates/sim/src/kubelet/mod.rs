@@ -53,7 +53,7 @@ use tokio_util::time::DelayQueue;
 pub use config::KubeletConfig;
 pub use script::{ANNOTATION_PREFIX, ScriptError};
 
-use crate::cluster::{ChangeKind, Cluster, PodChange};
+use crate::cluster::{ChangeKind, Cluster, EventSubject, PodChange};
 use crate::logs::LogStore;
 use exec::{ExecReport, ExecSpec};
 use pod::{Ctx, Effect, Input, PodWork, TimerKind};
@@ -114,11 +114,36 @@ impl Drop for KubeletHandle {
     }
 }
 
-/// A pod the kubelet runs, with the latest object it saw (for event references and specs).
+/// A pod the kubelet runs. Only what its Events refer to is kept of the latest object it saw
+/// (not the object itself: 100k running pods must not cost 100k decoded pods).
 struct Tracked {
     work: PodWork,
-    pod: Arc<Pod>,
+    /// The latest resourceVersion seen (Events name it in `involvedObject`).
+    resource_version: Option<String>,
+    /// The node the pod is bound to, once it is (Events name it as their source host).
+    node_name: Option<String>,
     deleting: bool,
+}
+
+impl Tracked {
+    /// Takes what Events need from the latest version of the pod.
+    fn saw(&mut self, pod: &Pod) {
+        self.resource_version
+            .clone_from(&pod.metadata.resource_version);
+        self.node_name
+            .clone_from(&pod.spec.as_ref().and_then(|s| s.node_name.clone()));
+    }
+
+    /// The pod as its Events refer to it.
+    fn subject(&self) -> EventSubject<'_> {
+        EventSubject {
+            namespace: &self.work.namespace,
+            name: &self.work.name,
+            uid: &self.work.uid,
+            resource_version: self.resource_version.as_deref(),
+            node_name: self.node_name.as_deref(),
+        }
+    }
 }
 
 /// Gives an `--exec` task access to the cluster's log store without borrowing the cluster.
@@ -236,7 +261,7 @@ impl Driver {
             return;
         };
         if let Some(tracked) = self.pods.get_mut(uid.as_str()) {
-            tracked.pod = Arc::clone(&pod);
+            tracked.saw(&pod);
             if pod.metadata.deletion_timestamp.is_some() && !tracked.deleting {
                 tracked.deleting = true;
                 let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(30);
@@ -270,14 +295,14 @@ impl Driver {
         self.next_ip += 1;
         let (work, effects) = PodWork::new(&pod, &self.cfg, pod_ip(self.next_ip));
         let key = Arc::clone(&work.uid);
-        self.pods.insert(
-            Arc::clone(&key),
-            Tracked {
-                work,
-                pod,
-                deleting: false,
-            },
-        );
+        let mut tracked = Tracked {
+            work,
+            resource_version: None,
+            node_name: None,
+            deleting: false,
+        };
+        tracked.saw(&pod);
+        self.pods.insert(Arc::clone(&key), tracked);
         self.apply(&key, effects);
     }
 
@@ -318,7 +343,7 @@ impl Driver {
                                 status::render(work, cfg, pod);
                             });
                     match written {
-                        Some(pod) => tracked.pod = pod,
+                        Some(pod) => tracked.saw(&pod),
                         None => {
                             // Gone or replaced by a new pod of the same name.
                             self.forget(uid);
@@ -328,8 +353,8 @@ impl Driver {
                 }
                 Effect::Event(ev) => {
                     let kind = if ev.warning { "Warning" } else { "Normal" };
-                    self.cluster.record_event(
-                        &tracked.pod,
+                    self.cluster.record_pod_event(
+                        &tracked.subject(),
                         kind,
                         ev.reason,
                         &ev.message,
@@ -376,10 +401,14 @@ impl Driver {
         let Some(tracked) = self.pods.get(uid) else {
             return;
         };
-        let container = tracked
-            .pod
-            .spec
+        // Exec mode only: read the spec from the store rather than keeping every pod decoded.
+        let pod = self
+            .cluster
+            .get_pod(&tracked.work.namespace, &tracked.work.name)
+            .filter(|pod| pod.metadata.uid.as_deref() == Some(&*tracked.work.uid));
+        let container = pod
             .as_ref()
+            .and_then(|pod| pod.spec.as_ref())
             .and_then(|s| s.containers.get(idx));
         let hostname = tracked.work.name.clone();
         let Some(spec) = container
@@ -392,8 +421,8 @@ impl Driver {
                 "--exec mode cannot resolve valueFrom for env var {name:?} of container {:?}; it is left unset",
                 spec.container
             );
-            self.cluster.record_event(
-                &tracked.pod,
+            self.cluster.record_pod_event(
+                &tracked.subject(),
                 "Warning",
                 "EnvValueFromUnsupported",
                 &message,
