@@ -1,57 +1,78 @@
 //! [`Facts`]: what LIST and WATCH filtering need to know about a stored object (its namespace,
 //! labels and the values of the fields its kind supports in field selectors), packed into two
-//! small allocations.
+//! one small shared allocation.
 //!
 //! The store keeps objects as their serialized JSON only (see `table.rs`); decoding 100k pods to
 //! evaluate a selector would be far too slow, and keeping the decoded structs costs several KB
 //! each. Facts are extracted once, at write time, from the object being written.
 
+use std::sync::Arc;
+
 use super::kind::Kind;
 
-/// Several strings in one allocation, addressed by index.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Strs {
-    text: Box<str>,
-    /// End offset of each string in `text`.
-    ends: Box<[u32]>,
+/// Several strings in one shared allocation, addressed by index: a header of end offsets (u32,
+/// little-endian) followed by the strings' bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Strs(Arc<[u8]>);
+
+impl Default for Strs {
+    fn default() -> Self {
+        Strs::new([])
+    }
 }
 
 impl Strs {
     fn new<'a>(items: impl IntoIterator<Item = &'a str>) -> Strs {
-        let mut text = String::new();
-        let mut ends = Vec::new();
-        for item in items {
-            text.push_str(item);
-            // Objects are far below 4 GiB (the API rejects bodies over a few MB).
-            ends.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
+        let items: Vec<&str> = items.into_iter().collect();
+        let header = 4 * (1 + items.len());
+        let mut data = Vec::with_capacity(header + items.iter().map(|s| s.len()).sum::<usize>());
+        // Objects are far below 4 GiB (the API rejects bodies over a few MB).
+        let count = u32::try_from(items.len()).unwrap_or(u32::MAX);
+        data.extend_from_slice(&count.to_le_bytes());
+        let mut end = header;
+        for item in &items {
+            end += item.len();
+            data.extend_from_slice(&u32::try_from(end).unwrap_or(u32::MAX).to_le_bytes());
         }
-        Strs {
-            text: text.into_boxed_str(),
-            ends: ends.into_boxed_slice(),
+        for item in &items {
+            data.extend_from_slice(item.as_bytes());
         }
+        Strs(data.into())
+    }
+
+    fn word(&self, index: usize) -> usize {
+        let at = 4 * index;
+        self.0
+            .get(at..at + 4)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, |b| u32::from_le_bytes(b) as usize)
     }
 
     fn len(&self) -> usize {
-        self.ends.len()
+        self.word(0)
     }
 
     fn get(&self, index: usize) -> &str {
-        let Some(&end) = self.ends.get(index) else {
+        if index >= self.len() {
             return "";
-        };
+        }
         let start = match index {
-            0 => 0,
-            _ => self.ends[index - 1] as usize,
+            0 => 4 * (1 + self.len()),
+            _ => self.word(index),
         };
-        // Offsets were taken at char boundaries of this very text.
-        self.text.get(start..end as usize).unwrap_or_default()
+        let end = self.word(index + 1);
+        // The bytes were copied from whole `&str`s, so this is valid UTF-8.
+        self.0
+            .get(start..end)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .unwrap_or_default()
     }
 }
 
 /// The selector-relevant facts of one object version. See the module docs.
 ///
 /// Layout of the packed strings: the namespace, then one value per entry of [`Kind::FIELDS`],
-/// then the labels as key, value, key, value...
+/// then the labels as key, value, key, value... Cloning shares them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts {
     strs: Strs,
@@ -146,6 +167,15 @@ mod tests {
         assert_eq!(facts.label("web"), None, "values are not keys");
         assert_eq!(facts.label("missing"), None);
         assert_eq!(facts.field(99), "");
+    }
+
+    #[test]
+    fn packed_strings_come_back_as_given() {
+        let strs = Strs::new(["", "ünï", "a", ""]);
+        assert_eq!(strs.len(), 4);
+        let got: Vec<&str> = (0..5).map(|i| strs.get(i)).collect();
+        assert_eq!(got, ["", "ünï", "a", "", ""]);
+        assert_eq!(Strs::default().len(), 0);
     }
 
     #[test]

@@ -34,13 +34,51 @@ pub use table::{
 use truth::GroundTruth;
 pub use truth::PodHistory;
 
-/// A change to a pod, as the kubelet sees it.
+/// A change to a pod, as the kubelet sees it: the few fields it acts on rather than the pod, so
+/// that the change channel does not pin thousands of decoded pods during a burst.
 #[derive(Debug, Clone)]
 pub struct PodChange {
     /// What happened.
     pub kind: ChangeKind,
     /// The pod after the change (for Deleted: its last state).
-    pub pod: Arc<Pod>,
+    pub pod: Arc<PodRef>,
+}
+
+/// One version of a pod, by reference: what the kubelet needs to follow it (it reads the pod
+/// itself from the store when it adopts it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodRef {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// The pod's uid.
+    pub uid: String,
+    /// This version's resourceVersion.
+    pub resource_version: Option<String>,
+    /// The node the pod is bound to, if it is.
+    pub node_name: Option<String>,
+    /// The grace period of a requested deletion (None: not being deleted).
+    pub deletion_grace_seconds: Option<i64>,
+}
+
+impl PodRef {
+    /// The reference of `pod`.
+    pub fn of(pod: &Pod) -> PodRef {
+        let meta = &pod.metadata;
+        PodRef {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone(),
+            node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            // The real kubelet's default when the pod does not say.
+            deletion_grace_seconds: meta
+                .deletion_timestamp
+                .as_ref()
+                .map(|_| meta.deletion_grace_period_seconds.unwrap_or(30)),
+        }
+    }
 }
 
 /// The pod an Event is about, as the Event refers to it.
@@ -93,6 +131,11 @@ impl AggregationKey<'_> {
     }
 }
 
+/// The name of an Event about the object `name`, from its suffix.
+fn event_name(name: &str, suffix: u64) -> String {
+    format!("{name}.{suffix:016x}")
+}
+
 /// Namespaces every cluster starts with.
 pub const INITIAL_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -132,10 +175,11 @@ struct Inner {
     pod_changes: broadcast::Sender<PodChange>,
     truth: Mutex<GroundTruth>,
     logs: LogStore,
-    /// Hash of a pod event's [`AggregationKey`] -> (namespace, name) of the Event object, so
-    /// repeats bump `count` like the real event recorder does. Four Events per pod make this
-    /// index big at 100k pods, hence the hash key (a hit is checked against the Event itself).
-    event_index: Mutex<HashMap<u64, (Box<str>, Box<str>)>>,
+    /// Hash of a pod event's [`AggregationKey`] -> the name suffix of the Event object (it lives
+    /// in the pod's namespace, named `<pod>.<suffix as 16 hex digits>`), so repeats bump `count`
+    /// like the real event recorder does. Four Events per pod make this index big at 100k pods,
+    /// hence the hashes (a hit is checked against the Event itself).
+    event_index: Mutex<HashMap<u64, u64>>,
     kubelet_enabled: AtomicBool,
 }
 
@@ -308,7 +352,7 @@ impl Cluster {
                 // No kubelet subscribed is fine.
                 let _ = inner.pod_changes.send(PodChange {
                     kind: event.kind,
-                    pod: pod.clone(),
+                    pod: Arc::new(PodRef::of(pod)),
                 });
             })
     }
@@ -417,10 +461,10 @@ impl Cluster {
             component,
         };
         let now = Timestamp::now();
-        let existing = lock(&self.inner.event_index).get(&agg.hash()).cloned();
-        if let Some((ns, name)) = existing {
+        let existing = lock(&self.inner.event_index).get(&agg.hash()).copied();
+        if let Some(suffix) = existing {
             let bumped = self.inner.events.write(
-                (ns.into(), name.into()),
+                (pod.namespace.to_owned(), event_name(pod.name, suffix)),
                 |current| {
                     let Some(current) = current else {
                         return Err(());
@@ -441,7 +485,9 @@ impl Cluster {
             }
         }
         let namespace = pod.namespace.to_owned();
-        let name = format!("{}.{:016x}", pod.name, now.as_nanosecond() as u64);
+        // The real recorder's name: the object's name and the time in hex nanoseconds.
+        let suffix = now.as_nanosecond() as u64;
+        let name = event_name(pod.name, suffix);
         let event = Event {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
@@ -483,7 +529,7 @@ impl Cluster {
             |_, _| {},
         );
         if created.is_ok() {
-            lock(&self.inner.event_index).insert(agg.hash(), (namespace.into(), name.into()));
+            lock(&self.inner.event_index).insert(agg.hash(), suffix);
         }
     }
 

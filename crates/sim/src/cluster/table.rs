@@ -58,7 +58,7 @@ pub struct Stored<K> {
     /// The object's JSON, exactly as sent to clients.
     pub json: Bytes,
     /// What LIST/WATCH filtering needs (namespace, labels, selectable fields).
-    pub facts: Arc<Facts>,
+    pub facts: Facts,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -77,7 +77,7 @@ impl<K: Kind> Stored<K> {
     pub fn new(obj: &K, json: Bytes) -> Self {
         Stored {
             json,
-            facts: Arc::new(Facts::of(obj)),
+            facts: Facts::of(obj),
             kind: PhantomData,
         }
     }
@@ -104,7 +104,7 @@ pub struct WatchEvent<K> {
     /// What happened.
     pub kind: ChangeKind,
     /// Facts of the object after the change (for DELETED: its last state).
-    pub facts: Arc<Facts>,
+    pub facts: Facts,
     /// The object before the change (MODIFIED and DELETED), for selector-filtered watches.
     pub prev: Option<Stored<K>>,
     /// The complete watch line, `{"type":"...","object":{...}}\n`.

@@ -53,7 +53,7 @@ use tokio_util::time::DelayQueue;
 pub use config::KubeletConfig;
 pub use script::{ANNOTATION_PREFIX, ScriptError};
 
-use crate::cluster::{ChangeKind, Cluster, EventSubject, PodChange};
+use crate::cluster::{ChangeKind, Cluster, EventSubject, PodChange, PodRef};
 use crate::logs::LogStore;
 use exec::{ExecReport, ExecSpec};
 use pod::{Ctx, Effect, Input, PodWork, TimerKind};
@@ -127,11 +127,9 @@ struct Tracked {
 
 impl Tracked {
     /// Takes what Events need from the latest version of the pod.
-    fn saw(&mut self, pod: &Pod) {
-        self.resource_version
-            .clone_from(&pod.metadata.resource_version);
-        self.node_name
-            .clone_from(&pod.spec.as_ref().and_then(|s| s.node_name.clone()));
+    fn saw(&mut self, pod: &PodRef) {
+        self.resource_version.clone_from(&pod.resource_version);
+        self.node_name.clone_from(&pod.node_name);
     }
 
     /// The pod as its Events refer to it.
@@ -222,15 +220,15 @@ impl Driver {
     }
 
     fn on_change(&mut self, change: PodChange) {
-        let Some(uid) = change.pod.metadata.uid.as_deref() else {
-            return;
-        };
-        if change.kind == ChangeKind::Deleted {
-            self.forget(uid);
-            self.cluster.logs().remove_pod(uid);
+        if change.pod.uid.is_empty() {
             return;
         }
-        self.observe(change.pod);
+        if change.kind == ChangeKind::Deleted {
+            self.forget(&change.pod.uid);
+            self.cluster.logs().remove_pod(&change.pod.uid);
+            return;
+        }
+        self.observe(&change.pod);
     }
 
     /// Re-reads every pod after missing changes: adopts new ones, notices deletions.
@@ -251,20 +249,19 @@ impl Driver {
             self.cluster.logs().remove_pod(&uid);
         }
         for pod in pods {
-            self.observe(pod);
+            self.observe(&PodRef::of(&pod));
         }
     }
 
     /// Handles the current state of a pod (from an event or a resync).
-    fn observe(&mut self, pod: Arc<Pod>) {
-        let Some(uid) = pod.metadata.uid.clone() else {
-            return;
-        };
-        if let Some(tracked) = self.pods.get_mut(uid.as_str()) {
-            tracked.saw(&pod);
-            if pod.metadata.deletion_timestamp.is_some() && !tracked.deleting {
+    fn observe(&mut self, change: &PodRef) {
+        let uid = change.uid.as_str();
+        if let Some(tracked) = self.pods.get_mut(uid) {
+            tracked.saw(change);
+            if let Some(grace) = change.deletion_grace_seconds
+                && !tracked.deleting
+            {
                 tracked.deleting = true;
-                let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(30);
                 let grace = Duration::from_secs(u64::try_from(grace).unwrap_or(0));
                 let key = Arc::clone(&tracked.work.uid);
                 self.step(&key, Input::Delete { grace });
@@ -272,21 +269,16 @@ impl Driver {
             return;
         }
         // Not ours (yet): events queue up, so look at the pod as it is now, not as it was.
-        let (Some(namespace), Some(name)) = (
-            pod.metadata.namespace.as_deref(),
-            pod.metadata.name.as_deref(),
-        ) else {
-            return;
-        };
+        let (namespace, name) = (change.namespace.as_str(), change.name.as_str());
         let Some(pod) = self.cluster.get_pod(namespace, name) else {
             return;
         };
-        if pod.metadata.uid.as_deref() != Some(uid.as_str()) || !self.is_ours(&pod) {
+        if pod.metadata.uid.as_deref() != Some(uid) || !self.is_ours(&pod) {
             return;
         }
         if pod.metadata.deletion_timestamp.is_some() {
             // Nothing of it runs here: there is nothing to stop.
-            self.cluster.remove_pod(namespace, name, &uid);
+            self.cluster.remove_pod(namespace, name, uid);
             return;
         }
         if !is_fresh(&pod) {
@@ -301,7 +293,7 @@ impl Driver {
             node_name: None,
             deleting: false,
         };
-        tracked.saw(&pod);
+        tracked.saw(&PodRef::of(&pod));
         self.pods.insert(Arc::clone(&key), tracked);
         self.apply(&key, effects);
     }
@@ -343,7 +335,7 @@ impl Driver {
                                 status::render(work, cfg, pod);
                             });
                     match written {
-                        Some(pod) => tracked.saw(&pod),
+                        Some(pod) => tracked.saw(&PodRef::of(&pod)),
                         None => {
                             // Gone or replaced by a new pod of the same name.
                             self.forget(uid);
