@@ -394,7 +394,10 @@ fn create<K: ApiKind>(
             None => Ok((Write::Create(candidate), ())),
         }) {
             Ok((Some(commit), ())) => {
-                return Ok(json_response(StatusCode::CREATED, commit.event.json.clone()));
+                return Ok(json_response(
+                    StatusCode::CREATED,
+                    commit.event.json.clone(),
+                ));
             }
             Ok((None, ())) => return Err(ApiError::internal("create stored nothing")),
             Err(err) => last_err = Some(err),

@@ -28,8 +28,8 @@ use crate::logs::LogStore;
 pub use facts::Facts;
 pub use kind::{GenericObject, Kind, WorkflowTaskResult};
 pub use table::{
-    ChangeKind, Commit, Committed, HistoryLimits, Key, RvClock, Stored, Table, TooOld,
-    WatchEvent, WatchFrom, WatchStart, Write, event_line,
+    ChangeKind, Commit, Committed, HistoryLimits, Key, RvClock, Stored, Table, TooOld, WatchEvent,
+    WatchFrom, WatchStart, Write, event_line,
 };
 use truth::GroundTruth;
 pub use truth::PodHistory;
@@ -337,9 +337,10 @@ impl Cluster {
         decide: impl FnOnce(Option<&Stored<Pod>>) -> Result<(Write<Pod>, T), E>,
     ) -> Result<Committed<Pod, T>, E> {
         let inner = &self.inner;
-        inner
-            .pods
-            .write((namespace.to_owned(), name.to_owned()), decide, |event, pod| {
+        inner.pods.write(
+            (namespace.to_owned(), name.to_owned()),
+            decide,
+            |event, pod| {
                 {
                     let mut truth = lock(&inner.truth);
                     truth.observe(pod);
@@ -354,7 +355,8 @@ impl Cluster {
                     kind: event.kind,
                     pod: Arc::new(PodRef::of(pod)),
                 });
-            })
+            },
+        )
     }
 
     // ---- The kubelet-facing API -------------------------------------------------------------

@@ -212,8 +212,24 @@ impl RvClock {
     }
 }
 
+/// A [`Key`] as the table stores it: `namespace NUL name` in one allocation (half the memory of
+/// two `String`s, for 100k pods and their Events). It orders like the `(namespace, name)` tuple,
+/// since NUL sorts first and never occurs in a namespace (a DNS label).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct PackedKey(Box<str>);
+
+impl PackedKey {
+    fn new(namespace: &str, name: &str) -> PackedKey {
+        PackedKey([namespace, name].join("\0").into())
+    }
+
+    fn namespace(&self) -> &str {
+        self.0.split_once('\0').map_or(&*self.0, |(ns, _)| ns)
+    }
+}
+
 struct State<K> {
-    objects: BTreeMap<Key, Stored<K>>,
+    objects: BTreeMap<PackedKey, Stored<K>>,
     history: VecDeque<Arc<WatchEvent<K>>>,
     /// Resumes from a resourceVersion below this answer 410 (everything after it is kept).
     compacted_rv: u64,
@@ -286,10 +302,7 @@ impl<K: Kind> Table<K> {
     /// The current object at `key`.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Stored<K>> {
         let state = self.lock();
-        state
-            .objects
-            .get(&(namespace.to_owned(), name.to_owned()))
-            .cloned()
+        state.objects.get(&PackedKey::new(namespace, name)).cloned()
     }
 
     /// Number of objects stored.
@@ -308,16 +321,16 @@ impl<K: Kind> Table<K> {
         let state = self.lock();
         let rv = self.clock.current();
         let lower = match after {
-            Some(key) => Bound::Excluded(key.clone()),
+            Some((ns, name)) => Bound::Excluded(PackedKey::new(ns, name)),
             None => match namespace {
-                Some(ns) => Bound::Included((ns.to_owned(), String::new())),
+                Some(ns) => Bound::Included(PackedKey::new(ns, "")),
                 None => Bound::Unbounded,
             },
         };
         let items = state
             .objects
             .range((lower, Bound::Unbounded))
-            .take_while(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
+            .take_while(|(key, _)| namespace.is_none_or(|want| want == key.namespace()))
             .map(|(_, stored)| stored.clone())
             .collect();
         (items, rv)
@@ -333,6 +346,7 @@ impl<K: Kind> Table<K> {
         hook: impl FnOnce(&WatchEvent<K>, &Arc<K>),
     ) -> Result<Committed<K, T>, E> {
         let mut state = self.lock();
+        let key = PackedKey::new(&key.0, &key.1);
         let current = state.objects.get(&key);
         let (write, extra) = decide(current)?;
         let prev = current.cloned();
@@ -498,9 +512,15 @@ mod tests {
         let table = table();
         let commit = create(&table, pod("a", "web"));
         let stored = table.get("default", "a").expect("stored");
-        assert_eq!(stored.json, commit.event.json, "GET serves the written bytes");
+        assert_eq!(
+            stored.json, commit.event.json,
+            "GET serves the written bytes"
+        );
         let (listed, _) = table.snapshot(Some("default"), None);
-        assert_eq!(listed[0].json, commit.event.json, "LIST serves the same bytes");
+        assert_eq!(
+            listed[0].json, commit.event.json,
+            "LIST serves the same bytes"
+        );
         assert_eq!(
             stored.json,
             serde_json::to_vec(&*commit.obj).expect("serialize"),
@@ -530,8 +550,15 @@ mod tests {
         expected.metadata.labels = Some([("app".to_owned(), "db".to_owned())].into());
         expected.metadata.resource_version = Some(commit.event.rv.to_string());
         assert_eq!(*commit.obj, expected, "only the label and version changed");
-        assert_eq!(table.get("default", "a").expect("stored").decode(), expected);
-        let prev = commit.event.prev.as_ref().expect("MODIFIED keeps the old version");
+        assert_eq!(
+            table.get("default", "a").expect("stored").decode(),
+            expected
+        );
+        let prev = commit
+            .event
+            .prev
+            .as_ref()
+            .expect("MODIFIED keeps the old version");
         assert_eq!(prev.json, first.event.json);
         assert_eq!(prev.facts.label("app"), Some("web"));
         assert_eq!(commit.event.facts.label("app"), Some("db"));
@@ -542,15 +569,51 @@ mod tests {
         let table = table();
         let first = create(&table, pod("a", "web"));
         let (commit, ()) = table
-            .write(
-                key("a"),
-                |_| Ok::<_, ()>((Write::Unchanged, ())),
-                |_, _| {},
-            )
+            .write(key("a"), |_| Ok::<_, ()>((Write::Unchanged, ())), |_, _| {})
             .expect("no-op");
         assert!(commit.is_none());
         let stored = table.get("default", "a").expect("stored");
         assert_eq!(stored.json, first.event.json, "the version is kept");
+    }
+
+    #[test]
+    fn keys_order_like_namespace_then_name() {
+        let keys = [
+            ("a", "z"),
+            ("a-b", "a"),
+            ("ab", ""),
+            ("ab", "a"),
+            ("b", "a"),
+        ];
+        for pair in keys.windows(2) {
+            let (x, y) = (pair[0], pair[1]);
+            assert!(
+                PackedKey::new(x.0, x.1) < PackedKey::new(y.0, y.1),
+                "{x:?} < {y:?}"
+            );
+        }
+        assert_eq!(PackedKey::new("ab", "c").namespace(), "ab");
+        let table = table();
+        for (ns, name) in keys {
+            let mut pod = pod(name, "web");
+            pod.metadata.namespace = Some(ns.to_owned());
+            let _ = table
+                .write(
+                    (ns.to_owned(), name.to_owned()),
+                    |_| Ok::<_, ()>((Write::Create(pod), ())),
+                    |_, _| {},
+                )
+                .expect("create");
+        }
+        let (in_ab, _) = table.snapshot(Some("ab"), None);
+        assert_eq!(in_ab.len(), 2, "only namespace ab, not a or a-b");
+        let after = ("ab".to_owned(), String::new());
+        let (rest, _) = table.snapshot(None, Some(&after));
+        let names: Vec<String> = rest
+            .iter()
+            .map(|s| s.decode().metadata.name.unwrap_or_default())
+            .collect();
+        assert_eq!(names, ["a", "a"], "continues after (ab, \"\")");
     }
 
     #[test]

@@ -189,7 +189,9 @@ impl GroundTruth {
             if let Some(t) = cs.state.as_ref().and_then(|s| s.terminated.as_ref()) {
                 match history.exit_codes.iter_mut().find(|(n, _)| **n == *cs.name) {
                     Some((_, code)) => *code = t.exit_code,
-                    None => history.exit_codes.push((cs.name.as_str().into(), t.exit_code)),
+                    None => history
+                        .exit_codes
+                        .push((cs.name.as_str().into(), t.exit_code)),
                 }
             }
         }

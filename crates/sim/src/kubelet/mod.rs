@@ -158,7 +158,9 @@ impl AsRef<LogStore> for ClusterLogs {
 struct Driver {
     cluster: Cluster,
     cfg: KubeletConfig,
-    pods: HashMap<Arc<str>, Tracked>,
+    /// Boxed: the map keeps spare slots (and doubles when it grows), which should cost a pointer
+    /// each, not a whole pod's state.
+    pods: HashMap<Arc<str>, Box<Tracked>>,
     timers: DelayQueue<(Arc<str>, TimerKind)>,
     images: HashSet<String>,
     next_ip: u32,
@@ -294,7 +296,7 @@ impl Driver {
             deleting: false,
         };
         tracked.saw(&PodRef::of(&pod));
-        self.pods.insert(Arc::clone(&key), tracked);
+        self.pods.insert(Arc::clone(&key), Box::new(tracked));
         self.apply(&key, effects);
     }
 
