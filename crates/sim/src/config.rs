@@ -8,8 +8,10 @@ use crate::kubelet::KubeletConfig;
 
 /// How the real kube-apiserver's watch cache behaves by default: about 75 s of events.
 pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(75);
-/// Upper bound on the number of watch events kept, whatever the window says (memory guard).
-pub const DEFAULT_HISTORY_MAX_EVENTS: usize = 1_000_000;
+/// Upper bound on the number of watch events kept per resource, whatever the window says: the
+/// real watch cache's (`defaultUpperBoundCapacity`, 100 * 1024). It bounds the memory a burst
+/// costs: right after 100k pods start, the window alone would keep every version of every pod.
+pub const DEFAULT_HISTORY_MAX_EVENTS: usize = 100 * 1024;
 /// The real server sends periodic bookmarks about once a minute.
 pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
 

@@ -47,7 +47,7 @@ pub mod server;
 mod status;
 
 pub use api::{AppState, app};
-pub use cluster::{ChangeKind, Cluster, PodChange, PodHistory};
+pub use cluster::{ChangeKind, Cluster, PodChange, PodHistory, PodRef};
 pub use config::{
     DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_MAX_EVENTS, DEFAULT_HISTORY_WINDOW, SimConfig,
 };

@@ -33,7 +33,7 @@ pub trait ApiKind: Kind {
         name: &str,
         decide: impl FnOnce(Option<&Stored<Self>>) -> Result<(Write<Self>, T), E>,
     ) -> Result<Committed<Self, T>, E> {
-        Self::table(cluster).write((namespace.to_owned(), name.to_owned()), decide, |_| {})
+        Self::table(cluster).write((namespace.to_owned(), name.to_owned()), decide, |_, _| {})
     }
 
     /// Defaults and validates a new object (metadata is already filled in).

@@ -11,7 +11,7 @@ use super::kinds::{ApiKind, Part};
 use super::resources::{check_preconditions, json_response, success_status};
 use super::validation::Causes;
 use super::{AppState, RequestInfo};
-use crate::cluster::Write;
+use crate::cluster::{Stored, Write};
 use crate::status::ApiError;
 use axum::response::Response;
 use http::StatusCode;
@@ -117,7 +117,7 @@ pub fn delete(
         let Some(current) = current else {
             return Err(ApiError::not_found("", "pods", &info.name));
         };
-        let pod = &*current.obj;
+        let pod = &current.decode();
         check_preconditions(&opts, pod)?;
         let spec = pod.spec.as_ref();
         let grace = opts
@@ -166,7 +166,7 @@ pub fn delete(
         );
     }
     match event {
-        Some(event) => Ok(json_response(StatusCode::OK, event.json.clone())),
+        Some(commit) => Ok(json_response(StatusCode::OK, commit.event.json.clone())),
         None => match cluster.pod_table().get(&info.namespace, &info.name) {
             Some(stored) => Ok(json_response(StatusCode::OK, stored.json)),
             None => Err(ApiError::not_found("", "pods", &info.name)),
@@ -188,10 +188,9 @@ pub fn delete_namespace(state: &AppState, name: &str) -> Result<Response, ApiErr
     let Some(ns) = cluster.namespace_table().get("", name) else {
         return Err(ApiError::not_found("", "namespaces", name));
     };
-    for pod in cluster.pods() {
-        if pod.metadata.namespace.as_deref() == Some(name)
-            && let Some(uid) = pod.metadata.uid.as_deref()
-        {
+    let (pods, _) = cluster.pod_table().snapshot(Some(name), None);
+    for pod in pods.iter().map(Stored::decode) {
+        if let Some(uid) = pod.metadata.uid.as_deref() {
             cluster.remove_pod(name, pod.metadata.name.as_deref().unwrap_or_default(), uid);
         }
     }
@@ -201,25 +200,25 @@ pub fn delete_namespace(state: &AppState, name: &str) -> Result<Response, ApiErr
     let _ = cluster.namespace_table().write(
         (String::new(), name.to_owned()),
         |current| match current {
-            Some(current) => Ok((Write::Delete((*current.obj).clone()), ())),
+            Some(current) => Ok((Write::Delete(current.decode()), ())),
             None => Err(()),
         },
-        |_| {},
+        |_, _| {},
     );
-    Ok(success_status(&*ns.obj))
+    Ok(success_status(&ns.decode()))
 }
 
 fn remove_all<K: ApiKind>(table: &crate::cluster::Table<K>, namespace: &str) {
     let (items, _) = table.snapshot(Some(namespace), None);
     for item in items {
-        let name = item.obj.meta().name.clone().unwrap_or_default();
+        let name = item.decode().meta().name.clone().unwrap_or_default();
         let _ = table.write(
             (namespace.to_owned(), name),
             |current| match current {
-                Some(current) => Ok::<_, ()>((Write::Delete((*current.obj).clone()), ())),
+                Some(current) => Ok::<_, ()>((Write::Delete(current.decode()), ())),
                 None => Err(()),
             },
-            |_| {},
+            |_, _| {},
         );
     }
 }

@@ -17,7 +17,7 @@ use super::query::{self, ListParams, continue_token};
 use super::selector::{FieldSelector, LabelSelector};
 use super::validation::Causes;
 use super::{AppState, RequestInfo, patch, pods, watch};
-use crate::cluster::{Stored, WorkflowTaskResult, Write};
+use crate::cluster::{Facts, Stored, WorkflowTaskResult, Write};
 use crate::status::ApiError;
 
 /// Largest request body accepted (the real server's limit is about 3 MiB).
@@ -205,9 +205,8 @@ impl Filter {
     /// Builds the filter of a request for kind `K`.
     pub fn new<K: ApiKind>(info: &RequestInfo, params: &ListParams) -> Result<Self, ApiError> {
         let labels = LabelSelector::parse(params.label_selector.as_deref().unwrap_or_default())?;
-        let probe = K::default();
         let fields =
-            FieldSelector::parse(params.field_selector.as_deref().unwrap_or_default(), &probe)?;
+            FieldSelector::parse::<K>(params.field_selector.as_deref().unwrap_or_default())?;
         let namespace =
             (K::NAMESPACED && !info.namespace.is_empty()).then(|| info.namespace.clone());
         Ok(Self {
@@ -217,9 +216,10 @@ impl Filter {
         })
     }
 
-    /// Whether the selectors accept `obj` (the namespace is filtered by the caller).
-    pub fn matches<K: ApiKind>(&self, obj: &K) -> bool {
-        self.labels.matches(obj.meta().labels.as_ref()) && self.fields.matches(obj)
+    /// Whether the selectors accept an object with these facts (the namespace is filtered by
+    /// the caller).
+    pub fn matches(&self, facts: &Facts) -> bool {
+        self.labels.matches(|key| facts.label(key)) && self.fields.matches(facts)
     }
 
     /// Whether the filter has selectors (so events may need rewriting).
@@ -251,7 +251,7 @@ fn list<K: ApiKind>(
     let mut next_key = None;
     let mut remaining = 0usize;
     for stored in &items {
-        if !filter.matches(&*stored.obj) {
+        if !filter.matches(&stored.facts) {
             continue;
         }
         if let Some(limit) = limit
@@ -260,9 +260,10 @@ fn list<K: ApiKind>(
             if next_key.is_none()
                 && let Some(last) = selected.last()
             {
+                let last = last.decode();
                 next_key = Some((
-                    last.obj.meta().namespace.clone().unwrap_or_default(),
-                    last.obj.meta().name.clone().unwrap_or_default(),
+                    last.meta().namespace.clone().unwrap_or_default(),
+                    last.meta().name.clone().unwrap_or_default(),
                 ));
             }
             remaining += 1;
@@ -392,8 +393,11 @@ fn create<K: ApiKind>(
             Some(_) => Err(ApiError::already_exists(K::GROUP, K::RESOURCE, &name)),
             None => Ok((Write::Create(candidate), ())),
         }) {
-            Ok((Some(event), ())) => {
-                return Ok(json_response(StatusCode::CREATED, event.json.clone()));
+            Ok((Some(commit), ())) => {
+                return Ok(json_response(
+                    StatusCode::CREATED,
+                    commit.event.json.clone(),
+                ));
             }
             Ok((None, ())) => return Err(ApiError::internal("create stored nothing")),
             Err(err) => last_err = Some(err),
@@ -432,7 +436,9 @@ fn replace<K: ApiKind>(
             return Err(ApiError::not_found(K::GROUP, K::RESOURCE, &name));
         };
         let mut obj = make(current)?;
-        let current_rv = current.obj.meta().resource_version.clone();
+        let stored = current;
+        let current = stored.decode();
+        let current_rv = current.meta().resource_version.clone();
         match obj.meta().resource_version.as_deref() {
             None | Some("") if require_rv => {
                 let mut causes = Causes::default();
@@ -450,8 +456,8 @@ fn replace<K: ApiKind>(
             Some(_) => {}
         }
         obj.meta_mut().resource_version = current_rv;
-        keep_system_metadata(&mut obj, &current.obj);
-        let causes = obj.admit_update(&current.obj, part);
+        keep_system_metadata(&mut obj, &current);
+        let causes = obj.admit_update(&current, part);
         if !causes.is_empty() {
             return Err(invalid::<K>(&name, causes));
         }
@@ -461,14 +467,14 @@ fn replace<K: ApiKind>(
         {
             return Ok((Write::Delete(obj), None));
         }
-        if serde_json::to_value(&obj).ok() == serde_json::to_value(&*current.obj).ok() {
-            Ok((Write::Unchanged, Some(current.json.clone())))
+        if serde_json::to_value(&obj).ok() == serde_json::to_value(&current).ok() {
+            Ok((Write::Unchanged, Some(stored.json.clone())))
         } else {
             Ok((Write::Replace(obj), None))
         }
     })?;
     match (event, unchanged) {
-        (Some(event), _) => Ok(json_response(StatusCode::OK, event.json.clone())),
+        (Some(commit), _) => Ok(json_response(StatusCode::OK, commit.event.json.clone())),
         (None, Some(json)) => Ok(json_response(StatusCode::OK, json)),
         (None, None) => Err(ApiError::internal("update stored nothing")),
     }
@@ -591,11 +597,12 @@ fn delete<K: ApiKind>(
         let Some(current) = current else {
             return Err(ApiError::not_found(K::GROUP, K::RESOURCE, &info.name));
         };
-        check_preconditions(&opts, &*current.obj)?;
-        Ok((Write::Delete((*current.obj).clone()), ()))
+        let current = current.decode();
+        check_preconditions(&opts, &current)?;
+        Ok((Write::Delete(current), ()))
     })?;
     match event {
-        Some(event) => Ok(success_status::<K>(&event.obj)),
+        Some(commit) => Ok(success_status::<K>(&commit.obj)),
         None => Err(ApiError::internal("delete stored nothing")),
     }
 }

@@ -4,9 +4,7 @@
 //! exist), joined by commas (AND). `!=` and `notin` also match objects without the label.
 //! Fields: `f=v`, `f==v`, `f!=v`, joined by commas, over the fields each kind supports.
 
-use std::collections::BTreeMap;
-
-use crate::cluster::Kind;
+use crate::cluster::{Facts, Kind};
 use crate::status::ApiError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,27 +107,36 @@ impl LabelSelector {
         self.0.is_empty()
     }
 
-    /// Whether `labels` satisfy every requirement.
-    pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
-        let get = |k: &str| labels.and_then(|l| l.get(k));
+    /// Whether the labels `get` answers satisfy every requirement (`get` gives a label's value).
+    pub fn matches<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
+        let in_set = |x: &str, vs: &[String]| vs.iter().any(|v| v == x);
         self.0.iter().all(|req| match req {
-            LabelReq::Eq(k, v) => get(k) == Some(v),
-            LabelReq::NotEq(k, v) => get(k) != Some(v),
-            LabelReq::In(k, vs) => get(k).is_some_and(|x| vs.contains(x)),
-            LabelReq::NotIn(k, vs) => get(k).is_none_or(|x| !vs.contains(x)),
+            LabelReq::Eq(k, v) => get(k) == Some(v.as_str()),
+            LabelReq::NotEq(k, v) => get(k) != Some(v.as_str()),
+            LabelReq::In(k, vs) => get(k).is_some_and(|x| in_set(x, vs)),
+            LabelReq::NotIn(k, vs) => get(k).is_none_or(|x| !in_set(x, vs)),
             LabelReq::Exists(k) => get(k).is_some(),
             LabelReq::NotExists(k) => get(k).is_none(),
         })
     }
 }
 
+/// One field requirement: the field's index in its kind's [`Kind::FIELDS`], whether it must be
+/// equal (else not equal), and the value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FieldReq {
+    index: usize,
+    equal: bool,
+    value: String,
+}
+
 /// A parsed field selector (empty matches everything).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FieldSelector(Vec<(String, bool, String)>);
+pub struct FieldSelector(Vec<FieldReq>);
 
 impl FieldSelector {
     /// Parses a selector, checking each field is supported by kind `K`.
-    pub fn parse<K: Kind>(s: &str, probe: &K) -> Result<Self, ApiError> {
+    pub fn parse<K: Kind>(s: &str) -> Result<Self, ApiError> {
         let mut reqs = Vec::new();
         for part in s.split(',') {
             let part = part.trim();
@@ -148,12 +155,16 @@ impl FieldSelector {
                 )));
             };
             let field = field.trim();
-            if probe.field(field).is_none() {
+            let Some(index) = K::FIELDS.iter().position(|f| *f == field) else {
                 return Err(ApiError::bad_request(format!(
                     "field label not supported: {field}"
                 )));
-            }
-            reqs.push((field.to_owned(), equal, value.trim().to_owned()));
+            };
+            reqs.push(FieldReq {
+                index,
+                equal,
+                value: value.trim().to_owned(),
+            });
         }
         Ok(Self(reqs))
     }
@@ -163,17 +174,19 @@ impl FieldSelector {
         self.0.is_empty()
     }
 
-    /// Whether `obj` satisfies every requirement.
-    pub fn matches<K: Kind>(&self, obj: &K) -> bool {
-        self.0.iter().all(|(field, equal, value)| {
-            let actual = obj.field(field).unwrap_or_default();
-            (actual == *value) == *equal
-        })
+    /// Whether an object with these facts (of the kind the selector was parsed for) satisfies
+    /// every requirement.
+    pub fn matches(&self, facts: &Facts) -> bool {
+        self.0
+            .iter()
+            .all(|req| (facts.field(req.index) == req.value) == req.equal)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -186,7 +199,11 @@ mod tests {
     #[test]
     fn label_selectors_follow_the_real_semantics() {
         let l = labels(&[("app", "web"), ("tier", "front")]);
-        let m = |s: &str| LabelSelector::parse(s).expect(s).matches(Some(&l));
+        let m = |s: &str| {
+            LabelSelector::parse(s)
+                .expect(s)
+                .matches(|k| l.get(k).map(String::as_str))
+        };
         assert!(m("app=web"));
         assert!(m("app==web,tier=front"));
         assert!(!m("app=db"));
@@ -201,5 +218,23 @@ mod tests {
         assert!(m(""));
         assert!(LabelSelector::parse("app in web").is_err());
         assert!(LabelSelector::parse("a b=c").is_err());
+    }
+
+    #[test]
+    fn field_selectors_read_the_facts() {
+        use k8s_openapi::api::core::v1::{Pod, PodStatus};
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("web-1".into());
+        pod.status = Some(PodStatus {
+            phase: Some("Running".into()),
+            ..PodStatus::default()
+        });
+        let facts = Facts::of(&pod);
+        let m = |s: &str| FieldSelector::parse::<Pod>(s).expect(s).matches(&facts);
+        assert!(m("status.phase=Running"));
+        assert!(m("status.phase!=Pending,metadata.name=web-1"));
+        assert!(!m("status.phase==Pending"));
+        assert!(m("spec.nodeName="), "an unset field is empty");
+        assert!(FieldSelector::parse::<Pod>("spec.nope=x").is_err());
     }
 }

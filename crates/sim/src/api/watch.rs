@@ -24,7 +24,9 @@ use super::kinds::ApiKind;
 use super::query::{self, ListParams};
 use super::resources::{Filter, json_response};
 use super::{AppState, RequestInfo};
-use crate::cluster::{ChangeKind, Cluster, Stored, TooOld, WatchEvent, WatchFrom, event_line};
+use crate::cluster::{
+    ChangeKind, Cluster, Facts, Stored, TooOld, WatchEvent, WatchFrom, event_line,
+};
 use crate::status::ApiError;
 
 /// How long before `timeoutSeconds` the last bookmark is sent, like the real server.
@@ -72,7 +74,7 @@ pub fn watch<K: ApiKind>(
             .then(|| now + timeout - FINAL_BOOKMARK_LEAD),
     };
     for stored in &start.initial {
-        if watcher.in_namespace(&stored.obj) && watcher.filter.matches(&*stored.obj) {
+        if watcher.in_namespace(&stored.facts) && watcher.filter.matches(&stored.facts) {
             watcher.pending.push_back(added_line(stored));
         }
     }
@@ -99,9 +101,16 @@ pub fn watch<K: ApiKind>(
 }
 
 fn added_line<K: ApiKind>(stored: &Stored<K>) -> Bytes {
-    let mut buf = Vec::with_capacity(stored.json.len() + 32);
-    buf.extend_from_slice(b"{\"type\":\"ADDED\",\"object\":");
-    buf.extend_from_slice(&stored.json);
+    line_of("ADDED", &stored.json)
+}
+
+/// A watch line of type `kind` around an object's JSON.
+fn line_of(kind: &str, json: &[u8]) -> Bytes {
+    let mut buf = Vec::with_capacity(json.len() + 32);
+    buf.extend_from_slice(b"{\"type\":\"");
+    buf.extend_from_slice(kind.as_bytes());
+    buf.extend_from_slice(b"\",\"object\":");
+    buf.extend_from_slice(json);
     buf.extend_from_slice(b"}\n");
     Bytes::from(buf)
 }
@@ -146,33 +155,34 @@ struct Watcher<K: ApiKind> {
 }
 
 impl<K: ApiKind> Watcher<K> {
-    fn in_namespace(&self, obj: &K) -> bool {
+    fn in_namespace(&self, facts: &Facts) -> bool {
         self.filter
             .namespace
             .as_deref()
-            .is_none_or(|ns| obj.meta().namespace.as_deref() == Some(ns))
+            .is_none_or(|ns| facts.namespace() == ns)
     }
 
     /// The frame this watcher sends for `event`, if any (selector semantics applied).
     fn render(&self, event: &WatchEvent<K>) -> Option<Bytes> {
-        if !self.in_namespace(&event.obj) {
+        if !self.in_namespace(&event.facts) {
             return None;
         }
         if !self.filter.has_selectors() {
             return Some(event.line.clone());
         }
-        let now = self.filter.matches(&*event.obj);
+        let now = self.filter.matches(&event.facts);
         let before = event
             .prev
-            .as_deref()
-            .is_some_and(|prev| self.filter.matches(prev));
+            .as_ref()
+            .is_some_and(|prev| self.filter.matches(&prev.facts));
         match (event.kind, before, now) {
             (ChangeKind::Added, _, true) => Some(event.line.clone()),
             (ChangeKind::Deleted, b, n) if b || n => Some(event.line.clone()),
             (ChangeKind::Modified, true, true) => Some(event.line.clone()),
-            (ChangeKind::Modified, false, true) => Some(event_line("ADDED", &*event.obj).0),
+            (ChangeKind::Modified, false, true) => Some(line_of("ADDED", &event.json)),
             (ChangeKind::Modified, true, false) => {
-                let mut old = event.prev.as_deref()?.clone();
+                // The real server sends the old object, at the resourceVersion of the change.
+                let mut old = event.prev.as_ref()?.decode();
                 old.meta_mut().resource_version = Some(event.rv.to_string());
                 Some(event_line("DELETED", &old).0)
             }

@@ -21,6 +21,8 @@ pub trait Kind:
     const RESOURCE: &'static str;
     /// Whether objects live in a namespace.
     const NAMESPACED: bool;
+    /// The fields field selectors may name (each answered by [`Kind::field`]).
+    const FIELDS: &'static [&'static str] = &["metadata.name", "metadata.namespace"];
 
     /// The object's metadata.
     fn meta(&self) -> &ObjectMeta;
@@ -43,6 +45,15 @@ impl Kind for Pod {
     const API_VERSION: &'static str = "v1";
     const RESOURCE: &'static str = "pods";
     const NAMESPACED: bool = true;
+    const FIELDS: &'static [&'static str] = &[
+        "metadata.name",
+        "metadata.namespace",
+        "status.phase",
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.serviceAccountName",
+        "status.podIP",
+    ];
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }
@@ -96,6 +107,7 @@ impl Kind for Namespace {
     const API_VERSION: &'static str = "v1";
     const RESOURCE: &'static str = "namespaces";
     const NAMESPACED: bool = false;
+    const FIELDS: &'static [&'static str] = &["metadata.name", "status.phase"];
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }
@@ -122,6 +134,21 @@ impl Kind for Event {
     const API_VERSION: &'static str = "v1";
     const RESOURCE: &'static str = "events";
     const NAMESPACED: bool = true;
+    const FIELDS: &'static [&'static str] = &[
+        "metadata.name",
+        "metadata.namespace",
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ];
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }
@@ -198,5 +225,27 @@ impl Kind for WorkflowTaskResult {
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         &mut self.0.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields_are_answered<K: Kind>() {
+        let probe = K::default();
+        for field in K::FIELDS {
+            assert!(probe.field(field).is_some(), "{} {field}", K::KIND);
+        }
+        assert!(probe.field("spec.nope").is_none(), "{}", K::KIND);
+    }
+
+    #[test]
+    fn every_listed_field_is_answered() {
+        fields_are_answered::<Pod>();
+        fields_are_answered::<Namespace>();
+        fields_are_answered::<Event>();
+        fields_are_answered::<Lease>();
+        fields_are_answered::<WorkflowTaskResult>();
     }
 }

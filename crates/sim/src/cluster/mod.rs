@@ -5,6 +5,7 @@
 //! status patch, the kubelet), go through one path that also notifies the kubelet
 //! ([`Cluster::subscribe_pods`]) and updates the ground truth ([`Cluster::ground_truth`]).
 
+mod facts;
 mod kind;
 mod table;
 mod truth;
@@ -24,21 +25,115 @@ use tokio::sync::broadcast;
 
 use crate::logs::LogStore;
 
+pub use facts::Facts;
 pub use kind::{GenericObject, Kind, WorkflowTaskResult};
 pub use table::{
-    ChangeKind, Committed, HistoryLimits, Key, RvClock, Stored, Table, TooOld, WatchEvent,
+    ChangeKind, Commit, Committed, HistoryLimits, Key, RvClock, Stored, Table, TooOld, WatchEvent,
     WatchFrom, WatchStart, Write, event_line,
 };
 use truth::GroundTruth;
 pub use truth::PodHistory;
 
-/// A change to a pod, as the kubelet sees it.
+/// A change to a pod, as the kubelet sees it: the few fields it acts on rather than the pod, so
+/// that the change channel does not pin thousands of decoded pods during a burst.
 #[derive(Debug, Clone)]
 pub struct PodChange {
     /// What happened.
     pub kind: ChangeKind,
     /// The pod after the change (for Deleted: its last state).
-    pub pod: Arc<Pod>,
+    pub pod: Arc<PodRef>,
+}
+
+/// One version of a pod, by reference: what the kubelet needs to follow it (it reads the pod
+/// itself from the store when it adopts it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodRef {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// The pod's uid.
+    pub uid: String,
+    /// This version's resourceVersion.
+    pub resource_version: Option<String>,
+    /// The node the pod is bound to, if it is.
+    pub node_name: Option<String>,
+    /// The grace period of a requested deletion (None: not being deleted).
+    pub deletion_grace_seconds: Option<i64>,
+}
+
+impl PodRef {
+    /// The reference of `pod`.
+    pub fn of(pod: &Pod) -> PodRef {
+        let meta = &pod.metadata;
+        PodRef {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone(),
+            node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            // The real kubelet's default when the pod does not say.
+            deletion_grace_seconds: meta
+                .deletion_timestamp
+                .as_ref()
+                .map(|_| meta.deletion_grace_period_seconds.unwrap_or(30)),
+        }
+    }
+}
+
+/// The pod an Event is about, as the Event refers to it.
+#[derive(Debug, Clone, Copy)]
+pub struct EventSubject<'a> {
+    /// The pod's namespace.
+    pub namespace: &'a str,
+    /// The pod's name.
+    pub name: &'a str,
+    /// The pod's uid.
+    pub uid: &'a str,
+    /// The pod's resourceVersion when the Event is recorded.
+    pub resource_version: Option<&'a str>,
+    /// The node the pod is bound to (the Event's source host), if it is.
+    pub node_name: Option<&'a str>,
+}
+
+/// What makes two pod events "the same" for aggregation: the pod, type, reason, message and
+/// reporting component (the real recorder's key, minus what is constant in the sim).
+struct AggregationKey<'a> {
+    uid: &'a str,
+    event_type: &'a str,
+    reason: &'a str,
+    message: &'a str,
+    component: &'a str,
+}
+
+impl AggregationKey<'_> {
+    fn hash(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::hash::DefaultHasher::new();
+        (
+            self.uid,
+            self.event_type,
+            self.reason,
+            self.message,
+            self.component,
+        )
+            .hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// Whether `event` is the aggregate of this key.
+    fn matches(&self, event: &Event) -> bool {
+        event.involved_object.uid.as_deref() == Some(self.uid)
+            && event.type_.as_deref() == Some(self.event_type)
+            && event.reason.as_deref() == Some(self.reason)
+            && event.message.as_deref() == Some(self.message)
+            && event.reporting_component.as_deref() == Some(self.component)
+    }
+}
+
+/// The name of an Event about the object `name`, from its suffix.
+fn event_name(name: &str, suffix: u64) -> String {
+    format!("{name}.{suffix:016x}")
 }
 
 /// Namespaces every cluster starts with.
@@ -80,9 +175,11 @@ struct Inner {
     pod_changes: broadcast::Sender<PodChange>,
     truth: Mutex<GroundTruth>,
     logs: LogStore,
-    /// Aggregation key of a pod event -> (namespace, name) of the Event object, so repeats bump
-    /// `count` like the real event recorder does.
-    event_index: Mutex<HashMap<String, (String, String)>>,
+    /// Hash of a pod event's [`AggregationKey`] -> the name suffix of the Event object (it lives
+    /// in the pod's namespace, named `<pod>.<suffix as 16 hex digits>`), so repeats bump `count`
+    /// like the real event recorder does. Four Events per pod make this index big at 100k pods,
+    /// hence the hashes (a hit is checked against the Event itself).
+    event_index: Mutex<HashMap<u64, u64>>,
     kubelet_enabled: AtomicBool,
 }
 
@@ -152,7 +249,7 @@ impl Cluster {
                     Some(_) => Err(()),
                     None => Ok((Write::Create(ns), ())),
                 },
-                |_| {},
+                |_, _| {},
             )
             .is_ok()
     }
@@ -240,14 +337,15 @@ impl Cluster {
         decide: impl FnOnce(Option<&Stored<Pod>>) -> Result<(Write<Pod>, T), E>,
     ) -> Result<Committed<Pod, T>, E> {
         let inner = &self.inner;
-        inner
-            .pods
-            .write((namespace.to_owned(), name.to_owned()), decide, |event| {
+        inner.pods.write(
+            (namespace.to_owned(), name.to_owned()),
+            decide,
+            |event, pod| {
                 {
                     let mut truth = lock(&inner.truth);
-                    truth.observe(&event.obj);
+                    truth.observe(pod);
                     if event.kind == ChangeKind::Deleted
-                        && let Some(uid) = event.obj.metadata.uid.as_deref()
+                        && let Some(uid) = pod.metadata.uid.as_deref()
                     {
                         truth.removed(uid, Timestamp::now());
                     }
@@ -255,9 +353,10 @@ impl Cluster {
                 // No kubelet subscribed is fine.
                 let _ = inner.pod_changes.send(PodChange {
                     kind: event.kind,
-                    pod: event.obj.clone(),
+                    pod: Arc::new(PodRef::of(pod)),
                 });
-            })
+            },
+        )
     }
 
     // ---- The kubelet-facing API -------------------------------------------------------------
@@ -267,15 +366,18 @@ impl Cluster {
         self.inner.pod_changes.subscribe()
     }
 
-    /// Every pod currently stored.
+    /// Every pod currently stored (decoded: for resyncs, not for hot paths).
     pub fn pods(&self) -> Vec<Arc<Pod>> {
         let (items, _) = self.inner.pods.snapshot(None, None);
-        items.into_iter().map(|s| s.obj).collect()
+        items.into_iter().map(|s| Arc::new(s.decode())).collect()
     }
 
-    /// One pod.
+    /// One pod (decoded).
     pub fn get_pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
-        self.inner.pods.get(namespace, name).map(|s| s.obj)
+        self.inner
+            .pods
+            .get(namespace, name)
+            .map(|s| Arc::new(s.decode()))
     }
 
     /// Kubelet-side write: applies `f` to the current pod if it still exists with this uid; bumps
@@ -288,34 +390,38 @@ impl Cluster {
         uid: &str,
         f: impl FnOnce(&mut Pod),
     ) -> Option<Arc<Pod>> {
-        let (event, current) = self
+        let (commit, current) = self
             .write_pod(namespace, name, |current| {
                 let Some(current) = current else {
                     return Err(());
                 };
-                if current.obj.metadata.uid.as_deref() != Some(uid) {
+                let current = current.decode();
+                if current.metadata.uid.as_deref() != Some(uid) {
                     return Err(());
                 }
-                let mut pod = (*current.obj).clone();
+                let mut pod = current.clone();
                 f(&mut pod);
-                if pod == *current.obj {
-                    Ok((Write::Unchanged, Some(current.obj.clone())))
+                if pod == current {
+                    Ok((Write::Unchanged, Some(Arc::new(current))))
                 } else {
                     Ok((Write::Replace(pod), None))
                 }
             })
             .ok()?;
-        event.map(|e| e.obj.clone()).or(current)
+        commit.map(|c| c.obj).or(current)
     }
 
     /// Final removal after termination: DELETED event, ground-truth `deleted_at`. False if the
     /// pod is gone or its uid differs.
     pub fn remove_pod(&self, namespace: &str, name: &str, uid: &str) -> bool {
-        self.write_pod(namespace, name, |current| match current {
-            Some(current) if current.obj.metadata.uid.as_deref() == Some(uid) => {
-                Ok((Write::Delete((*current.obj).clone()), ()))
+        self.write_pod(namespace, name, |current| {
+            let current = current.map(Stored::decode);
+            match current {
+                Some(current) if current.metadata.uid.as_deref() == Some(uid) => {
+                    Ok((Write::Delete(current), ()))
+                }
+                _ => Err(()),
             }
-            _ => Err(()),
         })
         .is_ok()
     }
@@ -330,31 +436,60 @@ impl Cluster {
         message: &str,
         component: &str,
     ) {
-        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        let pod_name = pod.metadata.name.clone().unwrap_or_default();
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let agg_key = format!("{uid}\u{0}{event_type}\u{0}{reason}\u{0}{message}\u{0}{component}");
+        let subject = EventSubject {
+            namespace: pod.metadata.namespace.as_deref().unwrap_or_default(),
+            name: pod.metadata.name.as_deref().unwrap_or_default(),
+            uid: pod.metadata.uid.as_deref().unwrap_or_default(),
+            resource_version: pod.metadata.resource_version.as_deref(),
+            node_name: pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        };
+        self.record_pod_event(&subject, event_type, reason, message, component);
+    }
+
+    /// [`Cluster::record_event`] for a pod known by reference (the kubelet keeps no decoded pods).
+    pub fn record_pod_event(
+        &self,
+        pod: &EventSubject<'_>,
+        event_type: &str,
+        reason: &str,
+        message: &str,
+        component: &str,
+    ) {
+        let agg = AggregationKey {
+            uid: pod.uid,
+            event_type,
+            reason,
+            message,
+            component,
+        };
         let now = Timestamp::now();
-        let existing = lock(&self.inner.event_index).get(&agg_key).cloned();
-        if let Some((ns, name)) = existing {
+        let existing = lock(&self.inner.event_index).get(&agg.hash()).copied();
+        if let Some(suffix) = existing {
             let bumped = self.inner.events.write(
-                (ns.clone(), name.clone()),
+                (pod.namespace.to_owned(), event_name(pod.name, suffix)),
                 |current| {
                     let Some(current) = current else {
                         return Err(());
                     };
-                    let mut event = (*current.obj).clone();
+                    let mut event = current.decode();
+                    // The index is keyed by a hash: check it is really the same event.
+                    if !agg.matches(&event) {
+                        return Err(());
+                    }
                     event.count = Some(event.count.unwrap_or(1) + 1);
                     event.last_timestamp = Some(Time(now));
                     Ok((Write::Replace(event), ()))
                 },
-                |_| {},
+                |_, _| {},
             );
             if bumped.is_ok() {
                 return;
             }
         }
-        let name = format!("{pod_name}.{:016x}", now.as_nanosecond() as u64);
+        let namespace = pod.namespace.to_owned();
+        // The real recorder's name: the object's name and the time in hex nanoseconds.
+        let suffix = now.as_nanosecond() as u64;
+        let name = event_name(pod.name, suffix);
         let event = Event {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
@@ -366,10 +501,10 @@ impl Cluster {
             involved_object: ObjectReference {
                 api_version: Some("v1".to_owned()),
                 kind: Some("Pod".to_owned()),
-                name: Some(pod_name),
+                name: Some(pod.name.to_owned()),
                 namespace: Some(namespace.clone()),
-                uid: Some(uid),
-                resource_version: pod.metadata.resource_version.clone(),
+                uid: Some(pod.uid.to_owned()),
+                resource_version: pod.resource_version.map(str::to_owned),
                 field_path: None,
             },
             reason: Some(reason.to_owned()),
@@ -377,19 +512,14 @@ impl Cluster {
             type_: Some(event_type.to_owned()),
             source: Some(EventSource {
                 component: Some(component.to_owned()),
-                host: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+                host: pod.node_name.map(str::to_owned),
             }),
             count: Some(1),
             first_timestamp: Some(Time(now)),
             last_timestamp: Some(Time(now)),
             event_time: None::<MicroTime>,
             reporting_component: Some(component.to_owned()),
-            reporting_instance: Some(
-                pod.spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.clone())
-                    .unwrap_or_else(|| component.to_owned()),
-            ),
+            reporting_instance: Some(pod.node_name.unwrap_or(component).to_owned()),
             ..Event::default()
         };
         let created = self.inner.events.write(
@@ -398,10 +528,10 @@ impl Cluster {
                 Some(_) => Err(()),
                 None => Ok((Write::Create(event), ())),
             },
-            |_| {},
+            |_, _| {},
         );
         if created.is_ok() {
-            lock(&self.inner.event_index).insert(agg_key, (namespace, name));
+            lock(&self.inner.event_index).insert(agg.hash(), suffix);
         }
     }
 

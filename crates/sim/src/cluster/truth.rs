@@ -3,6 +3,7 @@
 //! still agree with it). Updated inside the pod table's write path, whoever wrote.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
@@ -41,8 +42,66 @@ impl PodHistory {
 /// All pod histories, in creation order.
 #[derive(Debug, Default)]
 pub struct GroundTruth {
-    by_uid: HashMap<String, usize>,
-    pods: Vec<PodHistory>,
+    by_uid: HashMap<Arc<str>, usize>,
+    pods: Vec<Life>,
+}
+
+/// The compact form of a [`PodHistory`] kept for every pod ever created (100k pods make the
+/// usual maps and strings add up): converted on [`GroundTruth::snapshot`].
+#[derive(Debug)]
+struct Life {
+    uid: Arc<str>,
+    namespace: Box<str>,
+    name: Box<str>,
+    labels: Box<[(Box<str>, Box<str>)]>,
+    transitions: Vec<(&'static str, Timestamp)>,
+    exit_codes: Vec<(Box<str>, i32)>,
+    deleted_at: Option<Timestamp>,
+}
+
+impl Life {
+    fn reached(&self, phase: &str) -> bool {
+        self.transitions.iter().any(|(p, _)| *p == phase)
+    }
+
+    fn set_labels(&mut self, labels: &BTreeMap<String, String>) {
+        let same = self.labels.len() == labels.len()
+            && self
+                .labels
+                .iter()
+                .zip(labels)
+                .all(|((k, v), (k2, v2))| **k == **k2 && **v == **v2);
+        if !same {
+            self.labels = labels
+                .iter()
+                .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
+                .collect();
+        }
+    }
+
+    fn history(&self) -> PodHistory {
+        PodHistory {
+            uid: self.uid.to_string(),
+            namespace: self.namespace.to_string(),
+            name: self.name.to_string(),
+            labels: self
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            transitions: self
+                .transitions
+                .iter()
+                .map(|(phase, at)| ((*phase).to_owned(), *at))
+                .collect(),
+            exit_codes: self
+                .exit_codes
+                .iter()
+                .map(|(name, code)| (name.to_string(), *code))
+                .collect(),
+            deleted_at: self.deleted_at,
+        }
+    }
 }
 
 fn statuses(pod: &Pod) -> impl Iterator<Item = &ContainerStatus> {
@@ -54,10 +113,10 @@ fn statuses(pod: &Pod) -> impl Iterator<Item = &ContainerStatus> {
 impl GroundTruth {
     /// Records what `pod` (just written) tells about its life.
     pub fn observe(&mut self, pod: &Pod) {
-        let Some(uid) = pod.metadata.uid.clone() else {
+        let Some(uid) = pod.metadata.uid.as_deref() else {
             return;
         };
-        let index = match self.by_uid.get(&uid) {
+        let index = match self.by_uid.get(uid) {
             Some(&i) => i,
             None => {
                 let created = pod
@@ -66,13 +125,14 @@ impl GroundTruth {
                     .as_ref()
                     .map(|t| t.0)
                     .unwrap_or_else(Timestamp::now);
-                self.pods.push(PodHistory {
+                let uid: Arc<str> = uid.into();
+                self.pods.push(Life {
                     uid: uid.clone(),
-                    namespace: pod.metadata.namespace.clone().unwrap_or_default(),
-                    name: pod.metadata.name.clone().unwrap_or_default(),
-                    labels: pod.metadata.labels.clone().unwrap_or_default(),
-                    transitions: vec![("Pending".to_owned(), created)],
-                    exit_codes: BTreeMap::new(),
+                    namespace: pod.metadata.namespace.as_deref().unwrap_or_default().into(),
+                    name: pod.metadata.name.as_deref().unwrap_or_default().into(),
+                    labels: Box::default(),
+                    transitions: vec![("Pending", created)],
+                    exit_codes: Vec::new(),
                     deleted_at: None,
                 });
                 self.by_uid.insert(uid, self.pods.len() - 1);
@@ -81,14 +141,18 @@ impl GroundTruth {
         };
         let history = &mut self.pods[index];
         if let Some(labels) = &pod.metadata.labels {
-            history.labels.clone_from(labels);
+            history.set_labels(labels);
         }
         let phase = pod
             .status
             .as_ref()
-            .and_then(|s| s.phase.clone())
+            .and_then(|s| s.phase.as_deref())
             .unwrap_or_default();
-        let terminal = phase == "Succeeded" || phase == "Failed";
+        let terminal = match phase {
+            "Succeeded" => Some("Succeeded"),
+            "Failed" => Some("Failed"),
+            _ => None,
+        };
 
         let started = statuses(pod)
             .filter_map(|cs| {
@@ -116,18 +180,25 @@ impl GroundTruth {
             })
         });
         if let Some(at) = running_at
-            && history.reached("Running").is_none()
+            && !history.reached("Running")
         {
-            history.transitions.push(("Running".to_owned(), at));
+            history.transitions.push(("Running", at));
         }
 
         for cs in statuses(pod) {
             if let Some(t) = cs.state.as_ref().and_then(|s| s.terminated.as_ref()) {
-                history.exit_codes.insert(cs.name.clone(), t.exit_code);
+                match history.exit_codes.iter_mut().find(|(n, _)| **n == *cs.name) {
+                    Some((_, code)) => *code = t.exit_code,
+                    None => history
+                        .exit_codes
+                        .push((cs.name.as_str().into(), t.exit_code)),
+                }
             }
         }
 
-        if terminal && history.reached("Succeeded").is_none() && history.reached("Failed").is_none()
+        if let Some(terminal) = terminal
+            && !history.reached("Succeeded")
+            && !history.reached("Failed")
         {
             let finished = statuses(pod)
                 .filter_map(|cs| {
@@ -154,7 +225,7 @@ impl GroundTruth {
             let at = finished
                 .or_else(ready_changed)
                 .unwrap_or_else(Timestamp::now);
-            history.transitions.push((phase, at));
+            history.transitions.push((terminal, at));
         }
     }
 
@@ -167,6 +238,6 @@ impl GroundTruth {
 
     /// A copy of every history, in creation order.
     pub fn snapshot(&self) -> Vec<PodHistory> {
-        self.pods.clone()
+        self.pods.iter().map(Life::history).collect()
     }
 }

@@ -53,7 +53,7 @@ use tokio_util::time::DelayQueue;
 pub use config::KubeletConfig;
 pub use script::{ANNOTATION_PREFIX, ScriptError};
 
-use crate::cluster::{ChangeKind, Cluster, PodChange};
+use crate::cluster::{ChangeKind, Cluster, EventSubject, PodChange, PodRef};
 use crate::logs::LogStore;
 use exec::{ExecReport, ExecSpec};
 use pod::{Ctx, Effect, Input, PodWork, TimerKind};
@@ -114,11 +114,34 @@ impl Drop for KubeletHandle {
     }
 }
 
-/// A pod the kubelet runs, with the latest object it saw (for event references and specs).
+/// A pod the kubelet runs. Only what its Events refer to is kept of the latest object it saw
+/// (not the object itself: 100k running pods must not cost 100k decoded pods).
 struct Tracked {
     work: PodWork,
-    pod: Arc<Pod>,
+    /// The latest resourceVersion seen (Events name it in `involvedObject`).
+    resource_version: Option<String>,
+    /// The node the pod is bound to, once it is (Events name it as their source host).
+    node_name: Option<String>,
     deleting: bool,
+}
+
+impl Tracked {
+    /// Takes what Events need from the latest version of the pod.
+    fn saw(&mut self, pod: &PodRef) {
+        self.resource_version.clone_from(&pod.resource_version);
+        self.node_name.clone_from(&pod.node_name);
+    }
+
+    /// The pod as its Events refer to it.
+    fn subject(&self) -> EventSubject<'_> {
+        EventSubject {
+            namespace: &self.work.namespace,
+            name: &self.work.name,
+            uid: &self.work.uid,
+            resource_version: self.resource_version.as_deref(),
+            node_name: self.node_name.as_deref(),
+        }
+    }
 }
 
 /// Gives an `--exec` task access to the cluster's log store without borrowing the cluster.
@@ -135,7 +158,9 @@ impl AsRef<LogStore> for ClusterLogs {
 struct Driver {
     cluster: Cluster,
     cfg: KubeletConfig,
-    pods: HashMap<Arc<str>, Tracked>,
+    /// Boxed: the map keeps spare slots (and doubles when it grows), which should cost a pointer
+    /// each, not a whole pod's state.
+    pods: HashMap<Arc<str>, Box<Tracked>>,
     timers: DelayQueue<(Arc<str>, TimerKind)>,
     images: HashSet<String>,
     next_ip: u32,
@@ -197,15 +222,15 @@ impl Driver {
     }
 
     fn on_change(&mut self, change: PodChange) {
-        let Some(uid) = change.pod.metadata.uid.as_deref() else {
-            return;
-        };
-        if change.kind == ChangeKind::Deleted {
-            self.forget(uid);
-            self.cluster.logs().remove_pod(uid);
+        if change.pod.uid.is_empty() {
             return;
         }
-        self.observe(change.pod);
+        if change.kind == ChangeKind::Deleted {
+            self.forget(&change.pod.uid);
+            self.cluster.logs().remove_pod(&change.pod.uid);
+            return;
+        }
+        self.observe(&change.pod);
     }
 
     /// Re-reads every pod after missing changes: adopts new ones, notices deletions.
@@ -226,20 +251,19 @@ impl Driver {
             self.cluster.logs().remove_pod(&uid);
         }
         for pod in pods {
-            self.observe(pod);
+            self.observe(&PodRef::of(&pod));
         }
     }
 
     /// Handles the current state of a pod (from an event or a resync).
-    fn observe(&mut self, pod: Arc<Pod>) {
-        let Some(uid) = pod.metadata.uid.clone() else {
-            return;
-        };
-        if let Some(tracked) = self.pods.get_mut(uid.as_str()) {
-            tracked.pod = Arc::clone(&pod);
-            if pod.metadata.deletion_timestamp.is_some() && !tracked.deleting {
+    fn observe(&mut self, change: &PodRef) {
+        let uid = change.uid.as_str();
+        if let Some(tracked) = self.pods.get_mut(uid) {
+            tracked.saw(change);
+            if let Some(grace) = change.deletion_grace_seconds
+                && !tracked.deleting
+            {
                 tracked.deleting = true;
-                let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(30);
                 let grace = Duration::from_secs(u64::try_from(grace).unwrap_or(0));
                 let key = Arc::clone(&tracked.work.uid);
                 self.step(&key, Input::Delete { grace });
@@ -247,21 +271,16 @@ impl Driver {
             return;
         }
         // Not ours (yet): events queue up, so look at the pod as it is now, not as it was.
-        let (Some(namespace), Some(name)) = (
-            pod.metadata.namespace.as_deref(),
-            pod.metadata.name.as_deref(),
-        ) else {
-            return;
-        };
+        let (namespace, name) = (change.namespace.as_str(), change.name.as_str());
         let Some(pod) = self.cluster.get_pod(namespace, name) else {
             return;
         };
-        if pod.metadata.uid.as_deref() != Some(uid.as_str()) || !self.is_ours(&pod) {
+        if pod.metadata.uid.as_deref() != Some(uid) || !self.is_ours(&pod) {
             return;
         }
         if pod.metadata.deletion_timestamp.is_some() {
             // Nothing of it runs here: there is nothing to stop.
-            self.cluster.remove_pod(namespace, name, &uid);
+            self.cluster.remove_pod(namespace, name, uid);
             return;
         }
         if !is_fresh(&pod) {
@@ -270,14 +289,14 @@ impl Driver {
         self.next_ip += 1;
         let (work, effects) = PodWork::new(&pod, &self.cfg, pod_ip(self.next_ip));
         let key = Arc::clone(&work.uid);
-        self.pods.insert(
-            Arc::clone(&key),
-            Tracked {
-                work,
-                pod,
-                deleting: false,
-            },
-        );
+        let mut tracked = Tracked {
+            work,
+            resource_version: None,
+            node_name: None,
+            deleting: false,
+        };
+        tracked.saw(&PodRef::of(&pod));
+        self.pods.insert(Arc::clone(&key), Box::new(tracked));
         self.apply(&key, effects);
     }
 
@@ -318,7 +337,7 @@ impl Driver {
                                 status::render(work, cfg, pod);
                             });
                     match written {
-                        Some(pod) => tracked.pod = pod,
+                        Some(pod) => tracked.saw(&PodRef::of(&pod)),
                         None => {
                             // Gone or replaced by a new pod of the same name.
                             self.forget(uid);
@@ -328,8 +347,8 @@ impl Driver {
                 }
                 Effect::Event(ev) => {
                     let kind = if ev.warning { "Warning" } else { "Normal" };
-                    self.cluster.record_event(
-                        &tracked.pod,
+                    self.cluster.record_pod_event(
+                        &tracked.subject(),
                         kind,
                         ev.reason,
                         &ev.message,
@@ -376,10 +395,14 @@ impl Driver {
         let Some(tracked) = self.pods.get(uid) else {
             return;
         };
-        let container = tracked
-            .pod
-            .spec
+        // Exec mode only: read the spec from the store rather than keeping every pod decoded.
+        let pod = self
+            .cluster
+            .get_pod(&tracked.work.namespace, &tracked.work.name)
+            .filter(|pod| pod.metadata.uid.as_deref() == Some(&*tracked.work.uid));
+        let container = pod
             .as_ref()
+            .and_then(|pod| pod.spec.as_ref())
             .and_then(|s| s.containers.get(idx));
         let hostname = tracked.work.name.clone();
         let Some(spec) = container
@@ -392,8 +415,8 @@ impl Driver {
                 "--exec mode cannot resolve valueFrom for env var {name:?} of container {:?}; it is left unset",
                 spec.container
             );
-            self.cluster.record_event(
-                &tracked.pod,
+            self.cluster.record_pod_event(
+                &tracked.subject(),
                 "Warning",
                 "EnvValueFromUnsupported",
                 &message,

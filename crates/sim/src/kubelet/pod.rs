@@ -147,7 +147,8 @@ pub(crate) enum CState {
     Running {
         started: Timestamp,
     },
-    Terminated(Terminated),
+    /// Boxed: a running pod should not pay for the terminated state it does not have yet.
+    Terminated(Box<Terminated>),
 }
 
 /// A finished run of a container.
@@ -174,7 +175,8 @@ pub(crate) struct ContainerWork {
     /// Runs as a local process (`--exec` and the container has a command or args).
     pub(crate) exec: bool,
     pub(crate) state: CState,
-    pub(crate) last_terminated: Option<Terminated>,
+    /// Boxed like [`CState::Terminated`].
+    pub(crate) last_terminated: Option<Box<Terminated>>,
     pub(crate) restarts: u32,
     pub(crate) pull_failures: u32,
     /// A pull is in flight (a `Pull` timer is armed).
@@ -900,7 +902,7 @@ impl PodWork {
         let CState::Running { started } = c.state else {
             return;
         };
-        c.last_terminated = Some(Terminated {
+        c.last_terminated = Some(Box::new(Terminated {
             exit_code: exit.exit_code,
             reason: exit.reason.to_owned(),
             message: exit.message,
@@ -908,7 +910,7 @@ impl PodWork {
             started,
             finished: ctx.now,
             container_id: c.container_id.clone().unwrap_or_default(),
-        });
+        }));
         let backoff = ctx.cfg.backoff(ctx.cfg.restart_backoff, c.restarts + 1);
         let secs = backoff.as_secs().max(1);
         c.state = CState::Waiting {
@@ -967,7 +969,7 @@ impl PodWork {
         let CState::Running { started } = c.state else {
             return;
         };
-        c.state = CState::Terminated(Terminated {
+        c.state = CState::Terminated(Box::new(Terminated {
             exit_code: exit.exit_code,
             reason: exit.reason.to_owned(),
             message: exit.message,
@@ -975,7 +977,7 @@ impl PodWork {
             started,
             finished: now,
             container_id: c.container_id.clone().unwrap_or_default(),
-        });
+        }));
         fx.push(Effect::FinishLog { idx });
     }
 

@@ -177,7 +177,7 @@ fn container_status(c: &super::pod::ContainerWork) -> ContainerStatus {
         state: Some(state),
         last_state: Some(
             c.last_terminated
-                .as_ref()
+                .as_deref()
                 .map(terminated_state)
                 .unwrap_or_default(),
         ),

@@ -617,12 +617,16 @@ async fn ten_thousand_scripted_pods_should_run_to_completion_quickly() {
             .expect("create directly in the store");
     }
     eprintln!("{PODS} pods created in {:?}", started.elapsed());
-    // Poll the store (cheap: shared pods), not the ground truth (a deep copy per call).
+    // Poll the phases the store keeps for field selectors (cheap), not decoded pods or the
+    // ground truth (a deep copy per call).
+    let phase_field = <Pod as podline_sim::cluster::Kind>::FIELDS
+        .iter()
+        .position(|f| *f == "status.phase")
+        .expect("pods support status.phase");
     let all_succeeded = || {
-        sim.cluster()
-            .pods()
-            .iter()
-            .filter(|p| phase(p) == "Succeeded")
+        let (pods, _) = sim.cluster().pod_table().snapshot(None, None);
+        pods.iter()
+            .filter(|p| p.facts.field(phase_field) == "Succeeded")
             .count()
             == PODS
     };

@@ -32,6 +32,10 @@ pub struct BenchArgs {
     /// Smaller sizes, for a quick look (rates still compare with the targets).
     #[arg(long)]
     pub quick: bool,
+    /// Pods the sim's memory row creates (default 100,000, or 10,000 with `--quick`): a smaller
+    /// count measures a memory change in seconds, to extrapolate before one full run.
+    #[arg(long, value_name = "N")]
+    pub rss_pods: Option<usize>,
     /// Where to write the Markdown report.
     #[arg(long, default_value = "docs/benchmarks.md", value_name = "FILE")]
     pub out: PathBuf,
@@ -117,7 +121,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             "warning: this is a debug build; run `cargo run --release -- bench` for real figures"
         );
     }
-    let sizes = Sizes::new(args.quick);
+    let mut sizes = Sizes::new(args.quick);
+    if let Some(pods) = args.rss_pods {
+        sizes.rss_pods = pods;
+    }
     let wants = |part: Part| args.only.is_empty() || args.only.contains(&part);
     let mut rows: Vec<Row> = Vec::new();
     let mut notes: Vec<String> = Vec::new();

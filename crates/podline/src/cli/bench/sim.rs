@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{PostParams, WatchEvent, WatchParams};
+use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
 use podline_sim::{Sim, SimConfig};
 
 use super::report::Row;
@@ -209,7 +209,7 @@ async fn watch_fanout(sim: &Sim, watchers: usize, seconds: u64) -> anyhow::Resul
 }
 
 /// Resident memory of a `podline sim` process (its own process, kubelet on) holding `count`
-/// scripted pods that keep running.
+/// scripted pods that keep running, measured once every one of them is Running.
 async fn rss_holding_pods(count: usize) -> anyhow::Result<Row> {
     let sim = child::SimProcess::start(&[]).await?;
     let client = kube_client(&sim.kubeconfig_yaml).await?;
@@ -232,6 +232,25 @@ async fn rss_holding_pods(count: usize) -> anyhow::Result<Row> {
         task.await
             .context("rss setup task panicked")?
             .context("rss setup create failed")?;
+    }
+    // The creates return before the kubelet has run every pod: measure once all are Running,
+    // with their statuses and Events written.
+    let not_running = ListParams::default()
+        .fields("status.phase!=Running")
+        .limit(1);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !api
+        .list_metadata(&not_running)
+        .await
+        .context("listing pods not yet running")?
+        .items
+        .is_empty()
+    {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the sim's {count} pods were not all Running within 5 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let rss_mib = sim.rss_mib()?;
     Ok(Row::at_most(
