@@ -267,7 +267,7 @@ impl Launcher {
         result.absorb_pod(&created_pod);
 
         // 2. Watch the pod; await start.
-        let mut state = early_watch.unwrap_or_else(|| podwatch::spawn(api.clone(), &built.name));
+        let mut state = podwatch::spawn(api.clone(), &built.name);
         let stop = self.await_start(&built, &mut state, cancel, overall).await;
         let mut log_tasks = Vec::new();
         let stop = match stop {
