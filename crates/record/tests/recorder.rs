@@ -513,6 +513,18 @@ async fn readiness_notices_a_store_that_went_away_while_the_recorder_is_idle() {
             "podline_record_store_errors_total{kind=\"retryable\"}",
         )
     };
+    // Ready means watching; the list's reconcile and resume point are committed by the writer
+    // just after. Only once that write is done is the recorder idle.
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            sample(
+                &rec.metrics.render(),
+                "podline_record_write_latency_seconds_count",
+            ) >= 1
+        })
+        .await,
+        "the list was never committed"
+    );
 
     db.allow_connections(false).await; // the database is down
     assert!(
