@@ -161,8 +161,9 @@ fn render_file(rows: &[Row], notes: &[String], kept: Option<&str>) -> String {
         "`--only sim,launch,store,mlmd,record,stall` runs a subset; `--quick` uses smaller sizes (the targets then\n",
     );
     text.push_str(
-        "still apply to the rates, not to the sizes). Each figure is one run, not a best-of.\n\n",
+        "still apply to the rates, not to the sizes); `--rss-pods N` sets the pod count of the sim's memory row\n",
     );
+    text.push_str("alone. Each figure is one run, not a best-of.\n\n");
     let _ = writeln!(text, "Measured {now} on: {}.\n", machine());
     text.push_str(&markdown(rows));
     if !notes.is_empty() {

@@ -117,10 +117,13 @@ async fn list_latency(sim: &Sim, count: usize) -> anyhow::Result<Row> {
     ))
 }
 
-/// `watchers` watches on one namespace while pods are created there at 1,000/s for `seconds`:
-/// reports the events each watcher received per second and how many were missing.
+/// `watchers` watches on one namespace while pods are created there at 1,100/s for `seconds`:
+/// reports the rate at which every watcher received all of them (from the first create to the
+/// last watcher's last event) and how many were missing. The offered load is 10% above the
+/// 1,000/s target, so a sim that keeps up measures above it instead of a hair below (a producer
+/// paced at exactly 1,000/s can only come out at or under 1,000/s).
 async fn watch_fanout(sim: &Sim, watchers: usize, seconds: u64) -> anyhow::Result<Vec<Row>> {
-    const RATE: u64 = 1000;
+    const RATE: u64 = 1100;
     let client = kube_client(&sim.kubeconfig_yaml()).await?;
     ensure_namespace(&client, "bench-watch").await?;
     let api = Api::<Pod>::namespaced(client.clone(), "bench-watch");
@@ -180,7 +183,6 @@ async fn watch_fanout(sim: &Sim, watchers: usize, seconds: u64) -> anyhow::Resul
             .context("producer panicked")?
             .context("producer create failed")?;
     }
-    let produce_secs = started.elapsed().as_secs_f64();
     let mut missing = 0u64;
     for task in watch_tasks {
         let seen = task
@@ -189,11 +191,14 @@ async fn watch_fanout(sim: &Sim, watchers: usize, seconds: u64) -> anyhow::Resul
             .context("watch failed")?;
         missing += expected - seen.min(expected);
     }
-    let per_watcher_rate = expected as f64 / produce_secs;
+    let delivered_secs = started.elapsed().as_secs_f64();
+    let per_watcher_rate = expected as f64 / delivered_secs;
     Ok(vec![
         Row::at_least(
             AREA,
-            format!("events/s delivered to each of {watchers} watchers ({expected} events each)"),
+            format!(
+                "events/s delivered to each of {watchers} watchers (offered {RATE}/s, {expected} events each)"
+            ),
             per_watcher_rate,
             1000.0,
             "/s",
@@ -255,7 +260,7 @@ async fn rss_holding_pods(count: usize) -> anyhow::Result<Row> {
     let rss_mib = sim.rss_mib()?;
     Ok(Row::at_most(
         AREA,
-        format!("RSS of `podline sim` holding {count} scripted pods"),
+        format!("RSS of `podline sim` holding {count} scripted pods, once all are Running"),
         rss_mib,
         1024.0,
         "MiB",
