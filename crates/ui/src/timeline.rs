@@ -180,36 +180,28 @@ pub fn bar(pod: &PodRecord, now: Timestamp) -> Bar {
         .scheduled_at
         .map(|t| t.clamp(start, started.unwrap_or(end)));
 
-    let mut segments = Vec::new();
-    let mut push = |kind, from: Timestamp, to: Timestamp| {
-        if to > from {
-            segments.push(Segment {
-                kind,
-                start: from,
-                end: to,
-            });
-        }
-    };
-    let pending_end = scheduled.or(started).unwrap_or(end);
-    push(SegmentKind::Pending, start, pending_end);
+    // Kubernetes times have whole seconds. The furthest stage the pod reached always gets a
+    // segment (drawn at the minimum width when it is shorter than a second), so a pod that ran
+    // shows that it ran whichever second boundaries its life crossed; earlier stages are drawn
+    // when they lasted.
+    let mut stages = vec![(
+        SegmentKind::Pending,
+        start,
+        scheduled.or(started).unwrap_or(end),
+    )];
     if let Some(scheduled) = scheduled {
-        push(SegmentKind::Pulling, scheduled, started.unwrap_or(end));
+        stages.push((SegmentKind::Pulling, scheduled, started.unwrap_or(end)));
     }
     if let Some(started) = started {
-        push(SegmentKind::Running, started, end);
+        stages.push((SegmentKind::Running, started, end));
     }
-    // Kubernetes times have whole seconds: a pod whose life fit in one second still shows the
-    // furthest stretch it reached (drawn at the minimum width).
-    if segments.is_empty() {
-        let kind = if started.is_some() {
-            SegmentKind::Running
-        } else if scheduled.is_some() {
-            SegmentKind::Pulling
-        } else {
-            SegmentKind::Pending
-        };
-        segments.push(Segment { kind, start, end });
-    }
+    let last = stages.len() - 1;
+    let segments: Vec<Segment> = stages
+        .into_iter()
+        .enumerate()
+        .filter(|(i, (_, from, to))| *i == last || to > from)
+        .map(|(_, (kind, start, end))| Segment { kind, start, end })
+        .collect();
     Bar {
         uid: pod.uid.clone(),
         name: pod.name.clone(),
@@ -326,6 +318,22 @@ mod tests {
         p.containers[0].started_at = Some(t(0));
         let b = bar(&p, t(100));
         assert_eq!(kinds(&b), [(SegmentKind::Running, 0, 0)]);
+    }
+
+    #[test]
+    fn a_pod_that_ran_within_one_second_after_a_long_pending_should_still_show_running() {
+        // Created at 0, scheduled and started at 1, finished within second 1: the pending
+        // stretch alone must not hide that the pod ran.
+        let mut p = pod("Succeeded");
+        p.scheduled_at = Some(t(1));
+        p.started_at = Some(t(1));
+        p.containers[0].started_at = Some(t(1));
+        p.finished_at = Some(t(1));
+        let b = bar(&p, t(100));
+        assert_eq!(
+            kinds(&b),
+            [(SegmentKind::Pending, 0, 1), (SegmentKind::Running, 1, 1)]
+        );
     }
 
     #[test]
