@@ -2,20 +2,20 @@
 //! to exit codes. Everything else lives in the library crates (`podline-sim`, `podline-launch`,
 //! `podline-record`, `podline-store`, `podline-client`).
 
+mod allocator;
 mod cli;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-/// mimalloc instead of glibc's malloc: the sim and the daemons free bursts of small objects
-/// (watch history, pod versions) and glibc keeps such freed memory resident, so a sim that held
-/// 100k pods' burst history would never shrink back. mimalloc returns freed pages to the OS.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
+    #[cfg(not(target_os = "linux"))]
+    allocator::tune(); // on Linux it already ran when the executable was loaded
     let cli = cli::Cli::parse();
+    if matches!(cli.command, cli::Command::Sim(_) | cli::Command::Bench(_)) {
+        allocator::favour_throughput();
+    }
     cli::init_tracing(&cli.global, &cli.command);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

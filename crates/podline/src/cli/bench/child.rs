@@ -11,20 +11,36 @@ use tokio::process::{Child, Command};
 /// `podline sim` running as a child process on a free port, plain HTTP.
 pub struct SimProcess {
     child: Child,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     /// The kubeconfig the child wrote.
     pub kubeconfig_yaml: String,
 }
 
 impl SimProcess {
-    /// Starts `podline sim` with `extra` flags and waits until its kubeconfig is written.
+    /// Starts `podline sim` over plain HTTP with `extra` flags and waits until its kubeconfig is
+    /// written.
     pub async fn start(extra: &[&str]) -> anyhow::Result<SimProcess> {
+        Self::start_with(true, extra).await
+    }
+
+    /// Starts `podline sim` over HTTPS (with its generated CA, as a user would run it) with
+    /// `extra` flags and waits until its kubeconfig is written.
+    pub async fn start_tls(extra: &[&str]) -> anyhow::Result<SimProcess> {
+        Self::start_with(false, extra).await
+    }
+
+    /// The kubeconfig's path, for child processes that take `--kubeconfig`.
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.dir.path().join("sim.kubeconfig")
+    }
+
+    async fn start_with(plain_http: bool, extra: &[&str]) -> anyhow::Result<SimProcess> {
         let dir = tempfile::tempdir().context("creating a temporary directory")?;
         let kubeconfig: PathBuf = dir.path().join("sim.kubeconfig");
         let exe = std::env::current_exe().context("locating the podline binary")?;
         let child = Command::new(exe)
             .arg("sim")
-            .arg("--plain-http")
+            .args(plain_http.then_some("--plain-http"))
             .arg("--kubeconfig-out")
             .arg(&kubeconfig)
             .args(extra)
@@ -40,7 +56,7 @@ impl SimProcess {
             {
                 return Ok(SimProcess {
                     child,
-                    _dir: dir,
+                    dir,
                     kubeconfig_yaml: text,
                 });
             }
@@ -56,15 +72,24 @@ impl SimProcess {
     }
 }
 
+/// Peak resident set size of a process in MiB so far (VmHWM), from /proc.
+pub fn peak_rss_mib(pid: u32) -> anyhow::Result<f64> {
+    status_kib(pid, "VmHWM:").map(|kib| kib / 1024.0)
+}
+
 /// Resident set size of a process in MiB, from /proc.
 pub fn rss_mib(pid: u32) -> anyhow::Result<f64> {
+    status_kib(pid, "VmRSS:").map(|kib| kib / 1024.0)
+}
+
+/// A `kB` field of /proc/<pid>/status.
+fn status_kib(pid: u32, field: &str) -> anyhow::Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .context("reading /proc/<pid>/status")?;
-    let kib = status
+    status
         .lines()
-        .find(|line| line.starts_with("VmRSS:"))
+        .find(|line| line.starts_with(field))
         .and_then(|line| line.split_whitespace().nth(1))
         .and_then(|value| value.parse::<f64>().ok())
-        .context("no VmRSS in /proc/<pid>/status")?;
-    Ok(kib / 1024.0)
+        .with_context(|| format!("no {field} in /proc/<pid>/status"))
 }

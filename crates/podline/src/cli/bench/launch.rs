@@ -1,12 +1,14 @@
 //! Launcher benchmarks (issue 3): pods launched per second through the sim, with and without
 //! 30% 409 Conflicts on creates, and the launcher's time to running.
 
-use std::time::Instant;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use podline_launch::{Cancel, LaunchConfig, Launcher, LogMode, TaskSpec};
 use podline_sim::{FaultAction, FaultPlan, FaultRule, FaultVerb, Sim, SimConfig};
 
+use super::child;
 use super::report::Row;
 
 const AREA: &str = "launch";
@@ -79,4 +81,53 @@ pub async fn run(pods: usize) -> anyhow::Result<Vec<Row>> {
         }
     }
     Ok(rows)
+}
+
+/// Peak resident memory of `podline run --count {pods} --parallel 200` as the user runs it: its
+/// own process, against a `podline sim` process over HTTPS.
+pub async fn peak_rss_of_run(pods: usize) -> anyhow::Result<Row> {
+    let sim = child::SimProcess::start_tls(&[]).await?;
+    let exe = std::env::current_exe().context("locating the podline binary")?;
+    let count = pods.to_string();
+    let mut run = tokio::process::Command::new(exe)
+        .arg("--kubeconfig")
+        .arg(sim.kubeconfig_path())
+        .args(["run", "--count", &count, "--parallel", "200"])
+        .args(["--image", "busybox:1.36", "--", "sh", "-c", "echo hello"])
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting `podline run`")?;
+    let pid = run.id().context("`podline run` exited at once")?;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut peak = 0.0_f64;
+    let status = loop {
+        // VmHWM only grows; once the process has exited /proc no longer reports it, so the last
+        // reading taken while it ran is the figure (it is read every 10 ms).
+        if let Ok(mib) = child::peak_rss_mib(pid) {
+            peak = peak.max(mib);
+        }
+        if let Some(status) = run.try_wait().context("waiting for `podline run`")? {
+            break status;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "`podline run --count {pods}` did not finish within 5 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    anyhow::ensure!(
+        status.success(),
+        "`podline run --count {pods}` failed: {status}"
+    );
+    Ok(Row::at_most(
+        AREA,
+        format!("max RSS of `podline run --count {pods} --parallel 200` (its own process, HTTPS)"),
+        peak,
+        60.0,
+        "MiB",
+    ))
 }

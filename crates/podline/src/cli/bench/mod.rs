@@ -67,6 +67,7 @@ pub struct Sizes {
     watch_seconds: u64,
     rss_pods: usize,
     launch_pods: usize,
+    launch_rss_pods: usize,
     store_pods: usize,
     mlmd_pods: usize,
     record_backlog_pods: usize,
@@ -86,6 +87,7 @@ impl Sizes {
                 watch_seconds: 3,
                 rss_pods: 10_000,
                 launch_pods: 400,
+                launch_rss_pods: 200,
                 store_pods: 5_000,
                 mlmd_pods: 300,
                 record_backlog_pods: 4_000,
@@ -102,6 +104,7 @@ impl Sizes {
                 watch_seconds: 5,
                 rss_pods: 100_000,
                 launch_pods: 2_000,
+                launch_rss_pods: 1_000,
                 store_pods: 25_000,
                 mlmd_pods: 2_000,
                 record_backlog_pods: 20_000,
@@ -144,9 +147,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 .await
                 .context("launch benchmark")?,
         );
+        rows.push(
+            launch::peak_rss_of_run(sizes.launch_rss_pods)
+                .await
+                .context("launch memory benchmark")?,
+        );
         notes.push(
             "launch: pods run 50 ms in the sim, which schedules after 10 ms and pulls for 10 ms; \
-             the time-to-running target is podline's 20 ms overhead on top of those 20 ms."
+             the time-to-running target is podline's 20 ms overhead on top of those 20 ms. The \
+             RSS row is a `podline run` child process against a `podline sim` child over HTTPS."
                 .into(),
         );
     }

@@ -495,19 +495,6 @@ fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
     Ok(Duration::from_millis(ticks * 10))
 }
 
-/// Peak resident set size of a process in MiB (VmHWM).
-fn peak_rss_mib(pid: u32) -> anyhow::Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .context("reading /proc/<pid>/status")?;
-    let kib = status
-        .lines()
-        .find(|line| line.starts_with("VmHWM:"))
-        .and_then(|line| line.split_whitespace().nth(1))
-        .and_then(|value| value.parse::<f64>().ok())
-        .context("no VmHWM in /proc/<pid>/status")?;
-    Ok(kib / 1024.0)
-}
-
 /// RSS of a `podline record` child watching `record_rss_small` pods (its initial LIST), then
 /// `record_rss_large` (the rest created while it watches), and its CPU use once idle.
 async fn memory_and_idle_cpu(sizes: &Sizes) -> anyhow::Result<Vec<Row>> {
@@ -532,7 +519,7 @@ async fn memory_and_idle_cpu(sizes: &Sizes) -> anyhow::Result<Vec<Row>> {
         AREA,
         format!(
             "RSS of `podline record` watching {small} pods (listed at start; peak {:.0} MiB)",
-            peak_rss_mib(pid)?
+            child::peak_rss_mib(pid)?
         ),
         child::rss_mib(pid)?,
         40.0,
@@ -548,7 +535,7 @@ async fn memory_and_idle_cpu(sizes: &Sizes) -> anyhow::Result<Vec<Row>> {
             "RSS of `podline record` watching {large} pods ({} more arrived through the watch; \
              peak {:.0} MiB)",
             large - small,
-            peak_rss_mib(pid)?
+            child::peak_rss_mib(pid)?
         ),
         child::rss_mib(pid)?,
         150.0,
