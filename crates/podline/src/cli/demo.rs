@@ -343,6 +343,18 @@ fn round_specs(round: usize, pods: usize) -> (Vec<TaskSpec>, Vec<u8>) {
             "sim.podline.io/duration".to_string(),
             format!("{duration_ms}ms"),
         );
+        if round != RESTART_ROUND {
+            // Some scheduling wait and image pull, as on a real node, so the timeline in
+            // `podline ui` shows each stage (Kubernetes times have whole seconds).
+            annotations.insert(
+                "sim.podline.io/schedule-delay".to_string(),
+                format!("{}ms", rng.random_range(0..1200)),
+            );
+            annotations.insert(
+                "sim.podline.io/pull-delay".to_string(),
+                format!("{}ms", rng.random_range(0..1800)),
+            );
+        }
         annotations.insert(
             "sim.podline.io/log-lines".to_string(),
             rng.random_range(1..20).to_string(),
