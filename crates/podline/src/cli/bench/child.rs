@@ -8,7 +8,23 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use tokio::process::{Child, Command};
 
-/// `podline sim` running as a child process on a free port, plain HTTP.
+/// The file the sim child writes its kubeconfig to, in its temporary directory.
+const KUBECONFIG_FILE: &str = "sim.kubeconfig";
+
+/// A command that runs this same `podline` binary as a quiet child (no stdin, output discarded),
+/// killed if the benchmark drops it.
+pub fn podline() -> anyhow::Result<Command> {
+    let exe = std::env::current_exe().context("locating the podline binary")?;
+    let mut command = Command::new(exe);
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    Ok(command)
+}
+
+/// `podline sim` running as a child process on a free port (plain HTTP or HTTPS).
 pub struct SimProcess {
     child: Child,
     dir: tempfile::TempDir,
@@ -31,23 +47,18 @@ impl SimProcess {
 
     /// The kubeconfig's path, for child processes that take `--kubeconfig`.
     pub fn kubeconfig_path(&self) -> PathBuf {
-        self.dir.path().join("sim.kubeconfig")
+        self.dir.path().join(KUBECONFIG_FILE)
     }
 
     async fn start_with(plain_http: bool, extra: &[&str]) -> anyhow::Result<SimProcess> {
         let dir = tempfile::tempdir().context("creating a temporary directory")?;
-        let kubeconfig: PathBuf = dir.path().join("sim.kubeconfig");
-        let exe = std::env::current_exe().context("locating the podline binary")?;
-        let child = Command::new(exe)
+        let kubeconfig: PathBuf = dir.path().join(KUBECONFIG_FILE);
+        let child = podline()?
             .arg("sim")
             .args(plain_http.then_some("--plain-http"))
             .arg("--kubeconfig-out")
             .arg(&kubeconfig)
             .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
             .spawn()
             .context("starting `podline sim`")?;
         for _ in 0..200 {

@@ -1,7 +1,6 @@
 //! Launcher benchmarks (issue 3): pods launched per second through the sim, with and without
 //! 30% 409 Conflicts on creates, and the launcher's time to running.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -87,18 +86,13 @@ pub async fn run(pods: usize) -> anyhow::Result<Vec<Row>> {
 /// own process, against a `podline sim` process over HTTPS.
 pub async fn peak_rss_of_run(pods: usize) -> anyhow::Result<Row> {
     let sim = child::SimProcess::start_tls(&[]).await?;
-    let exe = std::env::current_exe().context("locating the podline binary")?;
     let count = pods.to_string();
-    let mut run = tokio::process::Command::new(exe)
+    let mut run = child::podline()?
         .arg("--kubeconfig")
         .arg(sim.kubeconfig_path())
         .args(["run", "--count", &count, "--parallel", "200"])
         .args(["--image", "busybox:1.36", "--", "sh", "-c", "echo hello"])
         .env_remove("KUBECONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
         .spawn()
         .context("starting `podline run`")?;
     let pid = run.id().context("`podline run` exited at once")?;

@@ -431,18 +431,13 @@ struct ChildRecorder {
 impl ChildRecorder {
     fn start(kubeconfig: &Path, dir: &Path) -> anyhow::Result<ChildRecorder> {
         let db = dir.join("rss.db");
-        let exe = std::env::current_exe().context("locating the podline binary")?;
-        let child = tokio::process::Command::new(exe)
+        let child = child::podline()?
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args(["record", "-n", NS, "--listen", "127.0.0.1:0", "--db"])
             .arg(&db)
             .env_remove("KUBECONFIG")
             .env_remove("PODLINE_DB")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
             .spawn()
             .context("starting `podline record`")?;
         Ok(ChildRecorder { child, db })
