@@ -1,10 +1,13 @@
-//! The three calls an elector makes on its one Lease, behind a small trait so the election loop
-//! can also be driven by an in-memory lease under paused time in unit tests.
+//! The calls an elector makes on its one Lease, behind a small trait so the election loop can
+//! also be driven by an in-memory lease under paused time in unit tests.
 
 use std::future::Future;
 
+use futures::{Stream, StreamExt as _};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use tracing::{debug, warn};
 
 /// Get, create and conditionally replace one named Lease.
 pub(crate) trait LeaseApi: Send + Sync + 'static {
@@ -14,6 +17,10 @@ pub(crate) trait LeaseApi: Send + Sync + 'static {
     fn create(&self, lease: &Lease) -> impl Future<Output = Result<Lease, kube::Error>> + Send;
     /// Replaces the lease if its resourceVersion still matches `lease`'s; 409 Conflict otherwise.
     fn replace(&self, lease: &Lease) -> impl Future<Output = Result<Lease, kube::Error>> + Send;
+    /// Each version of the lease as the API server sends it, so a follower learns of a renewal
+    /// (or a release) the moment it is written instead of at its next poll. Best effort: the
+    /// stream may skip versions or end; the follower's polls remain the fallback.
+    fn changes(&self) -> impl Stream<Item = Lease> + Send + 'static;
 }
 
 /// The real thing: a namespaced `Api<Lease>` and the lease's name.
@@ -35,6 +42,37 @@ impl LeaseApi for KubeLeaseApi {
         self.api
             .replace(&self.name, &PostParams::default(), lease)
             .await
+    }
+
+    /// kube-runtime's watcher on this one Lease (a `metadata.name` field selector, which RBAC
+    /// needs to authorise list and watch limited by `resourceNames`), retried with its default
+    /// backoff. A 401/403 ends the stream with one warning: the follower still polls.
+    fn changes(&self) -> impl Stream<Item = Lease> + Send + 'static {
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
+        watcher(self.api.clone(), config)
+            .default_backoff()
+            .applied_objects()
+            .take_while(|item| {
+                let go_on = match item {
+                    Err(watcher::Error::InitialListFailed(err) | watcher::Error::WatchStartFailed(err))
+                        if is_fatal(err) =>
+                    {
+                        warn!(error = %err, "cannot watch the lease; noticing its changes by polling only");
+                        false
+                    }
+                    _ => true,
+                };
+                std::future::ready(go_on)
+            })
+            .filter_map(|item| {
+                std::future::ready(match item {
+                    Ok(lease) => Some(lease),
+                    Err(err) => {
+                        debug!(error = %err, "lease watch failed; retrying");
+                        None
+                    }
+                })
+            })
     }
 }
 

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
@@ -23,8 +25,8 @@ use crate::record;
 ///
 /// Every replica of a Deployment runs one, with the same lease name and its own identity (the pod
 /// name). At most one of them is leader at any moment; if it dies, another takes over within the
-/// lease duration (plus one poll); if it stops gracefully, it clears the lease and another takes
-/// over at its next poll.
+/// lease duration of its last renewal; if it stops gracefully, it clears the lease and another
+/// takes over at once (followers watch the lease, and poll it as a fallback).
 #[derive(Clone)]
 pub struct LeaderElector {
     client: kube::Client,
@@ -109,7 +111,8 @@ pub(crate) fn spawn<A: LeaseApi>(
 /// Where the elector is. Each variant's step says what it does next.
 enum State {
     /// Not leader. Step: read the lease; take it if free, ours or expired (conditional write),
-    /// else sleep until the next poll or the expiry, whichever is sooner.
+    /// else wait until the next poll or the expiry, whichever is sooner, noting every version
+    /// the lease watch delivers meanwhile (a release ends the wait at once).
     Following,
     /// Leader. Step: sleep until the next renewal, then renew (conditional write), retrying until
     /// the renew deadline; on a lost race or the deadline, step down to `Following`.
@@ -160,13 +163,21 @@ struct Election<A> {
     observer: Observer,
 }
 
+/// The lease watch while following; dropped while leading (a leader needs no news). Kept out of
+/// [`Election`] because a stream is `Send` but not `Sync`.
+type Changes = Option<BoxStream<'static, Lease>>;
+
 impl<A: LeaseApi> Election<A> {
     async fn run(mut self) -> Result<(), ElectionError> {
         let mut state = State::Following;
+        let mut changes: Changes = None;
         let result = loop {
             let step = match state {
-                State::Following => self.follow().await,
-                State::Leading(term) => self.lead(term).await,
+                State::Following => self.follow(&mut changes).await,
+                State::Leading(term) => {
+                    changes = None;
+                    self.lead(term).await
+                }
                 State::Stopped => break Ok(()),
             };
             match step {
@@ -179,7 +190,7 @@ impl<A: LeaseApi> Election<A> {
     }
 
     /// The `Following` step.
-    async fn follow(&mut self) -> Result<State, ElectionError> {
+    async fn follow(&mut self, changes: &mut Changes) -> Result<State, ElectionError> {
         let cancel = self.cancel.clone();
         let bound = self.cfg.renew_deadline();
         let outcome = tokio::select! {
@@ -203,10 +214,39 @@ impl<A: LeaseApi> Election<A> {
                 self.next_poll()
             }
         };
-        tokio::select! {
-            biased;
-            () = cancel.cancelled() => Ok(State::Stopped),
-            () = sleep_until(next_try) => Ok(State::Following),
+        self.wait_watching(next_try, changes).await
+    }
+
+    /// A follower's wait for its next try. Every lease version the watch delivers is observed
+    /// when it arrives, so the expiry is timed from the dead leader's last renewal as written,
+    /// not from the next poll that happens to read it; a lease that becomes free or expired ends
+    /// the wait early. Without a working watch this is a plain sleep until `next_try`.
+    async fn wait_watching(
+        &mut self,
+        mut next_try: Instant,
+        changes: &mut Changes,
+    ) -> Result<State, ElectionError> {
+        let cancel = self.cancel.clone();
+        let changes = changes.get_or_insert_with(|| self.api.changes().boxed());
+        loop {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Ok(State::Stopped),
+                () = sleep_until(next_try) => return Ok(State::Following),
+                change = changes.next() => {
+                    let Some(lease) = change else {
+                        // The watch gave up (e.g. RBAC forbids it): poll only from now on.
+                        *changes = futures::stream::pending().boxed();
+                        continue;
+                    };
+                    let now = Instant::now();
+                    let since = self.observer.observe(&lease, now);
+                    match decide(&lease, &self.identity, since, now, self.cfg.lease_duration()) {
+                        Decision::Acquire => return Ok(State::Following),
+                        Decision::WaitUntil(expiry) => next_try = next_try.min(expiry),
+                    }
+                }
+            }
         }
     }
 
@@ -457,8 +497,11 @@ impl<A: LeaseApi> Election<A> {
     }
 }
 
-/// How long a test (or caller) should allow for a takeover after a leader dies: the lease
-/// duration plus one jittered poll.
+/// How long a test (or caller) should allow for a takeover after a leader dies, when followers
+/// can watch the lease: the lease duration, counted from the dead leader's last renewal (which
+/// came before its death). Add the time the API server takes to deliver a watch event and answer
+/// a read and a write; without a watch (RBAC forbids it), add one jittered poll,
+/// [`ElectionConfig::retry_period`] x 1.2, for the renewal a follower saw late.
 pub fn takeover_bound(cfg: &ElectionConfig) -> Duration {
-    cfg.lease_duration() + cfg.retry_period().mul_f64(1.0 + JITTER)
+    cfg.lease_duration()
 }

@@ -6,6 +6,9 @@
 //! The loop is client-go's, written small: followers poll the Lease every `retry_period` and take
 //! it (a conditional update guarded by `resourceVersion`, so two followers can't both win) once it
 //! is free, or once its record has not changed for `lease_duration` on the follower's own clock.
+//! Unlike client-go, followers also watch the Lease, so they see each renewal when it is written
+//! rather than at their next poll: a dead leader is replaced within the lease duration of its
+//! death, and a released lease is taken at once. Polling remains the fallback.
 //! The leader renews every `retry_period`; if it can't renew within `renew_deadline` (shorter
 //! than the lease) it steps down *before* any follower may take over. On SIGTERM it clears the
 //! Lease so the next leader starts at once. See [`ElectionConfig`] for the timing argument.

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::Stream;
+use futures::channel::mpsc;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::core::Status;
 use tokio::time::Instant;
@@ -36,6 +38,10 @@ struct Inner {
     writes: u64,
     /// Successful writes: (when, holder).
     log: Vec<(Instant, Option<String>)>,
+    /// Open lease watches: each gets every written version at once.
+    watchers: Vec<mpsc::UnboundedSender<Lease>>,
+    /// Watches are refused (their streams end at once), as when RBAC forbids them.
+    no_watch: bool,
 }
 
 #[derive(Clone, Default)]
@@ -85,6 +91,9 @@ impl FakeLeases {
             stored.metadata.resource_version = Some(inner.rv.to_string());
             inner.lease = Some(stored.clone());
             inner.log.push((Instant::now(), holder));
+            inner
+                .watchers
+                .retain(|watcher| watcher.unbounded_send(stored.clone()).is_ok());
             if fault == Some(Fault::CommitThenFail) {
                 return Err(api_error(500, "InternalError"));
             }
@@ -102,6 +111,19 @@ impl LeaseApi for FakeLeases {
     }
     async fn replace(&self, lease: &Lease) -> Result<Lease, kube::Error> {
         self.write(lease, false)
+    }
+    fn changes(&self) -> impl Stream<Item = Lease> + Send + 'static {
+        let (tx, rx) = mpsc::unbounded();
+        self.with(|inner| {
+            if !inner.no_watch {
+                // Like a watcher's initial list: the current version first.
+                if let Some(lease) = &inner.lease {
+                    let _ = tx.unbounded_send(lease.clone());
+                }
+                inner.watchers.push(tx);
+            }
+        });
+        rx
     }
 }
 
@@ -201,10 +223,24 @@ async fn wait_for_leader(all: &[Leadership]) -> usize {
 }
 
 /// A crashed leader (task aborted, lease not released) is replaced after the lease expires,
-/// within `takeover_bound`, and never before its last renewal is a lease duration old.
+/// within `takeover_bound` (the lease duration) of the crash, and never before its last renewal
+/// is a lease duration old.
 #[tokio::test(start_paused = true)]
 async fn a_crashed_leader_is_replaced_within_the_lease_duration_and_not_before() {
+    crashed_leader_is_replaced(FakeLeases::default(), takeover_bound(&cfg())).await;
+}
+
+/// Without a lease watch (RBAC forbids it, or it keeps failing), followers still notice every
+/// renewal by polling, and take over at most one jittered poll later than with the watch.
+#[tokio::test(start_paused = true)]
+async fn without_a_lease_watch_a_crashed_leader_is_replaced_one_poll_later_at_most() {
     let fake = FakeLeases::default();
+    fake.with(|i| i.no_watch = true);
+    let bound = takeover_bound(&cfg()) + cfg().retry_period().mul_f64(1.2);
+    crashed_leader_is_replaced(fake, bound).await;
+}
+
+async fn crashed_leader_is_replaced(fake: FakeLeases, bound: Duration) {
     let timeline = Timeline::default();
     let mut all = start(&fake, &timeline, &["a", "b", "c"]);
     let first = wait_for_leader(&all).await;
@@ -216,7 +252,7 @@ async fn a_crashed_leader_is_replaced_within_the_lease_duration_and_not_before()
     let last_renewal = fake.with(|i| i.log.last().map(|(t, _)| *t)).unwrap();
     let next = wait_for_leader(&all).await;
     let took = timeline.last_start(all[next].identity()).unwrap() - killed_at;
-    assert!(took <= takeover_bound(&cfg()), "takeover after {took:?}");
+    assert!(took <= bound, "takeover after {took:?}, bound {bound:?}");
     let takeover_write = fake
         .with(|i| {
             i.log
@@ -232,21 +268,34 @@ async fn a_crashed_leader_is_replaced_within_the_lease_duration_and_not_before()
     timeline.assert_one_leader_at_a_time();
 }
 
-/// A graceful release clears the lease, so a follower takes over at its next poll, long before
-/// the lease would have expired.
+/// A graceful release clears the lease; a follower watching it takes over at once, long before
+/// the lease would have expired (and, without the watch, at its next poll).
 #[tokio::test(start_paused = true)]
-async fn a_released_lease_is_taken_over_at_the_next_poll() {
-    let fake = FakeLeases::default();
+async fn a_released_lease_is_taken_over_at_once() {
+    for (watch, bound) in [
+        (true, Duration::from_millis(1)),
+        (false, cfg().retry_period().mul_f64(1.2)),
+    ] {
+        let fake = FakeLeases::default();
+        fake.with(|i| i.no_watch = !watch);
+        released_lease_is_taken_over(fake, bound).await;
+    }
+}
+
+async fn released_lease_is_taken_over(fake: FakeLeases, bound: Duration) {
     let timeline = Timeline::default();
     let mut all = start(&fake, &timeline, &["a", "b"]);
     let first = wait_for_leader(&all).await;
     let leader = all.remove(first);
     leader.release().await.unwrap();
     let released_at = Instant::now();
-    assert_eq!(fake.holder(), None, "release clears holderIdentity");
+    assert!(
+        fake.with(|i| i.log.iter().any(|(_, holder)| holder.is_none())),
+        "release clears holderIdentity"
+    );
     wait_for_leader(&all).await;
     let took = timeline.last_start(all[0].identity()).unwrap() - released_at;
-    assert!(took <= cfg().retry_period().mul_f64(1.2), "took {took:?}");
+    assert!(took <= bound, "took {took:?}, bound {bound:?}");
     timeline.assert_one_leader_at_a_time();
 }
 
@@ -320,6 +369,9 @@ async fn a_forbidden_lease_ends_the_election_with_an_error() {
         }
         async fn replace(&self, _: &Lease) -> Result<Lease, kube::Error> {
             Err(api_error(403, "Forbidden"))
+        }
+        fn changes(&self) -> impl Stream<Item = Lease> + Send + 'static {
+            futures::stream::empty()
         }
     }
     let mut leadership = spawn(Forbidden, "ns".into(), "lease".into(), "a".into(), cfg());

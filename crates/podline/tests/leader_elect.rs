@@ -151,7 +151,8 @@ fn lifecycle_pod(i: usize) -> Pod {
 /// (`kill -9`: no release) three times while pods run, and a fresh standby is started after each
 /// takeover (as Kubernetes restarts the pod). The Lease is watched throughout: its holder only
 /// ever changes away from a replica that was killed (one leader at a time), each takeover comes
-/// within the lease duration (plus the standby's polling), and the store equals the ground truth.
+/// within the lease duration (plus the delivery of the Lease watch), and the store equals the
+/// ground truth.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_three_times_hands_over_in_time_and_loses_nothing() {
     const PODS: usize = 400;
@@ -280,10 +281,11 @@ async fn killing_the_leader_three_times_hands_over_in_time_and_loses_nothing() {
     // One leader at a time: the Lease left a holder only after that holder was killed.
     assert_eq!(history.len(), 4, "holders over time: {history:?}");
     assert_eq!(&history[..3], &killed[..], "holders over time: {history:?}");
-    // Takeover: the standby sees the dead leader's last renewal at its next poll (<= 1.2 x the
-    // retry period after it), waits the lease duration from then, and takes the Lease at its
-    // next poll: at most the lease duration plus two jittered polls after the kill.
-    let bound = LEASE + RETRY.mul_f64(2.0 * 1.2) + Duration::from_millis(100);
+    // Takeover: the standby sees the dead leader's last renewal (made before the kill) on its
+    // Lease watch and takes the Lease a lease duration after it: within the lease duration of the
+    // kill, plus the time to deliver the watch event, read, write and sample the holder (10 ms)
+    // on a loaded 2-core machine.
+    let bound = LEASE + Duration::from_millis(250);
     eprintln!("takeovers after kill -9 of the leader: {takeovers:?} (bound {bound:?})");
     for took in &takeovers {
         assert!(*took <= bound, "takeover took {took:?}, bound {bound:?}");

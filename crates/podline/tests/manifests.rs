@@ -357,7 +357,7 @@ fn allowed_verbs(
         (("", "events"), vec!["list", "watch"]),
         (
             ("coordination.k8s.io", "leases"),
-            vec!["get", "create", "update", "watch"],
+            vec!["get", "create", "update", "list", "watch"],
         ),
     ])
 }
@@ -393,6 +393,13 @@ fn check_rules(rules: &[PolicyRule], namespaced: bool, in_kfp_overlay: bool, ori
                     assert!(
                         namespaced,
                         "{origin}: leases only in the recorder's namespace (a Role, not a ClusterRole)"
+                    );
+                    // Only `create` can't name its object; everything else is for our Lease only.
+                    let named = rule.resource_names.as_ref().is_some_and(|n| !n.is_empty());
+                    assert!(
+                        named || rule.verbs.iter().all(|v| v == "create"),
+                        "{origin}: lease verbs {:?} must be limited by resourceNames",
+                        rule.verbs
                     );
                 }
             }
@@ -432,7 +439,7 @@ fn rbac_is_least_privilege() {
 }
 
 /// The check itself rejects what it should: a wildcard, secrets, pods patch outside KFP, a
-/// cluster-wide lease grant.
+/// cluster-wide lease grant, a lease watch not limited to our Lease.
 #[test]
 fn the_rbac_check_rejects_excess_privilege() {
     let rule = |group: &str, resource: &str, verb: &str| PolicyRule {
@@ -447,6 +454,7 @@ fn the_rbac_check_rejects_excess_privilege() {
         (rule("", "pods", "patch"), true),
         (rule("", "pods", "delete"), true),
         (rule("coordination.k8s.io", "leases", "get"), false),
+        (rule("coordination.k8s.io", "leases", "watch"), true),
     ];
     for (bad_rule, namespaced) in bad {
         let result = std::panic::catch_unwind(|| {
