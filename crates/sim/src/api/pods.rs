@@ -168,7 +168,7 @@ pub fn delete(
     match event {
         Some(commit) => Ok(json_response(StatusCode::OK, commit.event.json.clone())),
         None => match cluster.pod_table().get(&info.namespace, &info.name) {
-            Some(stored) => Ok(json_response(StatusCode::OK, stored.json)),
+            Some(stored) => Ok(json_response(StatusCode::OK, stored.json())),
             None => Err(ApiError::not_found("", "pods", &info.name)),
         },
     }

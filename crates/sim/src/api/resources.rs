@@ -186,7 +186,7 @@ fn delete_options(query: Option<&str>, body: &JsonBody) -> Result<DeleteOptions,
 fn get<K: ApiKind>(state: &AppState, info: &RequestInfo) -> Result<Response, ApiError> {
     let ns = key_namespace::<K>(info);
     match K::table(state.cluster()).get(&ns, &info.name) {
-        Some(stored) => Ok(json_response(StatusCode::OK, stored.json)),
+        Some(stored) => Ok(json_response(StatusCode::OK, stored.json())),
         None => Err(ApiError::not_found(K::GROUP, K::RESOURCE, &info.name)),
     }
 }
@@ -281,7 +281,8 @@ fn list<K: ApiKind>(
         meta["continue"] = json!(continue_token::encode(list_rv, &key));
         meta["remainingItemCount"] = json!(remaining);
     }
-    let size: usize = selected.iter().map(|s| s.json.len() + 1).sum();
+    let items: Vec<Bytes> = selected.iter().map(|stored| stored.json()).collect();
+    let size: usize = items.iter().map(|json| json.len() + 1).sum();
     let mut out = Vec::with_capacity(size + 256);
     out.extend_from_slice(b"{\"kind\":\"");
     out.extend_from_slice(K::LIST_KIND.as_bytes());
@@ -290,11 +291,11 @@ fn list<K: ApiKind>(
     out.extend_from_slice(b"\",\"metadata\":");
     out.extend_from_slice(meta.to_string().as_bytes());
     out.extend_from_slice(b",\"items\":[");
-    for (i, stored) in selected.iter().enumerate() {
+    for (i, json) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&stored.json);
+        out.extend_from_slice(json);
     }
     out.extend_from_slice(b"]}");
     Ok(json_response(StatusCode::OK, out))
@@ -468,7 +469,7 @@ fn replace<K: ApiKind>(
             return Ok((Write::Delete(obj), None));
         }
         if serde_json::to_value(&obj).ok() == serde_json::to_value(&current).ok() {
-            Ok((Write::Unchanged, Some(stored.json.clone())))
+            Ok((Write::Unchanged, Some(stored.json())))
         } else {
             Ok((Write::Replace(obj), None))
         }
@@ -510,7 +511,7 @@ async fn patch_object<K: ApiKind>(
     let body = read_raw_body(req).await?;
     let patch = patch::Patch::parse(&body.media_type, &body.bytes)?;
     replace::<K>(state, info, part, false, |current| {
-        let mut doc: serde_json::Value = serde_json::from_slice(&current.json)
+        let mut doc: serde_json::Value = serde_json::from_slice(&current.json())
             .map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;
         patch.apply(&mut doc)?;
         serde_json::from_value::<K>(doc).map_err(|e| {

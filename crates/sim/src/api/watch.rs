@@ -25,7 +25,7 @@ use super::query::{self, ListParams};
 use super::resources::{Filter, json_response};
 use super::{AppState, RequestInfo};
 use crate::cluster::{
-    ChangeKind, Cluster, Facts, Stored, TooOld, WatchEvent, WatchFrom, event_line,
+    ChangeKind, Cluster, Facts, Stored, TooOld, WatchEvent, WatchFrom, event_line, watch_line,
 };
 use crate::status::ApiError;
 
@@ -101,18 +101,7 @@ pub fn watch<K: ApiKind>(
 }
 
 fn added_line<K: ApiKind>(stored: &Stored<K>) -> Bytes {
-    line_of("ADDED", &stored.json)
-}
-
-/// A watch line of type `kind` around an object's JSON.
-fn line_of(kind: &str, json: &[u8]) -> Bytes {
-    let mut buf = Vec::with_capacity(json.len() + 32);
-    buf.extend_from_slice(b"{\"type\":\"");
-    buf.extend_from_slice(kind.as_bytes());
-    buf.extend_from_slice(b"\",\"object\":");
-    buf.extend_from_slice(json);
-    buf.extend_from_slice(b"}\n");
-    Bytes::from(buf)
+    watch_line("ADDED", &stored.json()).0
 }
 
 /// The in-stream `ERROR` event with a 410 Expired Status the real server sends when a watch
@@ -179,7 +168,7 @@ impl<K: ApiKind> Watcher<K> {
             (ChangeKind::Added, _, true) => Some(event.line.clone()),
             (ChangeKind::Deleted, b, n) if b || n => Some(event.line.clone()),
             (ChangeKind::Modified, true, true) => Some(event.line.clone()),
-            (ChangeKind::Modified, false, true) => Some(line_of("ADDED", &event.json)),
+            (ChangeKind::Modified, false, true) => Some(watch_line("ADDED", &event.json).0),
             (ChangeKind::Modified, true, false) => {
                 // The real server sends the old object, at the resourceVersion of the change.
                 let mut old = event.prev.as_ref()?.decode();

@@ -7,6 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::packed::Dictionary;
+
 /// A resource kind the sim stores: its names on the wire and how to reach its metadata.
 pub trait Kind:
     Clone + Default + Serialize + DeserializeOwned + Send + Sync + std::fmt::Debug + 'static
@@ -23,6 +25,12 @@ pub trait Kind:
     const NAMESPACED: bool;
     /// The fields field selectors may name (each answered by [`Kind::field`]).
     const FIELDS: &'static [&'static str] = &["metadata.name", "metadata.namespace"];
+
+    /// The dictionary objects of this kind are stored compressed with, for kinds kept by the
+    /// hundred thousand and rarely read (see `packed.rs`); None (the default) stores plain JSON.
+    fn dictionary() -> Option<&'static Dictionary> {
+        None
+    }
 
     /// The object's metadata.
     fn meta(&self) -> &ObjectMeta;
@@ -134,6 +142,9 @@ impl Kind for Event {
     const API_VERSION: &'static str = "v1";
     const RESOURCE: &'static str = "events";
     const NAMESPACED: bool = true;
+    fn dictionary() -> Option<&'static Dictionary> {
+        Some(super::event_dictionary())
+    }
     const FIELDS: &'static [&'static str] = &[
         "metadata.name",
         "metadata.namespace",

@@ -7,12 +7,13 @@
 
 mod facts;
 mod kind;
+mod packed;
 mod table;
 mod truth;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -27,9 +28,10 @@ use crate::logs::LogStore;
 
 pub use facts::Facts;
 pub use kind::{GenericObject, Kind, WorkflowTaskResult};
+pub use packed::Dictionary;
 pub use table::{
     ChangeKind, Commit, Committed, HistoryLimits, Key, RvClock, Stored, Table, TooOld, WatchEvent,
-    WatchFrom, WatchStart, Write, event_line,
+    WatchFrom, WatchStart, Write, event_line, watch_line,
 };
 use truth::GroundTruth;
 pub use truth::PodHistory;
@@ -134,6 +136,139 @@ impl AggregationKey<'_> {
 /// The name of an Event about the object `name`, from its suffix.
 fn event_name(name: &str, suffix: u64) -> String {
     format!("{name}.{suffix:016x}")
+}
+
+/// A new core/v1 Event named `name` about `pod`, as the real event recorder writes it.
+fn pod_event(
+    pod: &EventSubject<'_>,
+    name: &str,
+    event_type: &str,
+    reason: &str,
+    message: &str,
+    component: &str,
+    now: Timestamp,
+) -> Event {
+    Event {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(pod.namespace.to_owned()),
+            uid: Some(uuid::Uuid::new_v4().to_string()),
+            creation_timestamp: Some(Time(now)),
+            ..ObjectMeta::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("Pod".to_owned()),
+            name: Some(pod.name.to_owned()),
+            namespace: Some(pod.namespace.to_owned()),
+            uid: Some(pod.uid.to_owned()),
+            resource_version: pod.resource_version.map(str::to_owned),
+            field_path: None,
+        },
+        reason: Some(reason.to_owned()),
+        message: Some(message.to_owned()),
+        type_: Some(event_type.to_owned()),
+        source: Some(EventSource {
+            component: Some(component.to_owned()),
+            host: pod.node_name.map(str::to_owned),
+        }),
+        count: Some(1),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        event_time: None::<MicroTime>,
+        reporting_component: Some(component.to_owned()),
+        reporting_instance: Some(pod.node_name.unwrap_or(component).to_owned()),
+        ..Event::default()
+    }
+}
+
+/// The dictionary Events are stored compressed with: one Event of each kind the simulated
+/// scheduler and kubelet record for a pod's life, built exactly as [`Cluster::record_pod_event`]
+/// builds them (placeholder names and uids), so what a real Event shares with them is its
+/// structure and wording.
+pub(crate) fn event_dictionary() -> &'static Dictionary {
+    static DICTIONARY: LazyLock<Dictionary> = LazyLock::new(|| {
+        let node = crate::kubelet::KubeletConfig::default().node_name;
+        let pod = EventSubject {
+            namespace: "default",
+            name: "task-0000-abcdefgh",
+            uid: "00000000-0000-4000-8000-000000000000",
+            resource_version: Some("100000"),
+            node_name: Some(&node),
+        };
+        let image = "busybox:1.36";
+        let samples = [
+            (
+                "Normal",
+                "Scheduled",
+                format!("Successfully assigned default/{} to {node}", pod.name),
+                "default-scheduler",
+            ),
+            (
+                "Normal",
+                "Pulling",
+                format!("Pulling image \"{image}\""),
+                "kubelet",
+            ),
+            (
+                "Normal",
+                "Pulled",
+                format!(
+                    "Successfully pulled image \"{image}\" in 1.2s (1.2s including waiting). Image size: 2166802 bytes."
+                ),
+                "kubelet",
+            ),
+            (
+                "Normal",
+                "Created",
+                "Created container: task".to_owned(),
+                "kubelet",
+            ),
+            (
+                "Normal",
+                "Started",
+                "Started container task".to_owned(),
+                "kubelet",
+            ),
+            (
+                "Normal",
+                "Killing",
+                "Stopping container task".to_owned(),
+                "kubelet",
+            ),
+            (
+                "Warning",
+                "Failed",
+                format!(
+                    "Failed to pull image \"{image}\": rpc error: code = NotFound desc = failed to pull and unpack image"
+                ),
+                "kubelet",
+            ),
+            (
+                "Warning",
+                "BackOff",
+                "Back-off restarting failed container task in pod".to_owned(),
+                "kubelet",
+            ),
+        ];
+        let mut content = Vec::new();
+        for (event_type, reason, message, component) in samples {
+            let name = event_name(pod.name, 0x1870_0000_0000_0000);
+            let event = pod_event(
+                &pod,
+                &name,
+                event_type,
+                reason,
+                &message,
+                component,
+                Timestamp::UNIX_EPOCH,
+            );
+            // Invariant: an Event is plain data and writing into a Vec cannot fail.
+            serde_json::to_writer(&mut content, &event).expect("Events serialize");
+        }
+        Dictionary::new(&content)
+    });
+    &DICTIONARY
 }
 
 /// Namespaces every cluster starts with.
@@ -490,38 +625,7 @@ impl Cluster {
         // The real recorder's name: the object's name and the time in hex nanoseconds.
         let suffix = now.as_nanosecond() as u64;
         let name = event_name(pod.name, suffix);
-        let event = Event {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(namespace.clone()),
-                uid: Some(uuid::Uuid::new_v4().to_string()),
-                creation_timestamp: Some(Time(now)),
-                ..ObjectMeta::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some("v1".to_owned()),
-                kind: Some("Pod".to_owned()),
-                name: Some(pod.name.to_owned()),
-                namespace: Some(namespace.clone()),
-                uid: Some(pod.uid.to_owned()),
-                resource_version: pod.resource_version.map(str::to_owned),
-                field_path: None,
-            },
-            reason: Some(reason.to_owned()),
-            message: Some(message.to_owned()),
-            type_: Some(event_type.to_owned()),
-            source: Some(EventSource {
-                component: Some(component.to_owned()),
-                host: pod.node_name.map(str::to_owned),
-            }),
-            count: Some(1),
-            first_timestamp: Some(Time(now)),
-            last_timestamp: Some(Time(now)),
-            event_time: None::<MicroTime>,
-            reporting_component: Some(component.to_owned()),
-            reporting_instance: Some(pod.node_name.unwrap_or(component).to_owned()),
-            ..Event::default()
-        };
+        let event = pod_event(pod, &name, event_type, reason, message, component, now);
         let created = self.inner.events.write(
             (namespace.clone(), name.clone()),
             |current| match current {

@@ -3,12 +3,16 @@
 //! Every write happens under the table's lock: it takes the next resourceVersion from the shared
 //! clock, serializes the object ONCE into a complete watch-event line (`{"type":..,"object":..}\n`),
 //! stores the object as its JSON (a slice of that line) plus the few [`Facts`] selectors need,
-//! appends the event to the history and broadcasts it. Watchers and LISTs then only copy
+//! appends the change to the history and broadcasts the event. Watchers and LISTs then only copy
 //! reference-counted bytes. Decoded objects are not kept: at 100k pods they would cost several
 //! times their JSON; the rare write that needs the current object decodes it
 //! ([`Stored::decode`]). Because resource versions are taken under the lock, a table's events are
 //! strictly ordered by resourceVersion, and a snapshot taken under the lock plus a broadcast
 //! subscription is gap-free.
+//!
+//! Kinds with a [`Kind::dictionary`] (Events) are stored compressed instead, in the table and in
+//! the history alike; live watchers still get the line serialized before compression, and a
+//! resume from the history rebuilds the lines it replays.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::marker::PhantomData;
@@ -55,17 +59,25 @@ impl ChangeKind {
 /// needs it decodes it with [`Stored::decode`].
 #[derive(Debug)]
 pub struct Stored<K> {
-    /// The object's JSON, exactly as sent to clients.
-    pub json: Bytes,
+    body: Body,
     /// What LIST/WATCH filtering needs (namespace, labels, selectable fields).
     pub facts: Facts,
     kind: PhantomData<fn() -> K>,
 }
 
+/// How a stored object's JSON is kept.
+#[derive(Debug, Clone)]
+enum Body {
+    /// As sent to clients (a slice of the watch line it was written with).
+    Plain(Bytes),
+    /// Compressed with the kind's [`Kind::dictionary`].
+    Packed(Bytes),
+}
+
 impl<K> Clone for Stored<K> {
     fn clone(&self) -> Self {
         Stored {
-            json: self.json.clone(),
+            body: self.body.clone(),
             facts: self.facts.clone(),
             kind: PhantomData,
         }
@@ -73,18 +85,45 @@ impl<K> Clone for Stored<K> {
 }
 
 impl<K: Kind> Stored<K> {
-    /// The stored form of `obj`, whose serialization is `json`.
+    /// The stored form of `obj`, whose serialization is `json`: compressed if the kind has a
+    /// dictionary.
     pub fn new(obj: &K, json: Bytes) -> Self {
+        let body = match K::dictionary().and_then(|dictionary| dictionary.pack(&json)) {
+            Some(packed) => Body::Packed(packed),
+            None => Body::Plain(json),
+        };
         Stored {
-            json,
+            body,
             facts: Facts::of(obj),
             kind: PhantomData,
         }
     }
 
+    /// The object's JSON, exactly as sent to clients (uncompressed here if stored compressed).
+    pub fn json(&self) -> Bytes {
+        match &self.body {
+            Body::Plain(json) => json.clone(),
+            Body::Packed(packed) => K::dictionary()
+                // Invariant: only kinds with a dictionary store `Packed` bodies (`new`).
+                .expect("a compressed object's kind has a dictionary")
+                .unpack(packed),
+        }
+    }
+
+    /// Bytes the object's JSON takes in the store (compressed, if it is).
+    pub fn stored_len(&self) -> usize {
+        match &self.body {
+            Body::Plain(bytes) | Body::Packed(bytes) => bytes.len(),
+        }
+    }
+
     /// Decodes the object.
     pub fn decode(&self) -> K {
-        decode(&self.json)
+        decode(&self.json())
+    }
+
+    fn is_plain(&self) -> bool {
+        matches!(self.body, Body::Plain(_))
     }
 }
 
@@ -95,8 +134,8 @@ fn decode<K: Kind>(json: &[u8]) -> K {
     serde_json::from_slice(json).expect("stored JSON decodes into its kind")
 }
 
-/// One committed change, as kept in the history and broadcast to watchers. It holds JSON and
-/// facts only (no decoded object), so the history costs about the size of what it would send.
+/// One committed change, as broadcast to watchers (and rebuilt from the history for a resume).
+/// It holds JSON and facts only (no decoded object).
 #[derive(Debug)]
 pub struct WatchEvent<K> {
     /// The resourceVersion this change produced.
@@ -115,13 +154,95 @@ pub struct WatchEvent<K> {
     pub at: Instant,
 }
 
-impl<K: Kind> WatchEvent<K> {
-    /// The object after the change, as stored.
-    pub fn stored(&self) -> Stored<K> {
-        Stored {
-            json: self.json.clone(),
-            facts: self.facts.clone(),
-            kind: PhantomData,
+/// One committed change as the history keeps it.
+#[derive(Debug)]
+enum Recorded<K> {
+    /// Plain kinds: the event as broadcast (its JSON is a slice of its line, so keeping the line
+    /// costs nothing extra).
+    Live(Arc<WatchEvent<K>>),
+    /// Compressed kinds: the change with the object as the table stores it and no line, which a
+    /// replay rebuilds.
+    Packed {
+        rv: u64,
+        kind: ChangeKind,
+        object: Stored<K>,
+        prev: Option<Stored<K>>,
+        at: Instant,
+    },
+}
+
+impl<K> Clone for Recorded<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Recorded::Live(event) => Recorded::Live(event.clone()),
+            Recorded::Packed {
+                rv,
+                kind,
+                object,
+                prev,
+                at,
+            } => Recorded::Packed {
+                rv: *rv,
+                kind: *kind,
+                object: object.clone(),
+                prev: prev.clone(),
+                at: *at,
+            },
+        }
+    }
+}
+
+impl<K: Kind> Recorded<K> {
+    /// How the history keeps `event`, whose object the table stores as `object`.
+    fn of(event: &Arc<WatchEvent<K>>, object: &Stored<K>) -> Self {
+        if object.is_plain() {
+            return Recorded::Live(event.clone());
+        }
+        Recorded::Packed {
+            rv: event.rv,
+            kind: event.kind,
+            object: object.clone(),
+            prev: event.prev.clone(),
+            at: event.at,
+        }
+    }
+
+    fn rv(&self) -> u64 {
+        match self {
+            Recorded::Live(event) => event.rv,
+            Recorded::Packed { rv, .. } => *rv,
+        }
+    }
+
+    fn at(&self) -> Instant {
+        match self {
+            Recorded::Live(event) => event.at,
+            Recorded::Packed { at, .. } => *at,
+        }
+    }
+
+    /// The change as a watch event, its line rebuilt if it was not kept.
+    fn event(&self) -> Arc<WatchEvent<K>> {
+        match self {
+            Recorded::Live(event) => event.clone(),
+            Recorded::Packed {
+                rv,
+                kind,
+                object,
+                prev,
+                at,
+            } => {
+                let (line, json) = watch_line(kind.as_str(), &object.json());
+                Arc::new(WatchEvent {
+                    rv: *rv,
+                    kind: *kind,
+                    facts: object.facts.clone(),
+                    prev: prev.clone(),
+                    line,
+                    json,
+                    at: *at,
+                })
+            }
         }
     }
 }
@@ -230,7 +351,7 @@ impl PackedKey {
 
 struct State<K> {
     objects: BTreeMap<PackedKey, Stored<K>>,
-    history: VecDeque<Arc<WatchEvent<K>>>,
+    history: VecDeque<Recorded<K>>,
     /// Resumes from a resourceVersion below this answer 410 (everything after it is kept).
     compacted_rv: u64,
     /// resourceVersion of this table's latest event.
@@ -255,17 +376,35 @@ impl<K: Kind> std::fmt::Debug for Table<K> {
 
 /// Serializes `obj` into a watch line of the given type; returns the line and the object's JSON.
 pub fn event_line<K: serde::Serialize>(kind: &str, obj: &K) -> (Bytes, Bytes) {
-    let mut buf = Vec::with_capacity(1024);
+    build_line(kind, 1024, |buf| {
+        // Invariant: the stored kinds are plain data (string map keys, no fallible Serialize
+        // impls), and writing into a Vec cannot fail, so serialization cannot fail.
+        serde_json::to_writer(buf, obj).expect("k8s objects always serialize");
+    })
+}
+
+/// A watch line of the given type around an object's `json`; returns the line and the JSON (a
+/// slice of the line).
+pub fn watch_line(kind: &str, json: &[u8]) -> (Bytes, Bytes) {
+    build_line(kind, json.len() + 32, |buf| buf.extend_from_slice(json))
+}
+
+/// `{"type":"<kind>","object":<what write_object writes>}\n`, and the object's part of it.
+fn build_line(
+    kind: &str,
+    capacity: usize,
+    write_object: impl FnOnce(&mut Vec<u8>),
+) -> (Bytes, Bytes) {
+    let mut buf = Vec::with_capacity(capacity);
     buf.extend_from_slice(b"{\"type\":\"");
     buf.extend_from_slice(kind.as_bytes());
     buf.extend_from_slice(b"\",\"object\":");
     let start = buf.len();
-    // Invariant: the stored kinds are plain data (string map keys, no fallible Serialize impls),
-    // and writing into a Vec cannot fail, so serialization cannot fail.
-    serde_json::to_writer(&mut buf, obj).expect("k8s objects always serialize");
+    write_object(&mut buf);
     let end = buf.len();
     buf.extend_from_slice(b"}\n");
-    // The line lives as long as the object (and its history entry): don't keep the growth slack.
+    // The line may live as long as the object (and its history entry): don't keep the growth
+    // slack.
     if buf.capacity() - buf.len() > buf.len() / 8 {
         buf.shrink_to_fit();
     }
@@ -359,7 +498,7 @@ impl<K: Kind> Table<K> {
         let rv = self.clock.next();
         obj.meta_mut().resource_version = Some(rv.to_string());
         let (line, json) = event_line(kind.as_str(), &obj);
-        let stored = Stored::new(&obj, json);
+        let stored = Stored::new(&obj, json.clone());
         let obj = Arc::new(obj);
         let event = Arc::new(WatchEvent {
             rv,
@@ -367,9 +506,10 @@ impl<K: Kind> Table<K> {
             facts: stored.facts.clone(),
             prev,
             line,
-            json: stored.json.clone(),
+            json,
             at: Instant::now(),
         });
+        let recorded = Recorded::of(&event, &stored);
         match kind {
             ChangeKind::Deleted => {
                 state.objects.remove(&key);
@@ -379,7 +519,7 @@ impl<K: Kind> Table<K> {
             }
         }
         state.last_rv = rv;
-        state.history.push_back(event.clone());
+        state.history.push_back(recorded);
         self.evict(&mut state);
         hook(&event, &obj);
         // No receiver is fine: nobody watches.
@@ -391,11 +531,11 @@ impl<K: Kind> Table<K> {
         let now = Instant::now();
         while let Some(front) = state.history.front() {
             let too_many = state.history.len() > self.limits.max_events;
-            let too_old = now.saturating_duration_since(front.at) > self.limits.window;
+            let too_old = now.saturating_duration_since(front.at()) > self.limits.window;
             if !(too_many || too_old) {
                 break;
             }
-            state.compacted_rv = front.rv;
+            state.compacted_rv = front.rv();
             state.history.pop_front();
         }
     }
@@ -421,11 +561,13 @@ impl<K: Kind> Table<K> {
                         oldest: state.compacted_rv,
                     });
                 }
-                let start = state.history.partition_point(|e| e.rv <= asked);
-                let backlog = state.history.range(start..).cloned().collect();
+                let start = state.history.partition_point(|e| e.rv() <= asked);
+                let backlog: Vec<Recorded<K>> = state.history.range(start..).cloned().collect();
+                // Rebuilding lines (and unpacking compressed kinds) needs no lock.
+                drop(state);
                 Ok(WatchStart {
                     initial: Vec::new(),
-                    backlog,
+                    backlog: backlog.iter().map(Recorded::event).collect(),
                     rv: asked.max(current),
                     subscribed_rv: current,
                     rx,
@@ -513,16 +655,18 @@ mod tests {
         let commit = create(&table, pod("a", "web"));
         let stored = table.get("default", "a").expect("stored");
         assert_eq!(
-            stored.json, commit.event.json,
+            stored.json(),
+            commit.event.json,
             "GET serves the written bytes"
         );
         let (listed, _) = table.snapshot(Some("default"), None);
         assert_eq!(
-            listed[0].json, commit.event.json,
+            listed[0].json(),
+            commit.event.json,
             "LIST serves the same bytes"
         );
         assert_eq!(
-            stored.json,
+            stored.json(),
             serde_json::to_vec(&*commit.obj).expect("serialize"),
         );
         assert_eq!(stored.decode(), *commit.obj, "the JSON round-trips");
@@ -559,7 +703,7 @@ mod tests {
             .prev
             .as_ref()
             .expect("MODIFIED keeps the old version");
-        assert_eq!(prev.json, first.event.json);
+        assert_eq!(prev.json(), first.event.json);
         assert_eq!(prev.facts.label("app"), Some("web"));
         assert_eq!(commit.event.facts.label("app"), Some("db"));
     }
@@ -573,7 +717,7 @@ mod tests {
             .expect("no-op");
         assert!(commit.is_none());
         let stored = table.get("default", "a").expect("stored");
-        assert_eq!(stored.json, first.event.json, "the version is kept");
+        assert_eq!(stored.json(), first.event.json, "the version is kept");
     }
 
     #[test]
@@ -614,6 +758,69 @@ mod tests {
             .map(|s| s.decode().metadata.name.unwrap_or_default())
             .collect();
         assert_eq!(names, ["a", "a"], "continues after (ab, \"\")");
+    }
+
+    /// Events (a kind with a dictionary) are stored compressed, in the table and in the history,
+    /// yet GET, LIST, a resume from the history and a decode see exactly what was written.
+    #[test]
+    fn a_kind_with_a_dictionary_is_stored_compressed_and_served_byte_identical() {
+        use k8s_openapi::api::core::v1::Event;
+
+        let limits = HistoryLimits {
+            window: Duration::from_secs(75),
+            max_events: 100,
+        };
+        let table: Table<Event> = Table::new(Arc::new(RvClock::default()), limits, 16);
+        let subject = super::super::EventSubject {
+            namespace: "default",
+            name: "train-7-x2k9q",
+            uid: "7d3f0a52-95a4-4a8e-b6a4-0c6f1d2e3b4a",
+            resource_version: Some("4242"),
+            node_name: Some("sim-node-1"),
+        };
+        let name = "train-7-x2k9q.18a2b3c4d5e6f708";
+        let event = super::super::pod_event(
+            &subject,
+            name,
+            "Normal",
+            "Pulling",
+            "Pulling image \"python:3.12-slim\"",
+            "kubelet",
+            // Whole seconds: Events' times are serialized to the second.
+            jiff::Timestamp::from_second(1_764_561_600).expect("a valid time"),
+        );
+        let (commit, ()) = table
+            .write(
+                ("default".to_owned(), name.to_owned()),
+                |_| Ok::<_, ()>((Write::Create(event), ())),
+                |_, _| {},
+            )
+            .expect("create");
+        let commit = commit.expect("a create commits");
+        let stored = table.get("default", name).expect("stored");
+        assert!(!stored.is_plain(), "Events are stored compressed");
+        assert!(
+            stored.stored_len() * 3 < commit.event.json.len(),
+            "{} bytes stored for {} bytes of JSON",
+            stored.stored_len(),
+            commit.event.json.len()
+        );
+        assert_eq!(
+            stored.json(),
+            commit.event.json,
+            "GET serves the written bytes"
+        );
+        assert_eq!(stored.decode(), *commit.obj, "the JSON round-trips");
+        let (listed, _) = table.snapshot(None, None);
+        assert_eq!(listed[0].json(), commit.event.json, "LIST too");
+        let resumed = table.start_watch(WatchFrom::After(0)).expect("kept");
+        assert_eq!(resumed.backlog.len(), 1);
+        assert_eq!(resumed.backlog[0].line, commit.event.line, "a resume too");
+        assert_eq!(resumed.backlog[0].json, commit.event.json);
+        assert_eq!(
+            stored.facts, commit.event.facts,
+            "selectors see the same facts"
+        );
     }
 
     #[test]
