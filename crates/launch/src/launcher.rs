@@ -18,7 +18,7 @@ use crate::create;
 use crate::error::LaunchError;
 use crate::exit;
 use crate::logs::{self, LogConfig, LogSink};
-use crate::podwatch::{self, PodState};
+use crate::podwatch::{self, PodState, SharedPodWatches};
 use crate::report::TaskResult;
 use crate::spec::{BuiltPod, LAUNCH_ID_LABEL, TASK_ID_LABEL, TaskSpec};
 use crate::wait::{self, StartStep, StartTracker};
@@ -95,6 +95,9 @@ pub struct Launcher {
     client: kube::Client,
     default_namespace: String,
     config: Arc<LaunchConfig>,
+    /// Set by [`Launcher::sharing_pod_watches`]: tasks follow their pods on one watch per
+    /// namespace instead of one each.
+    shared_watches: Option<SharedPodWatches>,
 }
 
 /// A cancellation token plus the reason, shared by the CLI's signal handler and the run.
@@ -151,6 +154,18 @@ impl Launcher {
             client,
             default_namespace: default_namespace.into(),
             config: Arc::new(config),
+            shared_watches: None,
+        }
+    }
+
+    /// This launcher, for many tasks at once: its tasks follow their pods on one shared watch
+    /// per namespace (podline's launch-id label) instead of one watch per pod, which spares the
+    /// API server a watch, and an evaluation of every pod event, per task in flight. Tasks that
+    /// reattach to an existing pod still watch it alone. [`crate::run_many`] uses this.
+    pub fn sharing_pod_watches(&self) -> Self {
+        Self {
+            shared_watches: Some(SharedPodWatches::new(self.client.clone())),
+            ..self.clone()
         }
     }
 
@@ -225,6 +240,11 @@ impl Launcher {
                 Err(err) => return finish_early(result, err),
             }
         }
+        // Subscribed before the create, so the shared watch can't miss the pod's first event.
+        let mut shared_state = match (&self.shared_watches, &reattached) {
+            (Some(shared), None) => Some(shared.subscribe(&built.namespace, &built.name)),
+            _ => None,
+        };
         let created_pod = if let Some(pod) = reattached {
             built.name = pod.metadata.name.clone().unwrap_or_default();
             built.launch_id = pod
@@ -267,7 +287,9 @@ impl Launcher {
         result.absorb_pod(&created_pod);
 
         // 2. Watch the pod; await start.
-        let mut state = podwatch::spawn(api.clone(), &built.name);
+        let mut state = shared_state
+            .take()
+            .unwrap_or_else(|| podwatch::spawn(api.clone(), &built.name));
         let stop = self.await_start(&built, &mut state, cancel, overall).await;
         let mut log_tasks = Vec::new();
         let stop = match stop {

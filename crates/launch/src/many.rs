@@ -141,6 +141,8 @@ pub async fn run_many(
         }
         bar
     });
+    // One pod watch per namespace for all tasks, not one per task in flight.
+    let launcher = launcher.sharing_pod_watches();
     let mut set = JoinSet::new();
     for (index, spec) in specs.into_iter().enumerate() {
         let launcher = launcher.clone();

@@ -1,10 +1,14 @@
-//! One watch per launched pod (field selector `metadata.name=<pod>`), published as the latest
-//! [`PodState`] on a `tokio::sync::watch` channel.
+//! One watch per launched pod (field selector `metadata.name=<pod>`), or one per namespace shared
+//! by many tasks ([`SharedPodWatches`]), published as the latest [`PodState`] on a
+//! `tokio::sync::watch` channel.
 //!
 //! Awaiting start, following logs and awaiting completion all read this one channel, so a task
 //! costs one watch connection instead of a polling loop per stage. The watch re-lists and
 //! resumes by itself (with backoff) when the connection breaks; only a pod that is really gone
 //! (deleted, or missing after a re-list) is reported as [`PodState::gone`].
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -81,4 +85,164 @@ pub fn spawn(api: Api<Pod>, name: &str) -> tokio::sync::watch::Receiver<PodState
         .instrument(span),
     );
     rx
+}
+
+/// One pod watch per namespace shared by many tasks (`run_many`), instead of one watch per task.
+///
+/// With 200 tasks in flight, one watch per pod means the API server evaluates every pod event
+/// 200 times (once per watch) and holds 200 watches open; a shared watch on podline's launch-id
+/// label costs it one. Each task subscribes by pod name *before* creating its pod, so its pod
+/// arrives either in the watch's (re-)list or as an event after it (never seeded from the create's
+/// answer: a list that began before the create would then report the pod gone), and gets the
+/// same [`PodState`] channel a per-pod watch would give it.
+#[derive(Clone)]
+pub struct SharedPodWatches {
+    client: kube::Client,
+    hubs: Arc<Mutex<HashMap<String, Hub>>>,
+}
+
+impl std::fmt::Debug for SharedPodWatches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let namespaces: Vec<String> = lock(&self.hubs).keys().cloned().collect();
+        f.debug_struct("SharedPodWatches")
+            .field("namespaces", &namespaces)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedPodWatches {
+    /// No watch yet; each namespace's starts with its first subscriber.
+    pub fn new(client: kube::Client) -> Self {
+        Self {
+            client,
+            hubs: Arc::default(),
+        }
+    }
+
+    /// The state channel of pod `namespace/name`, fed from now on.
+    pub fn subscribe(&self, namespace: &str, name: &str) -> tokio::sync::watch::Receiver<PodState> {
+        let hub = lock(&self.hubs)
+            .entry(namespace.to_owned())
+            .or_insert_with(|| Hub::start(Api::namespaced(self.client.clone(), namespace)))
+            .clone();
+        hub.subscribe(name)
+    }
+}
+
+/// The pods one namespace's shared watch serves, and what it has learnt.
+#[derive(Debug, Default)]
+struct Subscribers {
+    /// Per pod name, the channel its task reads.
+    pods: HashMap<String, tokio::sync::watch::Sender<PodState>>,
+    /// Names seen in the current (re-)list, to tell which pods vanished while unwatched.
+    listed: HashSet<String>,
+    /// The watch failed for good: every subscriber, present and future, is told so.
+    fatal: Option<String>,
+}
+
+/// One namespace's shared watch; the task ends when the last handle is dropped.
+#[derive(Debug, Clone)]
+struct Hub {
+    subscribers: Arc<Mutex<Subscribers>>,
+    _task: Arc<AbortOnDrop>,
+}
+
+/// Aborts the watch task when the last [`Hub`] handle goes.
+#[derive(Debug)]
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic under this lock leaves at worst a stale channel map: keep serving.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Hub {
+    fn start(api: Api<Pod>) -> Self {
+        let subscribers = Arc::new(Mutex::new(Subscribers::default()));
+        let cfg = WatchConfig::default().labels(crate::spec::LAUNCH_ID_LABEL);
+        let task = tokio::spawn(
+            feed(api, cfg, subscribers.clone())
+                .instrument(tracing::debug_span!("shared_pod_watch")),
+        );
+        Hub {
+            subscribers,
+            _task: Arc::new(AbortOnDrop(task)),
+        }
+    }
+
+    fn subscribe(&self, name: &str) -> tokio::sync::watch::Receiver<PodState> {
+        let mut subs = lock(&self.subscribers);
+        // Forget the pods whose tasks are done (their receivers are gone).
+        subs.pods.retain(|_, tx| !tx.is_closed());
+        let fatal = subs.fatal.clone();
+        let tx = subs.pods.entry(name.to_owned()).or_insert_with(|| {
+            tokio::sync::watch::channel(PodState {
+                fatal,
+                ..PodState::default()
+            })
+            .0
+        });
+        tx.subscribe()
+    }
+}
+
+/// The shared watch's loop: routes each event to its pod's channel, with the same meaning as a
+/// per-pod watch (gone on DELETED or when a re-list no longer has the pod).
+async fn feed(api: Api<Pod>, cfg: WatchConfig, subscribers: Arc<Mutex<Subscribers>>) {
+    let mut stream = std::pin::pin!(watch::watch(api, cfg));
+    while let Some(item) = stream.next().await {
+        let mut subs = lock(&subscribers);
+        let subs = &mut *subs;
+        match item {
+            Ok(Event::Apply(pod) | Event::InitApply(pod)) => {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                if let Some(tx) = subs.pods.get(&name) {
+                    subs.listed.insert(name);
+                    tx.send_modify(|s| s.pod = Some(pod));
+                }
+            }
+            Ok(Event::Init) => subs.listed.clear(),
+            Ok(Event::InitDone) => {
+                for (name, tx) in &subs.pods {
+                    if !subs.listed.contains(name) && tx.borrow().pod.is_some() {
+                        tx.send_modify(|s| s.gone = true);
+                    }
+                }
+                subs.pods
+                    .retain(|_, tx| !tx.borrow().gone && !tx.is_closed());
+            }
+            Ok(Event::Delete(pod)) => {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                if let Some(tx) = subs.pods.remove(&name) {
+                    tx.send_modify(|s| {
+                        s.pod = Some(pod);
+                        s.gone = true;
+                    });
+                }
+            }
+            Ok(Event::Bookmark(_) | Event::Connected { .. }) => {}
+            Err(err) if err.is_fatal() => {
+                tracing::warn!(error = %err, "shared pod watch failed for good");
+                subs.fatal = Some(err.to_string());
+                for tx in subs.pods.values() {
+                    tx.send_modify(|s| s.fatal = Some(err.to_string()));
+                }
+                return;
+            }
+            Err(err) => {
+                tracing::debug!(error = %err, reason = err.reason(), "shared pod watch interrupted; resuming");
+                for tx in subs.pods.values() {
+                    tx.send_modify(|s| s.errors += 1);
+                }
+            }
+        }
+    }
 }

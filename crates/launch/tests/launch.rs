@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use podline_launch::{
     BufferSink, Cancel, CancelReason, LaunchConfig, Launcher, LogConfig, LogMode, NullSink,
     OnFinish, TaskSpec, create::create_policy, exit, run_many,
@@ -139,6 +139,79 @@ async fn seed_experiment_1000_pods_under_409_and_429_all_succeed() {
         conflict_lines >= 200 && throttled_lines >= 10,
         "retries not visible in the logs: {conflict_lines} 409 lines, {throttled_lines} 429 lines"
     );
+}
+
+/// Many tasks at once follow their pods on ONE shared watch (not one per task in flight), and
+/// each still gets its own pod's outcome: exit codes, a permanent image error.
+#[tokio::test]
+async fn many_tasks_should_follow_their_pods_on_one_shared_watch() {
+    let (sim, launcher, pods) = setup(fast_config()).await;
+    let specs: Vec<TaskSpec> = (0..40)
+        .map(|i| match i % 4 {
+            0 => task(&[("exit-code", "1")]),
+            1 => task(&[("image-error", "ErrImagePull")]),
+            _ => task(&[("duration", "20ms")]),
+        })
+        .collect();
+    let summary = run_many(&launcher, specs, 40, None, false, &Cancel::new()).await;
+    for (i, result) in summary.results.iter().enumerate() {
+        match i % 4 {
+            0 => assert_eq!(result.container_exit_code(), Some(1), "{result:?}"),
+            1 => assert!(
+                result
+                    .error
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("ErrImagePull"),
+                "{result:?}"
+            ),
+            _ => assert!(result.succeeded(), "{result:?}"),
+        }
+    }
+    assert_eq!(summary.succeeded, 20);
+    assert_eq!(
+        sim.counts().get("watch", "pods"),
+        1,
+        "one pod watch for all 40 tasks"
+    );
+    assert!(no_pods_left(&pods).await);
+}
+
+/// On the shared watch, a pod deleted by someone else (at once, no grace) ends its task as
+/// "gone", as a per-pod watch would, and the other tasks carry on.
+#[tokio::test]
+async fn a_pod_deleted_by_someone_else_should_end_its_task_on_the_shared_watch() {
+    let (_sim, launcher, pods) = setup(fast_config()).await;
+    let mut doomed = task(&[("duration", "60s")]);
+    doomed.name = Some("doomed".into());
+    doomed.exact_name = true;
+    let specs = vec![doomed, task(&[("duration", "300ms")])];
+    let run = tokio::spawn({
+        let launcher = launcher.clone();
+        async move { run_many(&launcher, specs, 2, None, false, &Cancel::new()).await }
+    });
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            pods.get_opt("doomed")
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|p| p.status.and_then(|s| s.phase).as_deref() == Some("Running"))
+        })
+        .await,
+        "the doomed pod never ran"
+    );
+    pods.delete("doomed", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("the run ended")
+        .unwrap();
+    let doomed = &summary.results[0];
+    assert!(!doomed.succeeded(), "{doomed:?}");
+    assert_eq!(doomed.exit_code, exit::LOST, "{doomed:?}");
+    assert!(summary.results[1].succeeded(), "{:?}", summary.results[1]);
 }
 
 /// Done-when 2: a 422 fails on the first attempt with the server's message; no retry.
