@@ -270,6 +270,8 @@ impl Launcher {
             tokio::select! {
                 created = create => match created {
                     Ok(c) => {
+                        result.timings.time_to_created_ms =
+                            Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
                         result.retries = c.attempts.saturating_sub(1);
                         result.adopted = c.adopted;
                         c.pod

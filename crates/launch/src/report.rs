@@ -43,6 +43,10 @@ pub struct Timings {
     /// Latest container finish.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finished: Option<Timestamp>,
+    /// Measured by podline: from the first create attempt to the create's answer (retries
+    /// included), in ms. None for a reattached pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_to_created_ms: Option<u64>,
     /// Measured by podline: from the first create attempt to seeing the pod running, in ms
     /// (sub-second, unlike the wire timestamps).
     #[serde(skip_serializing_if = "Option::is_none")]

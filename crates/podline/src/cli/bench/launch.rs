@@ -114,13 +114,19 @@ pub async fn run(pods: usize) -> anyhow::Result<Vec<Row>> {
         }
         if let Some(commits) = commits {
             let p99 = commits.p99_overhead_ms(&summary)?;
+            let mut created: Vec<u64> = summary
+                .results
+                .iter()
+                .filter_map(|r| r.timings.time_to_created_ms)
+                .collect();
             rows.push(Row::at_most(
                 AREA,
                 format!(
                     "podline's own p99 overhead on time to running (launch to create committed + \
                      Running committed to seen), {parallel} at a time ({pods} pods; p99 time to \
-                     running {} ms)",
-                    summary.p99_time_to_running_ms.unwrap_or_default()
+                     running {} ms, p99 create answered {} ms)",
+                    summary.p99_time_to_running_ms.unwrap_or_default(),
+                    p99_of(&mut created)
                 ),
                 p99 as f64,
                 20.0,
@@ -261,8 +267,13 @@ impl SimTimes {
             // Whole milliseconds, like `seen`; what podline added cannot be negative.
             overheads.push(seen.saturating_sub(in_the_sim.as_millis() as u64));
         }
-        overheads.sort_unstable();
-        let at = (overheads.len() * 99).div_ceil(100).saturating_sub(1);
-        Ok(overheads.get(at).copied().unwrap_or_default())
+        Ok(p99_of(&mut overheads))
     }
+}
+
+/// The 99th percentile (nearest rank) of `values`; 0 for none.
+fn p99_of(values: &mut [u64]) -> u64 {
+    values.sort_unstable();
+    let at = (values.len() * 99).div_ceil(100).saturating_sub(1);
+    values.get(at).copied().unwrap_or_default()
 }

@@ -153,9 +153,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 .context("launch memory benchmark")?,
         );
         notes.push(
-            "launch: pods run 50 ms in the sim, which schedules after 10 ms and pulls for 10 ms; \
-             the time-to-running target is podline's 20 ms overhead on top of those 20 ms. The \
-             RSS row is a `podline run` child process against a `podline sim` child over HTTPS."
+            "launch: pods run 50 ms in the sim, which schedules after 10 ms and pulls for 10 ms. \
+             podline's overhead on time to running is, per pod, podline's own time to running \
+             minus the sim's time from committing the create to committing Running (the sim's \
+             commit instants, in-process): what the launcher adds before the create commits and \
+             after Running commits. The sim, its kubelet and the launcher share the 2 cores, so \
+             at 200 in flight the figure includes waiting for a core. Tasks of one run share one \
+             pod watch. The RSS row is a `podline run` child process against a `podline sim` \
+             child over HTTPS."
                 .into(),
         );
     }
