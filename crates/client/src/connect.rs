@@ -244,7 +244,8 @@ pub async fn load_config(
             if let Some(ctx) = context {
                 return Err(ConnectError::ContextWithoutKubeconfig(ctx.to_string()));
             }
-            let config = kube::Config::incluster().map_err(ConnectError::NoConfig)?;
+            let mut config = kube::Config::incluster().map_err(ConnectError::NoConfig)?;
+            config.proxy_url = proxy_from_environment(&config.cluster_url)?;
             Ok((config, ConfigSource::InCluster))
         }
     }
@@ -300,12 +301,48 @@ async fn config_from_kubeconfig(
         context: context.map(str::to_string),
         ..Default::default()
     };
-    kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+    let explicit_proxy = names_a_proxy(&kubeconfig, context);
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
         .map_err(|error| ConnectError::Kubeconfig {
             source_name: source.clone(),
             error,
-        })
+        })?;
+    if !explicit_proxy {
+        config.proxy_url = proxy_from_environment(&config.cluster_url)?;
+    }
+    Ok(config)
+}
+
+/// Whether the kubeconfig's cluster for `context` (default: the current context) sets
+/// `proxy-url`, which then wins over the environment, as in kubectl.
+fn names_a_proxy(kubeconfig: &Kubeconfig, context: Option<&str>) -> bool {
+    let Some(context) = context
+        .map(str::to_owned)
+        .or_else(|| kubeconfig.current_context.clone())
+    else {
+        return false;
+    };
+    let cluster = kubeconfig
+        .contexts
+        .iter()
+        .find(|named| named.name == context)
+        .and_then(|named| named.context.as_ref())
+        .map(|context| context.cluster.as_str());
+    cluster
+        .and_then(|name| kubeconfig.clusters.iter().find(|named| named.name == name))
+        .and_then(|named| named.cluster.as_ref())
+        .and_then(|cluster| cluster.proxy_url.as_deref())
+        .is_some_and(|url| !url.is_empty())
+}
+
+/// The proxy the environment names for `cluster_url` (see [`crate::proxy::from_environment`]).
+/// kube's own choice is replaced: it reads `HTTPS_PROXY` but not `HTTP_PROXY`, and without its
+/// proxy features it ignores `NO_PROXY`, which would send a local cluster (or the sim) through a
+/// corporate proxy.
+fn proxy_from_environment(cluster_url: &http::Uri) -> Result<Option<http::Uri>, ConnectError> {
+    crate::proxy::from_environment(cluster_url)
+        .map_err(|err| ConnectError::Transport(TransportError::Proxy(err)))
 }
 
 /// Margin of the socket read timeout (and of the wait for response headers) over the client

@@ -1,5 +1,7 @@
 //! The kubeconfig's `proxy-url`, as kubectl reads it: `http://` (an HTTP CONNECT tunnel) and
-//! `socks5://` proxies, with credentials from the URL's userinfo.
+//! `socks5://` proxies, with credentials from the URL's userinfo. Without a `proxy-url`, the
+//! environment's `HTTPS_PROXY` / `HTTP_PROXY` and `NO_PROXY`, as kubectl (Go's
+//! `ProxyFromEnvironment`) reads them: [`from_environment`].
 //!
 //! Why podline has its own: its transport ([`crate::transport`]) is not kube's, so kube's proxy
 //! support does not apply, and a client that silently ignored `proxy-url` would try to reach an
@@ -24,7 +26,7 @@ use tower::{BoxError, Service};
 pub enum ProxyError {
     /// A scheme other than `http` or `socks5`.
     #[error(
-        "proxy-url {url} in the kubeconfig uses scheme {scheme:?}; podline supports http:// (HTTP CONNECT) and socks5:// proxies"
+        "proxy {url} (the kubeconfig's proxy-url, or HTTPS_PROXY/HTTP_PROXY) uses scheme {scheme:?}; podline supports http:// (HTTP CONNECT) and socks5:// proxies"
     )]
     UnsupportedScheme {
         /// The URL, with any password removed.
@@ -33,8 +35,71 @@ pub enum ProxyError {
         scheme: String,
     },
     /// No host in the URL.
-    #[error("proxy-url {0} in the kubeconfig has no host")]
+    #[error("proxy {0} (the kubeconfig's proxy-url, or HTTPS_PROXY/HTTP_PROXY) has no host")]
     NoHost(String),
+    /// A proxy variable of the environment that is not a URL (its value is not shown: it may
+    /// hold a password).
+    #[error(
+        "the environment variable {variable} is not a proxy URL; expected e.g. http://proxy.example:3128"
+    )]
+    BadEnvironment {
+        /// The variable's name.
+        variable: &'static str,
+    },
+}
+
+/// The proxy for `cluster_url` from the environment, chosen as kubectl chooses it when the
+/// kubeconfig has no `proxy-url`: `HTTPS_PROXY` for an https server, `HTTP_PROXY` for an http
+/// one (upper case first, then lower case), and none when `NO_PROXY` names the server (hosts,
+/// domain suffixes, IPs, CIDRs, `*`; curl's rules, as implemented by hyper-util). A value
+/// without a scheme means `http://`, as in Go.
+pub fn from_environment(cluster_url: &Uri) -> Result<Option<Uri>, ProxyError> {
+    from_variables(cluster_url, |name| std::env::var(name).ok())
+}
+
+/// [`from_environment`] over any source of variables (tests pass a map).
+fn from_variables(
+    cluster_url: &Uri,
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<Option<Uri>, ProxyError> {
+    let first = |names: [&'static str; 2]| {
+        names
+            .into_iter()
+            .find_map(|name| var(name).filter(|v| !v.is_empty()).map(|v| (name, v)))
+    };
+    let https = first(["HTTPS_PROXY", "https_proxy"]);
+    let http = first(["HTTP_PROXY", "http_proxy"]);
+    let chosen = match cluster_url.scheme_str() {
+        Some("https") => https.clone(),
+        _ => http.clone(),
+    };
+    let Some((variable, value)) = chosen else {
+        return Ok(None);
+    };
+    let value = if value.contains("://") {
+        value
+    } else {
+        format!("http://{value}")
+    };
+    let url: Uri = value
+        .parse()
+        .map_err(|_| ProxyError::BadEnvironment { variable })?;
+    if url.host().is_none() {
+        return Err(ProxyError::BadEnvironment { variable });
+    }
+    let no_proxy = first(["NO_PROXY", "no_proxy"]).map(|(_, v)| v);
+    let mut matcher =
+        hyper_util::client::proxy::matcher::Matcher::builder().no(no_proxy.unwrap_or_default());
+    if let Some((_, https)) = https {
+        matcher = matcher.https(https);
+    }
+    if let Some((_, http)) = http {
+        matcher = matcher.http(http);
+    }
+    if matcher.build().intercept(cluster_url).is_none() {
+        return Ok(None); // NO_PROXY names the server
+    }
+    Ok(Some(url))
 }
 
 /// How the transport reaches the API server's TCP port: directly, or through a proxy.
@@ -186,6 +251,86 @@ mod tests {
         );
         assert!(!text.contains("s3cret"), "password leaked: {text}");
         assert!(text.contains("***@proxy.local:3128"), "{text}");
+    }
+
+    fn env_proxy(server: &str, vars: &[(&str, &str)]) -> Result<Option<String>, ProxyError> {
+        let vars: std::collections::HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let server: Uri = server.parse().unwrap();
+        from_variables(&server, |name| vars.get(name).cloned()).map(|u| u.map(|u| u.to_string()))
+    }
+
+    #[test]
+    fn the_environment_proxy_is_chosen_by_the_servers_scheme_like_kubectl() {
+        let vars = [
+            ("HTTPS_PROXY", "http://secure.proxy:3128"),
+            ("HTTP_PROXY", "http://plain.proxy:3128"),
+        ];
+        assert_eq!(
+            env_proxy("https://api.example:6443", &vars)
+                .unwrap()
+                .as_deref(),
+            Some("http://secure.proxy:3128/")
+        );
+        assert_eq!(
+            env_proxy("http://api.example:8080", &vars)
+                .unwrap()
+                .as_deref(),
+            Some("http://plain.proxy:3128/")
+        );
+        assert_eq!(env_proxy("https://api.example:6443", &[]).unwrap(), None);
+        // Lower case counts too; a bare host:port means http://.
+        assert_eq!(
+            env_proxy(
+                "https://api.example:6443",
+                &[("https_proxy", "proxy.corp:8080")]
+            )
+            .unwrap()
+            .as_deref(),
+            Some("http://proxy.corp:8080/")
+        );
+    }
+
+    #[test]
+    fn no_proxy_exempts_hosts_domains_and_networks() {
+        let proxy = ("HTTPS_PROXY", "http://proxy.corp:3128");
+        for (server, no_proxy, proxied) in [
+            ("https://127.0.0.1:6443", "localhost,127.0.0.1", false),
+            ("https://10.1.2.3:6443", "10.0.0.0/8", false),
+            ("https://api.cluster.local:6443", ".cluster.local", false),
+            ("https://api.cluster.local:6443", "*", false),
+            (
+                "https://api.example:6443",
+                "localhost,127.0.0.1,.cluster.local",
+                true,
+            ),
+        ] {
+            let found = env_proxy(server, &[proxy, ("NO_PROXY", no_proxy)]).unwrap();
+            assert_eq!(
+                found.is_some(),
+                proxied,
+                "{server} with NO_PROXY={no_proxy}"
+            );
+        }
+        let lower = env_proxy(
+            "https://127.0.0.1:6443",
+            &[proxy, ("no_proxy", "127.0.0.1")],
+        );
+        assert_eq!(lower.unwrap(), None);
+    }
+
+    #[test]
+    fn a_bad_proxy_variable_is_named_without_its_value() {
+        let err = env_proxy(
+            "https://api.example:6443",
+            &[("HTTPS_PROXY", "http://ann:s3cret@ bad host")],
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("HTTPS_PROXY"), "{text}");
+        assert!(!text.contains("s3cret"), "password leaked: {text}");
     }
 
     #[test]

@@ -187,3 +187,50 @@ async fn count_should_run_many_and_print_a_summary() {
     );
     assert_eq!(sim.ground_truth().len(), 20);
 }
+
+/// A user behind a corporate proxy: like kubectl, podline sends its requests through
+/// `HTTPS_PROXY` (`HTTP_PROXY` for an http:// server) unless `NO_PROXY` names the cluster. Here the proxy refuses every connection, so
+/// a run only succeeds when `NO_PROXY` exempts the sim, and fails (with the proxy named) when not.
+#[tokio::test]
+async fn the_environments_proxy_should_be_used_unless_no_proxy_names_the_cluster() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed); // nothing listens there any more: the "proxy" refuses connections
+    let run = |no_proxy: Option<&str>| {
+        let mut cmd = podline(kubeconfig.path());
+        // The test sim serves plain HTTP or HTTPS: name the proxy for both.
+        cmd.env("HTTPS_PROXY", &proxy)
+            .env("HTTP_PROXY", &proxy)
+            .env_remove("https_proxy")
+            .env_remove("http_proxy")
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy")
+            .env("PODLINE_CREATE_DEADLINE", "2s")
+            .args(["run", "--image", "busybox", "--", "true"]);
+        if let Some(no_proxy) = no_proxy {
+            cmd.env("NO_PROXY", no_proxy);
+        }
+        cmd.output()
+    };
+    let direct = run(Some("localhost,127.0.0.1")).await.unwrap();
+    assert_eq!(
+        direct.status.code(),
+        Some(0),
+        "NO_PROXY names the sim: {}",
+        String::from_utf8_lossy(&direct.stderr)
+    );
+    let proxied = run(None).await.unwrap();
+    let stderr = String::from_utf8_lossy(&proxied.stderr);
+    assert_ne!(
+        proxied.status.code(),
+        Some(0),
+        "went around the proxy: {stderr}"
+    );
+    assert_eq!(
+        sim.ground_truth().len(),
+        1,
+        "only the direct run created a pod"
+    );
+}
