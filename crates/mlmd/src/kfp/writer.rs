@@ -280,12 +280,14 @@ impl KfpWriter {
         context: &Context,
         target: ExecutionState,
     ) -> Result<PodMemo, MlmdError> {
-        let inputs = self.resolve_inputs(pod).await?;
         // A pod phase 1 of KFP's own writer labelled: adopt its execution
         // (never for cache hits, whose label points at the original run's),
-        // unless podline recorded it already.
+        // unless podline recorded it already. Either way its inputs are the
+        // ones it has INPUT events for: an execution recorded before its
+        // upstream artifact existed has none yet, and they are linked late.
         if let (Some(id), false) = (pod.labelled_execution_id, pod.cached) {
             if let Some(execution) = self.find_execution(pod).await? {
+                let inputs = self.linked_inputs(pod, &execution).await?;
                 return Ok(PodMemo {
                     execution,
                     inputs,
@@ -299,13 +301,16 @@ impl KfpWriter {
                 })
                 .await;
             if let Some(execution) = or_empty(found)?.executions.into_iter().next() {
+                let execution = writable(execution);
+                let inputs = self.linked_inputs(pod, &execution).await?;
                 return Ok(PodMemo {
-                    execution: writable(execution),
+                    execution,
                     inputs,
                     outputs: None,
                 });
             }
         }
+        let inputs = self.resolve_inputs(pod).await?;
         let type_id = self.execution_type(&pod.component_version).await?;
         let created = if is_terminal(target) {
             let mut execution = execution_proto(pod, type_id, target);
