@@ -318,3 +318,51 @@ async fn a_step_recorded_before_its_upstream_should_get_its_input_linked_later()
         .collect();
     assert_eq!(kinds, ["INPUT", "OUTPUT"], "{train_exec:#}");
 }
+
+/// A writer records a consumer before its upstream artifact exists, labels the pod with the
+/// execution id (as the sink's first patch does), and is killed before it can link the input.
+/// The restarted writer adopts the execution by that label and must link the input now, not
+/// take the inputs it can resolve today as already linked (that lost the INPUT event for good).
+#[tokio::test]
+async fn a_restarted_writer_should_link_an_input_its_killed_predecessor_could_not() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let writer = || KfpWriter::new(MlmdClient::new(&server.config()).expect("client"), 100, 100);
+    let steps = run_steps("ns", "wf-killed");
+    let (prep, _, _) = &steps[0];
+    let (train, wtr, _) = &steps[1];
+    let mut train_pod = kfp(train, "uid-train", "Succeeded", wtr.as_ref());
+    let early = writer().record(&train_pod, false).await.expect("train");
+    assert_eq!(early.unlinked_inputs.len(), 1, "prep is not recorded yet");
+    // Killed here. The pod keeps the execution-id label the first patch wrote.
+    train_pod.labelled_execution_id = Some(early.execution_id);
+    writer()
+        .record(&kfp(prep, "uid-prep", "Succeeded", None), false)
+        .await
+        .expect("prep");
+    let restarted = writer().record(&train_pod, false).await.expect("restarted");
+    assert_eq!(
+        restarted.execution_id, early.execution_id,
+        "adopted, not duplicated"
+    );
+    assert!(restarted.unlinked_inputs.is_empty(), "{restarted:?}");
+    let q = python_json(
+        "kfp_query.py",
+        &[server.port.to_string(), "wf-killed".into()],
+    );
+    let train_exec = q["executions"]
+        .as_array()
+        .expect("executions")
+        .iter()
+        .find(|e| e["custom_properties"]["kfp_pod_name"] == "wf-killed-train")
+        .expect("train")
+        .clone();
+    let kinds: Vec<&str> = train_exec["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .collect();
+    assert_eq!(kinds, ["INPUT", "OUTPUT"], "{train_exec:#}");
+}
