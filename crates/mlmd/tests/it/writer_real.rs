@@ -299,24 +299,7 @@ async fn a_step_recorded_before_its_upstream_should_get_its_input_linked_later()
     let fresh = KfpWriter::new(MlmdClient::new(&server.config()).expect("client"), 100, 100);
     let restarted = fresh.record(&train_pod, false).await.expect("restarted");
     assert_eq!(restarted.inputs, again.inputs);
-    let q = python_json(
-        "kfp_query.py",
-        &[server.port.to_string(), "wf-order".into()],
-    );
-    let train_exec = q["executions"]
-        .as_array()
-        .expect("executions")
-        .iter()
-        .find(|e| e["custom_properties"]["kfp_pod_name"] == "wf-order-train")
-        .expect("train")
-        .clone();
-    let kinds: Vec<&str> = train_exec["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter_map(|e| e["type"].as_str())
-        .collect();
-    assert_eq!(kinds, ["INPUT", "OUTPUT"], "{train_exec:#}");
+    assert_train_has_its_input_and_output(&server, "wf-order");
 }
 
 /// A writer records a consumer before its upstream artifact exists, labels the pod with the
@@ -347,15 +330,19 @@ async fn a_restarted_writer_should_link_an_input_its_killed_predecessor_could_no
         "adopted, not duplicated"
     );
     assert!(restarted.unlinked_inputs.is_empty(), "{restarted:?}");
-    let q = python_json(
-        "kfp_query.py",
-        &[server.port.to_string(), "wf-killed".into()],
-    );
+    assert_train_has_its_input_and_output(&server, "wf-killed");
+}
+
+/// The workflow's train execution, as the KFP UI reads it back, has exactly an INPUT (prep's
+/// data) and an OUTPUT (its model) event.
+fn assert_train_has_its_input_and_output(server: &MlmdServer, workflow: &str) {
+    let q = python_json("kfp_query.py", &[server.port.to_string(), workflow.into()]);
+    let pod_name = format!("{workflow}-train");
     let train_exec = q["executions"]
         .as_array()
         .expect("executions")
         .iter()
-        .find(|e| e["custom_properties"]["kfp_pod_name"] == "wf-killed-train")
+        .find(|e| e["custom_properties"]["kfp_pod_name"] == pod_name.as_str())
         .expect("train")
         .clone();
     let kinds: Vec<&str> = train_exec["events"]

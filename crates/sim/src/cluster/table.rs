@@ -155,7 +155,7 @@ pub struct WatchEvent<K> {
 }
 
 /// One committed change as the history keeps it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Recorded<K> {
     /// Plain kinds: the event as broadcast (its JSON is a slice of its line, so keeping the line
     /// costs nothing extra).
@@ -169,27 +169,6 @@ enum Recorded<K> {
         prev: Option<Stored<K>>,
         at: Instant,
     },
-}
-
-impl<K> Clone for Recorded<K> {
-    fn clone(&self) -> Self {
-        match self {
-            Recorded::Live(event) => Recorded::Live(event.clone()),
-            Recorded::Packed {
-                rv,
-                kind,
-                object,
-                prev,
-                at,
-            } => Recorded::Packed {
-                rv: *rv,
-                kind: *kind,
-                object: object.clone(),
-                prev: prev.clone(),
-                at: *at,
-            },
-        }
-    }
 }
 
 impl<K: Kind> Recorded<K> {

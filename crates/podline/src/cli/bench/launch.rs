@@ -340,13 +340,8 @@ fn p99_of(values: &mut [u64]) -> u64 {
 /// The client `podline run` builds (podline's transport: HTTP/2 over TLS with PING health
 /// checks, the default client timeout) for the sim's kubeconfig.
 async fn podline_client_for(kubeconfig_yaml: &str) -> anyhow::Result<kube::Client> {
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(kubeconfig_yaml)
-        .context("parsing the sim's kubeconfig")?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .context("loading the sim's kubeconfig")?;
     podline_client::connect::client_from_config(
-        config,
+        super::kube_config(kubeconfig_yaml).await?,
         podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT,
         podline_client::ping::Http2Ping::default(),
     )

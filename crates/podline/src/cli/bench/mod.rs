@@ -229,12 +229,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 
 /// A kube client from a kubeconfig text (how users reach the sim).
 async fn kube_client(kubeconfig_yaml: &str) -> anyhow::Result<kube::Client> {
+    kube::Client::try_from(kube_config(kubeconfig_yaml).await?).context("building a kube client")
+}
+
+/// The client configuration the sim's kubeconfig describes.
+async fn kube_config(kubeconfig_yaml: &str) -> anyhow::Result<kube::Config> {
     let kubeconfig = kube::config::Kubeconfig::from_yaml(kubeconfig_yaml)
         .context("parsing the sim's kubeconfig")?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+    kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
-        .context("loading the sim's kubeconfig")?;
-    kube::Client::try_from(config).context("building a kube client")
+        .context("loading the sim's kubeconfig")
 }
 
 /// A pod the sim's kubelet runs from annotations, for `duration`.
