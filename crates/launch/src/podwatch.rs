@@ -33,52 +33,28 @@ pub struct PodState {
 /// Starts watching `name` in the background. The task ends when the receiver is dropped or
 /// the pod is gone.
 pub fn spawn(api: Api<Pod>, name: &str) -> tokio::sync::watch::Receiver<PodState> {
-    let (tx, rx) = tokio::sync::watch::channel(PodState::default());
+    let mut subscribers = Subscribers::default();
+    let rx = subscribers.add(name);
     let cfg = WatchConfig::default().fields(&format!("metadata.name={name}"));
     let pod_name = name.to_owned();
     let span = tracing::debug_span!("pod_watch", pod = %pod_name);
     tokio::spawn(
         async move {
             let mut stream = std::pin::pin!(watch::watch(api, cfg));
-            let mut listed = false;
             loop {
-                let next = tokio::select! {
-                    next = stream.next() => next,
-                    () = tx.closed() => return,
+                let next = {
+                    // Gone or failed for good: the pod's channel was dropped by `route`.
+                    let Some(tx) = subscribers.pods.get(&pod_name) else {
+                        return;
+                    };
+                    tokio::select! {
+                        next = stream.next() => next,
+                        () = tx.closed() => return,
+                    }
                 };
                 let Some(item) = next else { return };
-                match item {
-                    Ok(Event::Apply(pod) | Event::InitApply(pod)) => {
-                        if pod.metadata.name.as_deref() == Some(pod_name.as_str()) {
-                            listed = true;
-                            tx.send_modify(|s| s.pod = Some(pod));
-                        }
-                    }
-                    Ok(Event::Init) => listed = false,
-                    Ok(Event::InitDone) => {
-                        let seen_before = tx.borrow().pod.is_some();
-                        if !listed && seen_before {
-                            tx.send_modify(|s| s.gone = true);
-                            return;
-                        }
-                    }
-                    Ok(Event::Delete(pod)) => {
-                        tx.send_modify(|s| {
-                            s.pod = Some(pod);
-                            s.gone = true;
-                        });
-                        return;
-                    }
-                    Ok(Event::Bookmark(_) | Event::Connected { .. }) => {}
-                    Err(err) if err.is_fatal() => {
-                        tracing::warn!(error = %err, "pod watch failed for good");
-                        tx.send_modify(|s| s.fatal = Some(err.to_string()));
-                        return;
-                    }
-                    Err(err) => {
-                        tracing::debug!(error = %err, reason = err.reason(), "pod watch interrupted; resuming");
-                        tx.send_modify(|s| s.errors += 1);
-                    }
+                if subscribers.route(item) == Routed::Ended {
+                    return;
                 }
             }
         }
@@ -182,8 +158,24 @@ impl Hub {
         let mut subs = lock(&self.subscribers);
         // Forget the pods whose tasks are done (their receivers are gone).
         subs.pods.retain(|_, tx| !tx.is_closed());
-        let fatal = subs.fatal.clone();
-        let tx = subs.pods.entry(name.to_owned()).or_insert_with(|| {
+        subs.add(name)
+    }
+}
+
+/// Whether a watch still has work after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Routed {
+    /// Keep watching.
+    Continue,
+    /// The watch failed for good; every subscriber was told.
+    Ended,
+}
+
+impl Subscribers {
+    /// The state channel of pod `name` (told at once if the watch already failed for good).
+    fn add(&mut self, name: &str) -> tokio::sync::watch::Receiver<PodState> {
+        let fatal = self.fatal.clone();
+        let tx = self.pods.entry(name.to_owned()).or_insert_with(|| {
             tokio::sync::watch::channel(PodState {
                 fatal,
                 ..PodState::default()
@@ -192,36 +184,32 @@ impl Hub {
         });
         tx.subscribe()
     }
-}
 
-/// The shared watch's loop: routes each event to its pod's channel, with the same meaning as a
-/// per-pod watch (gone on DELETED or when a re-list no longer has the pod).
-async fn feed(api: Api<Pod>, cfg: WatchConfig, subscribers: Arc<Mutex<Subscribers>>) {
-    let mut stream = std::pin::pin!(watch::watch(api, cfg));
-    while let Some(item) = stream.next().await {
-        let mut subs = lock(&subscribers);
-        let subs = &mut *subs;
+    /// Routes one watch item to the channel of the pod it concerns. A pod is gone on DELETED,
+    /// or when a re-list no longer has a pod seen before; its channel is then dropped, so the
+    /// channels left are the pods still followed.
+    fn route(&mut self, item: Result<Event<Pod>, watch::WatchError>) -> Routed {
         match item {
             Ok(Event::Apply(pod) | Event::InitApply(pod)) => {
                 let name = pod.metadata.name.clone().unwrap_or_default();
-                if let Some(tx) = subs.pods.get(&name) {
-                    subs.listed.insert(name);
+                if let Some(tx) = self.pods.get(&name) {
+                    self.listed.insert(name);
                     tx.send_modify(|s| s.pod = Some(pod));
                 }
             }
-            Ok(Event::Init) => subs.listed.clear(),
+            Ok(Event::Init) => self.listed.clear(),
             Ok(Event::InitDone) => {
-                for (name, tx) in &subs.pods {
-                    if !subs.listed.contains(name) && tx.borrow().pod.is_some() {
+                for (name, tx) in &self.pods {
+                    if !self.listed.contains(name) && tx.borrow().pod.is_some() {
                         tx.send_modify(|s| s.gone = true);
                     }
                 }
-                subs.pods
+                self.pods
                     .retain(|_, tx| !tx.borrow().gone && !tx.is_closed());
             }
             Ok(Event::Delete(pod)) => {
                 let name = pod.metadata.name.clone().unwrap_or_default();
-                if let Some(tx) = subs.pods.remove(&name) {
+                if let Some(tx) = self.pods.remove(&name) {
                     tx.send_modify(|s| {
                         s.pod = Some(pod);
                         s.gone = true;
@@ -230,19 +218,32 @@ async fn feed(api: Api<Pod>, cfg: WatchConfig, subscribers: Arc<Mutex<Subscriber
             }
             Ok(Event::Bookmark(_) | Event::Connected { .. }) => {}
             Err(err) if err.is_fatal() => {
-                tracing::warn!(error = %err, "shared pod watch failed for good");
-                subs.fatal = Some(err.to_string());
-                for tx in subs.pods.values() {
+                tracing::warn!(error = %err, "pod watch failed for good");
+                self.fatal = Some(err.to_string());
+                for tx in self.pods.values() {
                     tx.send_modify(|s| s.fatal = Some(err.to_string()));
                 }
-                return;
+                self.pods.clear();
+                return Routed::Ended;
             }
             Err(err) => {
-                tracing::debug!(error = %err, reason = err.reason(), "shared pod watch interrupted; resuming");
-                for tx in subs.pods.values() {
+                tracing::debug!(error = %err, reason = err.reason(), "pod watch interrupted; resuming");
+                for tx in self.pods.values() {
                     tx.send_modify(|s| s.errors += 1);
                 }
             }
+        }
+        Routed::Continue
+    }
+}
+
+/// The shared watch's loop: routes each event to its pod's channel, with the same meaning as a
+/// per-pod watch (see [`Subscribers::route`]).
+async fn feed(api: Api<Pod>, cfg: WatchConfig, subscribers: Arc<Mutex<Subscribers>>) {
+    let mut stream = std::pin::pin!(watch::watch(api, cfg));
+    while let Some(item) = stream.next().await {
+        if lock(&subscribers).route(item) == Routed::Ended {
+            return;
         }
     }
 }

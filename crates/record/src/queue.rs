@@ -233,8 +233,12 @@ impl Queue {
         }
         let drained = {
             let mut inner = self.lock();
-            let mut ops = Vec::with_capacity(inner.pending.len() + 1);
-            for (_, entry) in inner.pending.drain() {
+            // Take the map rather than drain it: a drained map keeps the capacity of its
+            // largest burst (an initial LIST of 10k pods), touched memory the daemon would carry
+            // for the rest of its life.
+            let pending = std::mem::take(&mut inner.pending);
+            let mut ops = Vec::with_capacity(pending.len() + 1);
+            for (_, entry) in pending {
                 ops.extend(entry.upsert.map(StoreOp::Upsert));
                 ops.extend(entry.deleted);
                 ops.extend(entry.vanished);

@@ -36,6 +36,7 @@
 //! ```
 
 pub mod api;
+pub mod audit;
 pub mod cluster;
 mod config;
 mod counts;
@@ -47,6 +48,7 @@ pub mod server;
 mod status;
 
 pub use api::{AppState, app};
+pub use audit::AuditEntry;
 pub use cluster::{ChangeKind, Cluster, PodChange, PodHistory, PodRef};
 pub use config::{
     DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_MAX_EVENTS, DEFAULT_HISTORY_WINDOW, SimConfig,

@@ -72,7 +72,8 @@ pub use target::{Backend, DbTarget};
 /// Opens the store named by a `--db` value (path, `sqlite://`, `postgres://`), runs migrations,
 /// and returns it ready for the recorder and queries. The one call the binary needs.
 pub async fn open(db: &str) -> Result<Arc<dyn Store>, StoreError> {
-    open_with(&DbTarget::parse(db)?, &PoolSettings::default()).await
+    let target = DbTarget::parse(db)?;
+    open_with(&target, &PoolSettings::for_read_write(target.backend())).await
 }
 
 /// Opens a store for reading only (the UI): nothing is created, migrated or written. See

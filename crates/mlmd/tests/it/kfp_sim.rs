@@ -48,9 +48,11 @@ fn spawn_sink(kube: &kube::Client, mlmd: &MlmdClientConfig) -> (Arc<KfpSink>, Jo
     (sink, task)
 }
 
+/// The sim and a client on podline's own stack (as `podline record --kfp` builds it: no silent
+/// retry layer), shared by the writer under test and the test's own steps.
 async fn sim() -> (Sim, kube::Client) {
     let sim = start_sim(test_config().kubelet_enabled(false)).await;
-    let kube = podline_testkit::client(&sim).await;
+    let kube = podline_testkit::podline_client(&sim).await;
     (sim, kube)
 }
 

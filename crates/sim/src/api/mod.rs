@@ -27,6 +27,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::header;
 
+use crate::audit::{Audit, AuditEntry, StoredName};
 use crate::cluster::Cluster;
 use crate::counts::Counter;
 use crate::fault::FaultHandle;
@@ -52,6 +53,7 @@ struct StateInner {
     token: String,
     faults: FaultHandle,
     counts: Counter,
+    audit: Audit,
     bookmark_interval: Duration,
     server: OnceLock<Weak<crate::server::Listener>>,
 }
@@ -70,6 +72,7 @@ impl AppState {
                 token,
                 faults,
                 counts: Counter::default(),
+                audit: Audit::default(),
                 bookmark_interval,
                 server: OnceLock::new(),
             }),
@@ -87,6 +90,10 @@ impl AppState {
     /// The request counters.
     pub fn counts(&self) -> &Counter {
         &self.inner.counts
+    }
+    /// The audit stream of answered requests.
+    pub fn audit(&self) -> &Audit {
+        &self.inner.audit
     }
     /// The bearer token.
     pub fn token(&self) -> &str {
@@ -151,16 +158,36 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Attaches the [`RequestInfo`] and counts resource requests.
+/// Attaches the [`RequestInfo`], counts resource requests and audits them (see
+/// [`crate::audit`]).
 async fn classify_and_count(
     State(state): State<AppState>,
     mut req: Request,
     next: Next,
 ) -> Response {
+    let received = tokio::time::Instant::now();
     let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
-    if info.is_resource {
-        state.counts().record(&info.verb, &info.resource_path());
+    if !info.is_resource {
+        return next.run(req).await;
     }
+    state.counts().record(&info.verb, &info.resource_path());
+    let audited = state.audit().is_watched().then(|| info.clone());
     req.extensions_mut().insert(info);
-    next.run(req).await
+    let response = next.run(req).await;
+    if let Some(info) = audited {
+        let name = match response.extensions().get::<StoredName>() {
+            Some(StoredName(stored)) => stored.clone(),
+            None => info.name.clone(),
+        };
+        state.audit().publish(AuditEntry {
+            resource: info.resource_path(),
+            verb: info.verb,
+            namespace: info.namespace,
+            name,
+            code: response.status().as_u16(),
+            received,
+            answered: tokio::time::Instant::now(),
+        });
+    }
+    response
 }

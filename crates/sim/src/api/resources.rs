@@ -395,10 +395,11 @@ fn create<K: ApiKind>(
             None => Ok((Write::Create(candidate), ())),
         }) {
             Ok((Some(commit), ())) => {
-                return Ok(json_response(
-                    StatusCode::CREATED,
-                    commit.event.json.clone(),
-                ));
+                let mut response = json_response(StatusCode::CREATED, commit.event.json.clone());
+                response
+                    .extensions_mut()
+                    .insert(crate::audit::StoredName(name));
+                return Ok(response);
             }
             Ok((None, ())) => return Err(ApiError::internal("create stored nothing")),
             Err(err) => last_err = Some(err),

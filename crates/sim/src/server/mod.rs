@@ -384,6 +384,12 @@ impl Sim {
         self.inner.state.counts().snapshot()
     }
 
+    /// Every resource request answered from now on, with when it was received and answered
+    /// (like kube-apiserver's audit log; see [`crate::audit`]).
+    pub fn audit(&self) -> tokio::sync::broadcast::Receiver<std::sync::Arc<crate::AuditEntry>> {
+        self.inner.state.audit().subscribe()
+    }
+
     /// Resets the request counts to zero.
     pub fn reset_counts(&self) {
         self.inner.state.counts().reset();

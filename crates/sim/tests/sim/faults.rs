@@ -356,3 +356,61 @@ async fn the_control_endpoint_manages_faults_counts_and_compaction() {
     );
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_audit_stream_names_each_request_its_answer_and_when_it_was_received() {
+    let sim = sim_without_kubelet().await;
+    let mut audit = sim.audit();
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(409))
+            .verb(FaultVerb::Create)
+            .resource("pods")
+            .times(1),
+    );
+    let pods: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    let mut generated = pod("");
+    generated.metadata.name = None;
+    generated.metadata.generate_name = Some("audited-".into());
+    let before = tokio::time::Instant::now();
+    pods.create(&PostParams::default(), &generated)
+        .await
+        .expect_err("the injected 409");
+    let created = pods
+        .create(&PostParams::default(), &generated)
+        .await
+        .expect("create");
+    pods.get(created.metadata.name.as_deref().expect("a name"))
+        .await
+        .expect("get");
+    let mut entries = Vec::new();
+    while entries.len() < 3 {
+        entries.push(audit.recv().await.expect("an audit entry"));
+    }
+    let seen: Vec<(&str, &str, &str, u16)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e.verb.as_str(),
+                e.resource.as_str(),
+                e.name.as_str(),
+                e.code,
+            )
+        })
+        .collect();
+    let name = created.metadata.name.as_deref().expect("a name");
+    assert_eq!(
+        seen,
+        [
+            ("create", "pods", "", 409),
+            ("create", "pods", name, 201),
+            ("get", "pods", name, 200)
+        ],
+        "a create is audited under the name it stored (generateName included), a fault too"
+    );
+    for entry in &entries {
+        assert_eq!(entry.namespace, "default");
+        assert!(before <= entry.received && entry.received <= entry.answered);
+    }
+    assert!(entries[1].answered <= entries[2].received, "in order");
+    sim.shutdown().await;
+}

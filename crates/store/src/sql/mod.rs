@@ -53,6 +53,31 @@ impl Default for PoolSettings {
     }
 }
 
+/// Connections of a read-write SQLite store opened by [`crate::open`]: the one writer and one
+/// more, so that a health probe or a reconcile read never waits behind the writer for a
+/// connection. More would buy nothing (SQLite has one writer) and cost memory: each connection
+/// keeps its own page cache (2 MiB by default) on its own worker thread.
+const SQLITE_WRITER_CONNECTIONS: u32 = 2;
+
+/// Page cache of each read-write SQLite connection, in KiB (SQLite's default is 2000).
+const SQLITE_CACHE_KIB: u32 = 1024;
+
+impl PoolSettings {
+    /// The settings [`crate::open`] uses for `backend`: the defaults, with SQLite's connections
+    /// capped at two (see [`SQLITE_WRITER_CONNECTIONS`]); read-only stores keep the default, for
+    /// concurrent readers.
+    pub fn for_read_write(backend: Backend) -> Self {
+        let defaults = Self::default();
+        match backend {
+            Backend::Sqlite => Self {
+                max_connections: SQLITE_WRITER_CONNECTIONS,
+                ..defaults
+            },
+            Backend::Postgres => defaults,
+        }
+    }
+}
+
 /// Whether a connection may write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Access {
@@ -126,6 +151,14 @@ impl SqlStore {
                         // consistency (the resume point rolls back with its data).
                         conn.execute("PRAGMA journal_mode = WAL").await?;
                         conn.execute("PRAGMA synchronous = NORMAL").await?;
+                        // A small page cache per connection: the recorder's writes land on
+                        // recently touched pages, and a miss is a read from the OS's own cache,
+                        // while each connection's cache (2 MiB by default) stays resident in a
+                        // daemon that platform teams size by its resident set.
+                        conn.execute(sqlx::AssertSqlSafe(format!(
+                            "PRAGMA cache_size = -{SQLITE_CACHE_KIB}"
+                        )))
+                        .await?;
                         conn.execute(sqlx::AssertSqlSafe(format!(
                             "PRAGMA busy_timeout = {busy_ms}"
                         )))

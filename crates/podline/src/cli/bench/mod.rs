@@ -155,12 +155,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         notes.push(
             "launch: pods run 50 ms in the sim, which schedules after 10 ms and pulls for 10 ms. \
              podline's overhead on time to running is, per pod, podline's own time to running \
-             minus the sim's time from committing the create to committing Running (the sim's \
-             commit instants, in-process): what the launcher adds before the create commits and \
-             after Running commits. The sim, its kubelet and the launcher share the 2 cores, so \
-             at 200 in flight the figure includes waiting for a core. Tasks of one run share one \
-             pod watch. The RSS row is a `podline run` child process against a `podline sim` \
-             child over HTTPS."
+             minus the sim's time from receiving the create request (its audit stream, like \
+             kube-apiserver's requestReceivedTimestamp) to committing Running (the pod table's \
+             commit instant): what the launcher adds before its create reaches the API and after \
+             Running is committed, including the TLS and HTTP/2 work of both ends. The sim runs \
+             on its own async runtime (2 threads), as a separate API server process would, but \
+             shares the 2 cores, so at 200 in flight the figure includes waiting for a core. \
+             Tasks of one run share one pod watch. The RSS row is a `podline run` child process \
+             against a `podline sim` child over HTTPS."
                 .into(),
         );
     }
