@@ -10,6 +10,7 @@ mod kinds;
 mod logs;
 mod patch;
 mod pods;
+mod protobuf;
 mod query;
 mod request_info;
 mod resources;

@@ -87,7 +87,7 @@ async fn handle<K: ApiKind>(
         ("", "get") => get::<K>(&state, &info),
         ("status", "get") if K::HAS_STATUS => get::<K>(&state, &info),
         ("", "create") => {
-            let body = read_body(req).await?;
+            let body = read_create_body::<K>(req).await?;
             create::<K>(&state, &info, query.as_deref(), body)
         }
         ("", "update") => update::<K>(&state, &info, read_body(req).await?, Part::Main),
@@ -143,6 +143,20 @@ async fn read_raw_body(req: Request) -> Result<JsonBody, ApiError> {
 async fn read_body(req: Request) -> Result<JsonBody, ApiError> {
     let body = read_raw_body(req).await?;
     match body.media_type.as_str() {
+        "" | "application/json" | "application/yaml" | "*/*" => Ok(body),
+        other => Err(ApiError::unsupported_media_type(other)),
+    }
+}
+
+/// Reads a create body: as [`read_body`], and for Namespaces also protobuf, which
+/// `kubectl create namespace` sends (transcoded to JSON, see [`super::protobuf`]).
+async fn read_create_body<K: ApiKind>(req: Request) -> Result<JsonBody, ApiError> {
+    let body = read_raw_body(req).await?;
+    match body.media_type.as_str() {
+        super::protobuf::MEDIA_TYPE if K::RESOURCE == "namespaces" => Ok(JsonBody {
+            bytes: super::protobuf::namespace_json(&body.bytes)?.into(),
+            media_type: "application/json".into(),
+        }),
         "" | "application/json" | "application/yaml" | "*/*" => Ok(body),
         other => Err(ApiError::unsupported_media_type(other)),
     }

@@ -198,3 +198,38 @@ async fn kubectl_logs_follow_streams_until_the_container_exits() {
     .await);
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn kubectl_creates_a_namespace_and_runs_a_pod_in_it() {
+    let sim = https_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let path = kc.path();
+    // kubectl sends this create as protobuf only.
+    ok(&kubectl(path, &["create", "namespace", "team-a"]).await);
+    let json = ok(&kubectl(path, &["get", "namespace", "team-a", "-o", "json"]).await);
+    let namespace: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(namespace["metadata"]["name"], "team-a");
+    assert!(namespace["metadata"]["uid"].is_string());
+    ok(&kubectl(
+        path,
+        &[
+            "run",
+            "hello",
+            "-n",
+            "team-a",
+            "--image=busybox",
+            "--restart=Never",
+        ],
+    )
+    .await);
+    let names = ok(&kubectl(path, &["get", "pods", "-n", "team-a", "-o", "name"]).await);
+    assert_eq!(names.trim(), "pod/hello");
+    let again = kubectl(path, &["create", "namespace", "team-a"]).await;
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("AlreadyExists"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    sim.shutdown().await;
+}
