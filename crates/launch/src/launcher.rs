@@ -228,6 +228,7 @@ impl Launcher {
         let cfg = &self.config;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &built.namespace);
         let started = Instant::now();
+        result.timings.clock_started = Some(started.into_std());
         let overall = cfg.timeout.map(|t| started + t);
 
         // 1. Reattach or create.

@@ -51,6 +51,11 @@ pub struct Timings {
     /// (sub-second, unlike the wire timestamps).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_to_running_ms: Option<u64>,
+    /// When the task's clock (the one the two figures above read) started, for in-process
+    /// measurements such as the launch benchmark, which compares it with the API server's
+    /// receipt of the create. Not serialized: an `Instant` means nothing outside the process.
+    #[serde(skip)]
+    pub clock_started: Option<std::time::Instant>,
 }
 
 /// A Warning event of the pod, for failure reports.

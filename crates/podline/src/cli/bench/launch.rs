@@ -121,6 +121,7 @@ pub async fn run(pods: usize) -> anyhow::Result<Vec<Row>> {
         if !conflicts {
             let p99 = commits.p99_overhead_ms(&summary)?;
             let p99_in_the_sim = commits.p99_in_the_sim_ms(&summary)?;
+            let (p99_to_the_api, p99_to_seen) = commits.p99_overhead_parts_ms(&summary)?;
             let mut created: Vec<u64> = summary
                 .results
                 .iter()
@@ -130,7 +131,8 @@ pub async fn run(pods: usize) -> anyhow::Result<Vec<Row>> {
                 AREA,
                 format!(
                     "podline's own p99 overhead on time to running (launch to create received \
-                     + Running committed to seen), {parallel} at a time ({pods} pods; p99 time \
+                     + Running committed to seen), {parallel} at a time ({pods} pods; p99 of \
+                     each part {p99_to_the_api} ms + {p99_to_seen} ms; p99 time \
                      to running {} ms, of which in the sim {p99_in_the_sim} ms; p99 create \
                      answered {} ms, of which in the sim {} ms)",
                     summary.p99_time_to_running_ms.unwrap_or_default(),
@@ -381,6 +383,34 @@ impl SimTimes {
             overheads.push(seen.saturating_sub(in_the_sim.as_millis() as u64));
         }
         Ok(p99_of(&mut overheads))
+    }
+
+    /// p99 of each of the two parts of podline's overhead, in ms: from the task's clock start to
+    /// the API receiving its create, and from the Running commit to podline seeing it.
+    fn p99_overhead_parts_ms(
+        &self,
+        summary: &podline_launch::Summary,
+    ) -> anyhow::Result<(u64, u64)> {
+        let (mut to_the_api, mut to_seen) = (Vec::new(), Vec::new());
+        for result in &summary.results {
+            let started = result
+                .timings
+                .clock_started
+                .with_context(|| format!("no clock start for {}", result.pod))?;
+            let seen = started
+                + Duration::from_millis(result.timings.time_to_running_ms.unwrap_or_default());
+            let received = self
+                .received
+                .get(&result.pod)
+                .with_context(|| format!("the sim never audited the create of {}", result.pod))?;
+            let running = self
+                .running
+                .get(&result.pod)
+                .with_context(|| format!("the sim never ran {}", result.pod))?;
+            to_the_api.push(received.saturating_duration_since(started).as_millis() as u64);
+            to_seen.push(seen.saturating_duration_since(*running).as_millis() as u64);
+        }
+        Ok((p99_of(&mut to_the_api), p99_of(&mut to_seen)))
     }
 
     /// p99 of the sim's own time from receiving each create to committing the pod Running.
