@@ -29,8 +29,8 @@ pub struct AuditEntry {
     pub name: String,
     /// The HTTP status answered.
     pub code: u16,
-    /// When the API received the request, before authentication, faults and the handler
-    /// (the audit log's `requestReceivedTimestamp`).
+    /// When the API received the request: after the bearer-token check, before faults and the
+    /// handler (the audit log's `requestReceivedTimestamp`).
     pub received: Instant,
     /// When the response's headers were ready (the audit stage `ResponseStarted`; for a
     /// non-streaming request also its end).
