@@ -141,7 +141,11 @@ async fn read_raw_body(req: Request) -> Result<JsonBody, ApiError> {
 
 /// Reads a create/update body, requiring a JSON or YAML content type (415 otherwise).
 async fn read_body(req: Request) -> Result<JsonBody, ApiError> {
-    let body = read_raw_body(req).await?;
+    accept_json_or_yaml(read_raw_body(req).await?)
+}
+
+/// `body` if its content type is JSON or YAML; 415 otherwise.
+fn accept_json_or_yaml(body: JsonBody) -> Result<JsonBody, ApiError> {
     match body.media_type.as_str() {
         "" | "application/json" | "application/yaml" | "*/*" => Ok(body),
         other => Err(ApiError::unsupported_media_type(other)),
@@ -152,14 +156,13 @@ async fn read_body(req: Request) -> Result<JsonBody, ApiError> {
 /// `kubectl create namespace` sends (transcoded to JSON, see [`super::protobuf`]).
 async fn read_create_body<K: ApiKind>(req: Request) -> Result<JsonBody, ApiError> {
     let body = read_raw_body(req).await?;
-    match body.media_type.as_str() {
-        super::protobuf::MEDIA_TYPE if K::RESOURCE == "namespaces" => Ok(JsonBody {
+    if K::RESOURCE == "namespaces" && body.media_type == super::protobuf::MEDIA_TYPE {
+        return Ok(JsonBody {
             bytes: super::protobuf::namespace_json(&body.bytes)?.into(),
             media_type: "application/json".into(),
-        }),
-        "" | "application/json" | "application/yaml" | "*/*" => Ok(body),
-        other => Err(ApiError::unsupported_media_type(other)),
+        });
     }
+    accept_json_or_yaml(body)
 }
 
 /// Decodes an object body (JSON, or YAML when the content type says so); 400 when malformed.

@@ -56,7 +56,7 @@ impl Default for PoolSettings {
 /// Connections of a read-write SQLite store opened by [`crate::open`]: the one writer and one
 /// more, so that a health probe or a reconcile read never waits behind the writer for a
 /// connection. More would buy nothing (SQLite has one writer) and cost memory: each connection
-/// keeps its own page cache (2 MiB by default) on its own worker thread.
+/// keeps its own page cache ([`SQLITE_CACHE_KIB`]) on its own worker thread.
 const SQLITE_WRITER_CONNECTIONS: u32 = 2;
 
 /// Page cache of each read-write SQLite connection, in KiB (SQLite's default is 2000).

@@ -399,16 +399,9 @@ impl SimTimes {
                 .with_context(|| format!("no clock start for {}", result.pod))?;
             let seen = started
                 + Duration::from_millis(result.timings.time_to_running_ms.unwrap_or_default());
-            let received = self
-                .received
-                .get(&result.pod)
-                .with_context(|| format!("the sim never audited the create of {}", result.pod))?;
-            let running = self
-                .running
-                .get(&result.pod)
-                .with_context(|| format!("the sim never ran {}", result.pod))?;
+            let (received, running) = self.received_and_running(&result.pod)?;
             to_the_api.push(received.saturating_duration_since(started).as_millis() as u64);
-            to_seen.push(seen.saturating_duration_since(*running).as_millis() as u64);
+            to_seen.push(seen.saturating_duration_since(running).as_millis() as u64);
         }
         Ok((p99_of(&mut to_the_api), p99_of(&mut to_seen)))
     }
@@ -434,6 +427,12 @@ impl SimTimes {
 
     /// The sim's time on `pod`: from receiving its create request to committing it Running.
     fn in_the_sim(&self, pod: &str) -> anyhow::Result<Duration> {
+        let (received, running) = self.received_and_running(pod)?;
+        Ok(running.saturating_duration_since(received))
+    }
+
+    /// When the API received `pod`'s create request and when its Running status was committed.
+    fn received_and_running(&self, pod: &str) -> anyhow::Result<(Instant, Instant)> {
         let received = self
             .received
             .get(pod)
@@ -442,7 +441,7 @@ impl SimTimes {
             .running
             .get(pod)
             .with_context(|| format!("the sim never ran {pod}"))?;
-        Ok(running.saturating_duration_since(*received))
+        Ok((*received, *running))
     }
 }
 
