@@ -6,7 +6,6 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::SpecError;
@@ -130,7 +129,6 @@ pub async fn run_many(
 ) -> Summary {
     let started = std::time::Instant::now();
     let total = specs.len();
-    let limit = Arc::new(Semaphore::new(parallel.max(1)));
     let sink: Arc<dyn LogSink> = sink.unwrap_or_else(|| Arc::new(NullSink));
     let bar = (progress && std::io::stdout().is_terminal()).then(|| {
         let bar = indicatif::ProgressBar::new(total as u64);
@@ -143,27 +141,23 @@ pub async fn run_many(
     });
     // One pod watch per namespace for all tasks, not one per task in flight.
     let launcher = launcher.sharing_pod_watches();
-    let mut set = JoinSet::new();
-    for (index, spec) in specs.into_iter().enumerate() {
-        let launcher = launcher.clone();
-        let limit = limit.clone();
-        let sink = sink.clone();
-        let cancel = cancel.clone();
-        set.spawn(async move {
-            // The semaphore is never closed, so acquire only fails if it were: run anyway.
-            let _permit = limit.acquire_owned().await.ok();
-            (index, launcher.run(&spec, sink, &cancel).await)
-        });
-    }
     let mut results: Vec<Option<TaskResult>> = vec![None; total];
     let mut failed = 0usize;
-    while let Some(joined) = set.join_next().await {
+    let tasks = specs.into_iter().enumerate().map(|(index, spec)| {
+        let launcher = launcher.clone();
+        let sink = sink.clone();
+        let cancel = cancel.clone();
+        async move { (index, launcher.run(&spec, sink, &cancel).await) }
+    });
+    at_most_in_flight(tasks, parallel, |joined| {
         match joined {
             Ok((index, result)) => {
                 if !result.succeeded() {
                     failed += 1;
                 }
-                results[index] = Some(result);
+                if let Some(slot) = results.get_mut(index) {
+                    *slot = Some(result);
+                }
             }
             Err(err) => {
                 failed += 1;
@@ -176,7 +170,8 @@ pub async fn run_many(
                 bar.set_message(format!("{failed} failed"));
             }
         }
-    }
+    })
+    .await;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -193,10 +188,75 @@ pub async fn run_many(
     Summary::from_results(results, started.elapsed())
 }
 
+/// Spawns the futures of `tasks` one by one, with at most `limit` of them alive at once, and hands
+/// each outcome to `done` as it finishes (in completion order).
+///
+/// Why not spawn them all and let a semaphore hold them back: a task's future exists from its
+/// spawn, and a launch's future is large (it holds every stage of a task, tens of KiB), so
+/// `--count 10000` would hold ten thousand of them while waiting, and memory would grow with the
+/// count instead of with `--parallel`. Here a future is made only when a slot is free.
+async fn at_most_in_flight<F, T>(
+    tasks: impl IntoIterator<Item = F>,
+    limit: usize,
+    mut done: impl FnMut(Result<T, tokio::task::JoinError>),
+) where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let limit = limit.max(1);
+    let mut set = JoinSet::new();
+    for task in tasks {
+        while set.len() >= limit {
+            if let Some(joined) = set.join_next().await {
+                done(joined);
+            }
+        }
+        set.spawn(task);
+    }
+    while let Some(joined) = set.join_next().await {
+        done(joined);
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn at_most_limit_task_futures_should_exist_at_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        // Counts futures that were made and not yet dropped: a future made while waiting for a
+        // slot counts too, which is what holds memory.
+        struct Alive(Arc<AtomicUsize>, Arc<AtomicUsize>);
+        impl Alive {
+            fn new(alive: &Arc<AtomicUsize>, most: &Arc<AtomicUsize>) -> Self {
+                let now = alive.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                Alive(alive.clone(), most.clone())
+            }
+        }
+        impl Drop for Alive {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let (alive, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let tasks = (0..100).map(|i| {
+            let guard = Alive::new(&alive, &most);
+            async move {
+                tokio::task::yield_now().await;
+                drop(guard);
+                i
+            }
+        });
+        let mut finished = Vec::new();
+        at_most_in_flight(tasks, 3, |joined| finished.push(joined.unwrap())).await;
+        finished.sort_unstable();
+        assert_eq!(finished, (0..100).collect::<Vec<_>>());
+        assert_eq!(most.load(Ordering::SeqCst), 3, "futures alive at once");
+        assert_eq!(alive.load(Ordering::SeqCst), 0);
+    }
 
     #[test]
     fn percentiles_should_use_nearest_rank() {

@@ -190,10 +190,16 @@ impl Subscribers {
     /// channels left are the pods still followed.
     fn route(&mut self, item: Result<Event<Pod>, watch::WatchError>) -> Routed {
         match item {
-            Ok(Event::Apply(pod) | Event::InitApply(pod)) => {
+            Ok(Event::InitApply(pod)) => {
                 let name = pod.metadata.name.clone().unwrap_or_default();
                 if let Some(tx) = self.pods.get(&name) {
                     self.listed.insert(name);
+                    tx.send_modify(|s| s.pod = Some(pod));
+                }
+            }
+            Ok(Event::Apply(pod)) => {
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
+                if let Some(tx) = self.pods.get(name) {
                     tx.send_modify(|s| s.pod = Some(pod));
                 }
             }
@@ -204,6 +210,8 @@ impl Subscribers {
                         tx.send_modify(|s| s.gone = true);
                     }
                 }
+                // Only a (re-)list needs the names; a long run must not keep every pod's.
+                self.listed = HashSet::new();
                 self.pods
                     .retain(|_, tx| !tx.borrow().gone && !tx.is_closed());
             }
