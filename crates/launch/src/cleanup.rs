@@ -64,7 +64,19 @@ pub async fn delete_pod(
         grace_period_seconds: grace.map(|g| u32::try_from(g.as_secs()).unwrap_or(u32::MAX)),
         ..DeleteParams::default()
     };
-    match retry::retry(policy, "delete pod", || api.delete(name, &params)).await {
+    // The answer is the pod as it is being deleted, or a Status: only whether the call
+    // succeeded matters, so the body is not decoded (a full pod per task adds up at hundreds of
+    // tasks a second).
+    let client = api.clone().into_client();
+    let request = kube::core::Request::new(api.resource_url());
+    let delete = || async {
+        let mut req = request
+            .delete(name, &params)
+            .map_err(kube::Error::BuildRequest)?;
+        req.extensions_mut().insert("delete");
+        client.request_text(req).await.map(drop)
+    };
+    match retry::retry(policy, "delete pod", delete).await {
         Ok(_) => {
             tracing::debug!(pod = name, "pod deleted");
             true

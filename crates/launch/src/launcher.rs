@@ -292,7 +292,7 @@ impl Launcher {
         // 2. Watch the pod; await start.
         let mut state = shared_state
             .take()
-            .unwrap_or_else(|| podwatch::spawn(api.clone(), &built.name));
+            .unwrap_or_else(|| podwatch::spawn(self.client.clone(), &built.namespace, &built.name));
         let stop = self.await_start(&built, &mut state, cancel, overall).await;
         let mut log_tasks = Vec::new();
         let stop = match stop {

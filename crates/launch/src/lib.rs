@@ -75,6 +75,7 @@ pub mod podwatch;
 pub mod report;
 pub mod spec;
 pub mod wait;
+pub mod watched;
 
 pub use cleanup::OnFinish;
 pub use dedup::Dedup;

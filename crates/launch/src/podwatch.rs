@@ -14,12 +14,15 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use podline_client::watch::{self, Event, WatchConfig};
+
+use crate::watched::WatchedPod;
 use tracing::Instrument;
 
 /// The latest knowledge about the pod.
 #[derive(Debug, Clone, Default)]
 pub struct PodState {
-    /// The newest version seen (None until the first event).
+    /// The newest version seen (None until the first event): metadata and status whole, and of
+    /// the spec only the node name and the container names (see [`WatchedPod`]).
     pub pod: Option<Pod>,
     /// The pod was deleted or is no longer listed.
     pub gone: bool,
@@ -30,9 +33,14 @@ pub struct PodState {
     pub fatal: Option<String>,
 }
 
-/// Starts watching `name` in the background. The task ends when the receiver is dropped or
-/// the pod is gone.
-pub fn spawn(api: Api<Pod>, name: &str) -> tokio::sync::watch::Receiver<PodState> {
+/// Starts watching pod `namespace/name` in the background. The task ends when the receiver is
+/// dropped or the pod is gone.
+pub fn spawn(
+    client: kube::Client,
+    namespace: &str,
+    name: &str,
+) -> tokio::sync::watch::Receiver<PodState> {
+    let api: Api<WatchedPod> = Api::namespaced(client, namespace);
     let mut subscribers = Subscribers::default();
     let rx = subscribers.add(name);
     let cfg = WatchConfig::default().fields(&format!("metadata.name={name}"));
@@ -141,7 +149,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Hub {
-    fn start(api: Api<Pod>) -> Self {
+    fn start(api: Api<WatchedPod>) -> Self {
         let subscribers = Arc::new(Mutex::new(Subscribers::default()));
         let cfg = WatchConfig::default().labels(crate::spec::LAUNCH_ID_LABEL);
         let task = tokio::spawn(
@@ -188,19 +196,19 @@ impl Subscribers {
     /// Routes one watch item to the channel of the pod it concerns. A pod is gone on DELETED,
     /// or when a re-list no longer has a pod seen before; its channel is then dropped, so the
     /// channels left are the pods still followed.
-    fn route(&mut self, item: Result<Event<Pod>, watch::WatchError>) -> Routed {
+    fn route(&mut self, item: Result<Event<WatchedPod>, watch::WatchError>) -> Routed {
         match item {
             Ok(Event::InitApply(pod)) => {
                 let name = pod.metadata.name.clone().unwrap_or_default();
                 if let Some(tx) = self.pods.get(&name) {
                     self.listed.insert(name);
-                    tx.send_modify(|s| s.pod = Some(pod));
+                    tx.send_modify(|s| s.pod = Some(pod.into()));
                 }
             }
             Ok(Event::Apply(pod)) => {
                 let name = pod.metadata.name.as_deref().unwrap_or_default();
                 if let Some(tx) = self.pods.get(name) {
-                    tx.send_modify(|s| s.pod = Some(pod));
+                    tx.send_modify(|s| s.pod = Some(pod.into()));
                 }
             }
             Ok(Event::Init) => self.listed.clear(),
@@ -219,7 +227,7 @@ impl Subscribers {
                 let name = pod.metadata.name.clone().unwrap_or_default();
                 if let Some(tx) = self.pods.remove(&name) {
                     tx.send_modify(|s| {
-                        s.pod = Some(pod);
+                        s.pod = Some(pod.into());
                         s.gone = true;
                     });
                 }
@@ -247,7 +255,7 @@ impl Subscribers {
 
 /// The shared watch's loop: routes each event to its pod's channel, with the same meaning as a
 /// per-pod watch (see [`Subscribers::route`]).
-async fn feed(api: Api<Pod>, cfg: WatchConfig, subscribers: Arc<Mutex<Subscribers>>) {
+async fn feed(api: Api<WatchedPod>, cfg: WatchConfig, subscribers: Arc<Mutex<Subscribers>>) {
     let mut stream = std::pin::pin!(watch::watch(api, cfg));
     while let Some(item) = stream.next().await {
         if lock(&subscribers).route(item) == Routed::Ended {

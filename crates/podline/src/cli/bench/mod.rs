@@ -68,6 +68,7 @@ pub struct Sizes {
     rss_pods: usize,
     launch_pods: usize,
     launch_rss_pods: usize,
+    launch_rss_many_pods: usize,
     store_pods: usize,
     mlmd_pods: usize,
     record_backlog_pods: usize,
@@ -88,6 +89,7 @@ impl Sizes {
                 rss_pods: 10_000,
                 launch_pods: 400,
                 launch_rss_pods: 200,
+                launch_rss_many_pods: 1_000,
                 store_pods: 5_000,
                 mlmd_pods: 300,
                 record_backlog_pods: 4_000,
@@ -105,6 +107,7 @@ impl Sizes {
                 rss_pods: 100_000,
                 launch_pods: 2_000,
                 launch_rss_pods: 1_000,
+                launch_rss_many_pods: 10_000,
                 store_pods: 25_000,
                 mlmd_pods: 2_000,
                 record_backlog_pods: 20_000,
@@ -147,11 +150,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 .await
                 .context("launch benchmark")?,
         );
-        rows.push(
-            launch::peak_rss_of_run(sizes.launch_rss_pods)
-                .await
-                .context("launch memory benchmark")?,
-        );
+        // Twice: the issue's size, and ten times more, where memory must still be bound by
+        // `--parallel` rather than by the count.
+        for pods in [sizes.launch_rss_pods, sizes.launch_rss_many_pods] {
+            rows.push(
+                launch::peak_rss_of_run(pods)
+                    .await
+                    .context("launch memory benchmark")?,
+            );
+        }
         notes.push(
             "launch: pods run 50 ms in the sim, which schedules after 10 ms and pulls for 10 ms. \
              podline's overhead on time to running is, per pod, podline's own time to running \
