@@ -119,15 +119,19 @@ pub fn parse_tasks(path: &str, text: &str) -> Result<Vec<TaskSpec>, SpecError> {
 
 /// Runs `specs` with at most `parallel` at a time. Logs are discarded unless `sink` is given.
 /// A progress bar is drawn on stderr when `progress` is set and stdout is a terminal.
+///
+/// `specs` is taken as an iterator, so that `--count N` can hand over one spec repeated rather
+/// than N copies made up front.
 pub async fn run_many(
     launcher: &Launcher,
-    specs: Vec<TaskSpec>,
+    specs: impl IntoIterator<Item = TaskSpec, IntoIter: ExactSizeIterator>,
     parallel: usize,
     sink: Option<Arc<dyn LogSink>>,
     progress: bool,
     cancel: &Cancel,
 ) -> Summary {
     let started = std::time::Instant::now();
+    let specs = specs.into_iter();
     let total = specs.len();
     let sink: Arc<dyn LogSink> = sink.unwrap_or_else(|| Arc::new(NullSink));
     let bar = (progress && std::io::stdout().is_terminal()).then(|| {
@@ -143,7 +147,7 @@ pub async fn run_many(
     let launcher = launcher.sharing_pod_watches();
     let mut results: Vec<Option<TaskResult>> = vec![None; total];
     let mut failed = 0usize;
-    let tasks = specs.into_iter().enumerate().map(|(index, spec)| {
+    let tasks = specs.enumerate().map(|(index, spec)| {
         let launcher = launcher.clone();
         let sink = sink.clone();
         let cancel = cancel.clone();

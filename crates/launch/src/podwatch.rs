@@ -14,9 +14,9 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use podline_client::watch::{self, Event, WatchConfig};
+use tracing::Instrument;
 
 use crate::watched::WatchedPod;
-use tracing::Instrument;
 
 /// The latest knowledge about the pod.
 #[derive(Debug, Clone, Default)]

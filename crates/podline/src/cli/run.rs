@@ -326,6 +326,35 @@ impl LogSink for StderrSink {
     }
 }
 
+/// The tasks of a run: those of a `-f` file, or one spec `--count` times.
+enum Specs {
+    File(Vec<TaskSpec>),
+    Repeated(TaskSpec, usize),
+}
+
+impl Specs {
+    /// The specs, each labelled with `run` unless it names its own run. An iterator, so that
+    /// `--count N` holds one spec rather than N copies made up front.
+    fn with_run(self, run: &str) -> Box<dyn ExactSizeIterator<Item = TaskSpec> + Send + '_> {
+        let label = move |mut spec: TaskSpec| {
+            spec.run = spec.run.or_else(|| Some(run.to_owned()));
+            spec
+        };
+        match self {
+            Specs::File(specs) => Box::new(specs.into_iter().map(label)),
+            Specs::Repeated(spec, count) => Box::new(std::iter::repeat_n(label(spec), count)),
+        }
+    }
+
+    /// The one task of a single run.
+    fn first(self) -> TaskSpec {
+        match self {
+            Specs::File(specs) => specs.into_iter().next().unwrap_or_default(),
+            Specs::Repeated(spec, _) => spec,
+        }
+    }
+}
+
 /// Runs `podline run`.
 pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let many = args.count > 1 || args.file.is_some();
@@ -344,7 +373,7 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
                 for s in &mut specs {
                     s.namespace = s.namespace.clone().or(base.namespace.clone());
                 }
-                specs
+                Specs::File(specs)
             }
             Err(err) => return usage(err.into()),
         }
@@ -353,7 +382,7 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
             Ok(s) => s,
             Err(err) => return usage(err),
         };
-        vec![spec; args.count as usize]
+        Specs::Repeated(spec, args.count as usize)
     };
     let http2_ping = match global.http2_ping(podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT) {
         Ok(ping) => ping,
@@ -366,16 +395,9 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
 
     if many {
         let run_id = spec::new_launch_id()[..12].to_owned();
-        let specs = specs
-            .into_iter()
-            .map(|mut s| {
-                s.run = s.run.or_else(|| Some(run_id.clone()));
-                s
-            })
-            .collect();
         let summary = podline_launch::run_many(
             &launcher,
-            specs,
+            specs.with_run(&run_id),
             args.parallel as usize,
             None,
             true,
@@ -403,8 +425,7 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
     } else {
         Arc::new(StdoutSink)
     };
-    let spec = specs.into_iter().next().unwrap_or_default();
-    let result = launcher.run(&spec, sink, &cancel).await;
+    let result = launcher.run(&specs.first(), sink, &cancel).await;
     print_result(&result, global.output)?;
     Ok(ExitCode::from(result.exit_code))
 }
