@@ -232,12 +232,12 @@ mod tests {
         use std::sync::atomic::{AtomicUsize, Ordering};
         // Counts futures that were made and not yet dropped: a future made while waiting for a
         // slot counts too, which is what holds memory.
-        struct Alive(Arc<AtomicUsize>, Arc<AtomicUsize>);
+        struct Alive(Arc<AtomicUsize>);
         impl Alive {
-            fn new(alive: &Arc<AtomicUsize>, most: &Arc<AtomicUsize>) -> Self {
+            fn new(alive: &Arc<AtomicUsize>, most: &AtomicUsize) -> Self {
                 let now = alive.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
-                Alive(alive.clone(), most.clone())
+                Alive(alive.clone())
             }
         }
         impl Drop for Alive {

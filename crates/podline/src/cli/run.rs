@@ -329,7 +329,7 @@ impl LogSink for StderrSink {
 /// The tasks of a run: those of a `-f` file, or one spec `--count` times.
 enum Specs {
     File(Vec<TaskSpec>),
-    Repeated(TaskSpec, usize),
+    Repeated(Box<TaskSpec>, usize),
 }
 
 impl Specs {
@@ -342,7 +342,7 @@ impl Specs {
         };
         match self {
             Specs::File(specs) => Box::new(specs.into_iter().map(label)),
-            Specs::Repeated(spec, count) => Box::new(std::iter::repeat_n(label(spec), count)),
+            Specs::Repeated(spec, count) => Box::new(std::iter::repeat_n(label(*spec), count)),
         }
     }
 
@@ -350,7 +350,7 @@ impl Specs {
     fn first(self) -> TaskSpec {
         match self {
             Specs::File(specs) => specs.into_iter().next().unwrap_or_default(),
-            Specs::Repeated(spec, _) => spec,
+            Specs::Repeated(spec, _) => *spec,
         }
     }
 }
@@ -382,7 +382,7 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
             Ok(s) => s,
             Err(err) => return usage(err),
         };
-        Specs::Repeated(spec, args.count as usize)
+        Specs::Repeated(Box::new(spec), args.count as usize)
     };
     let http2_ping = match global.http2_ping(podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT) {
         Ok(ping) => ping,
