@@ -209,12 +209,15 @@ async fn at_most_in_flight<F, T>(
 {
     let limit = limit.max(1);
     let mut set = JoinSet::new();
-    for task in tasks {
+    let mut tasks = tasks.into_iter();
+    loop {
+        // Free a slot before taking the next task: taking it makes its future.
         while set.len() >= limit {
             if let Some(joined) = set.join_next().await {
                 done(joined);
             }
         }
+        let Some(task) = tasks.next() else { break };
         set.spawn(task);
     }
     while let Some(joined) = set.join_next().await {
