@@ -168,8 +168,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
              Running is committed, including the TLS and HTTP/2 work of both ends. The sim runs \
              on its own async runtime (2 threads), as a separate API server process would, but \
              shares the 2 cores, so at 200 in flight the figure includes waiting for a core. \
-             Tasks of one run share one pod watch. The RSS row is a `podline run` child process \
-             against a `podline sim` child over HTTPS."
+             Tasks of one run share one pod watch. The RSS rows are a `podline run` child \
+             process against a `podline sim` child over HTTPS, at 1,000 tasks and at ten times \
+             as many (memory must follow `--parallel`, not the count)."
                 .into(),
         );
     }
