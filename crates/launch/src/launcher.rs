@@ -408,27 +408,27 @@ impl Launcher {
             Instant::now(),
         );
         loop {
-            let (pod, gone, fatal) = {
+            // The step reads the pod in place (no clone per event); the channel's read lock is
+            // held only for this synchronous block.
+            let step = {
                 let s = state.borrow_and_update();
-                (s.pod.clone(), s.gone, s.fatal.clone())
-            };
-            if let Some(message) = fatal {
-                return Some(Stop::Failed(LaunchError::Watch {
-                    pod: built.name.clone(),
-                    message,
-                }));
-            }
-            if gone {
-                return Some(Stop::Failed(LaunchError::PodGone {
-                    pod: built.name.clone(),
-                }));
-            }
-            if let Some(pod) = pod {
-                match tracker.step(&pod, Instant::now()) {
-                    StartStep::Started => return None,
-                    StartStep::Failed(err) => return Some(Stop::Failed(err)),
-                    StartStep::Wait { .. } => {}
+                if let Some(message) = &s.fatal {
+                    return Some(Stop::Failed(LaunchError::Watch {
+                        pod: built.name.clone(),
+                        message: message.clone(),
+                    }));
                 }
+                if s.gone {
+                    return Some(Stop::Failed(LaunchError::PodGone {
+                        pod: built.name.clone(),
+                    }));
+                }
+                s.pod.as_ref().map(|pod| tracker.step(pod, Instant::now()))
+            };
+            match step {
+                Some(StartStep::Started) => return None,
+                Some(StartStep::Failed(err)) => return Some(Stop::Failed(err)),
+                Some(StartStep::Wait { .. }) | None => {}
             }
             let deadline = tracker
                 .deadline()
