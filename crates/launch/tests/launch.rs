@@ -430,6 +430,29 @@ async fn schedule_timeout_should_report_and_delete_the_pod() {
     assert_eq!(sim.ground_truth().len(), 1);
 }
 
+/// Done-when 7 (startup timeout): a pod that is scheduled but whose container does not start
+/// in time (a slow image pull) fails with the startup timeout (not the schedule timeout), and
+/// is deleted.
+#[tokio::test]
+async fn startup_timeout_should_report_and_delete_the_pod() {
+    let mut config = fast_config();
+    config.startup_timeout = Duration::from_millis(800);
+    let (sim, launcher, pods) = setup(config).await;
+    let result = launcher
+        .run(
+            &task(&[("pull-delay", "60s")]),
+            Arc::new(NullSink),
+            &Cancel::new(),
+        )
+        .await;
+    assert_eq!(result.exit_code, exit::START_FAILED);
+    let error = result.error.clone().unwrap();
+    assert!(error.contains("did not start within"), "{error}");
+    assert!(result.deleted);
+    assert!(no_pods_left(&pods).await);
+    assert_eq!(sim.ground_truth().len(), 1);
+}
+
 /// Done-when 7b: a missing image fails fast (well before the startup timeout), is reported
 /// with its reason, and the pod is deleted.
 #[tokio::test]
