@@ -1,0 +1,67 @@
+"""DAGs of the podline operator's tests (run with dag.test() against `podline sim --exec`).
+
+`PODLINE_TEST_DIR` (set by the tests) is where the lifecycle tasks' containers, which the sim
+runs as local processes, wait for a `go` file, so a test decides when they finish.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from podline.airflow import PodlineOperator
+
+START = datetime(2026, 1, 1)
+GATE = os.path.join(os.environ.get("PODLINE_TEST_DIR", "/tmp"), "go")
+WAIT_FOR_GATE = f"echo started; while [ ! -e {GATE} ]; do sleep 0.05; done; echo finished"
+
+# The seed experiment's DAG: 50 pod tasks every 5 minutes (there, KubernetesPodOperator).
+with DAG("podline_seed", schedule="*/5 * * * *", start_date=START, catchup=False) as seed:
+    for i in range(50):
+        PodlineOperator(
+            task_id=f"seed_{i:02d}",
+            image="busybox:1.36",
+            cmds=["sh", "-c"],
+            arguments=["echo seed task {{ ti.task_id }} says hello; echo line two of $TASK_NO"],
+            env_vars={"TASK_NO": str(i)},
+            labels={"experiment": "seed"},
+            startup_timeout_seconds=60,
+        )
+
+# One DAG run covering the outcomes: failure, skip, XCom return value.
+with DAG("podline_outcomes", schedule=None, start_date=START, catchup=False) as outcomes:
+    PodlineOperator(
+        task_id="fails",
+        image="busybox:1.36",
+        cmds=["sh", "-c", "echo about to fail; exit 3"],
+    )
+    PodlineOperator(
+        task_id="skipped",
+        image="busybox:1.36",
+        cmds=["sh", "-c", "echo nothing to do today; exit 99"],
+        skip_on_exit_code=99,
+    )
+    # A container with no command is scripted by the sim: its annotations say what it does,
+    # here what it writes to /dev/termination-log (the return value's channel).
+    PodlineOperator(
+        task_id="returns",
+        image="busybox:1.36",
+        annotations={
+            "sim.podline.io/logs": "computing",
+            "sim.podline.io/termination-message": '{"rows": 42, "table": "orders"}',
+        },
+        do_xcom_push=True,
+    )
+
+with DAG("podline_on_kill", schedule=None, start_date=START, catchup=False) as on_kill:
+    PodlineOperator(task_id="long", image="busybox:1.36", cmds=["sh", "-c", WAIT_FOR_GATE])
+
+with DAG("podline_reattach", schedule=None, start_date=START, catchup=False) as reattach:
+    PodlineOperator(
+        task_id="survivor",
+        image="busybox:1.36",
+        cmds=["sh", "-c", WAIT_FOR_GATE],
+        retries=1,
+    )

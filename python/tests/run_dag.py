@@ -1,0 +1,42 @@
+"""Runs one test DAG with Airflow's own dag.test() and prints a RESULT line (JSON) with every
+task instance's state and XComs. A subprocess per DAG run, as a worker would be."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+
+sys.path.insert(0, __import__("os").path.join(__import__("os").path.dirname(__file__), "dags"))
+
+import podline_test_dags  # noqa: E402
+
+
+def main() -> None:
+    dag = getattr(podline_test_dags, sys.argv[1])
+    logical_date = datetime.fromisoformat(sys.argv[2]) if len(sys.argv) > 2 else None
+    if logical_date is not None and logical_date.tzinfo is None:
+        logical_date = logical_date.replace(tzinfo=timezone.utc)
+    dr = dag.test(logical_date=logical_date) if logical_date else dag.test()
+
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        tis = session.query(TaskInstance).filter(
+            TaskInstance.dag_id == dag.dag_id, TaskInstance.run_id == dr.run_id
+        )
+        states = {ti.task_id: str(ti.state.value if ti.state else None) for ti in tis}
+        tries = {ti.task_id: ti.try_number for ti in tis}
+        xcoms: dict[str, dict[str, object]] = {}
+        for x in session.query(XComModel).filter(
+            XComModel.dag_id == dag.dag_id, XComModel.run_id == dr.run_id
+        ):
+            xcoms.setdefault(x.task_id, {})[x.key] = x.value
+    result = {"run_id": dr.run_id, "states": states, "tries": tries, "xcoms": xcoms}
+    print("RESULT " + json.dumps(result, default=str), flush=True)
+
+
+if __name__ == "__main__":
+    main()
