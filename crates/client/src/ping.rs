@@ -66,9 +66,10 @@ impl Default for Http2Ping {
 }
 
 impl Http2Ping {
-    /// The longest a silently dead connection goes unnoticed: interval + timeout.
+    /// The longest a silently dead connection goes unnoticed: interval + timeout (saturating:
+    /// settings built in code are not bounded like parsed ones, and this must not panic).
     pub fn detection(&self) -> Duration {
-        self.interval + self.timeout
+        self.interval.saturating_add(self.timeout)
     }
 
     /// The defaults, fitted to the client timeout: each is at most a third of it, so a user who
@@ -235,6 +236,36 @@ mod tests {
             err.to_string(),
             "PODLINE_HTTP2_PING_INTERVAL (5s) + PODLINE_HTTP2_PING_TIMEOUT (default) (2s) must be shorter than the client timeout (6s)"
         );
+    }
+
+    #[test]
+    fn huge_values_should_be_a_clear_error_not_a_panic() {
+        for (interval, timeout, named) in [
+            (Some("18446744073709551615"), None, "--http2-ping-interval"),
+            (None, Some("18446744073709551615s"), "--http2-ping-timeout"),
+        ] {
+            let err = Http2Ping::resolve_with(interval, timeout, secs(60), env_of(&[]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(named) && err.contains("at most 365 days"),
+                "{err}"
+            );
+        }
+        let env = env_of(&[("PODLINE_HTTP2_PING_INTERVAL", "99999999999999999999")]);
+        let err = Http2Ping::resolve_with(None, None, secs(60), &env).unwrap_err();
+        assert!(matches!(err, TimeoutError::TooLong { .. }), "{err}");
+        assert!(
+            err.to_string().contains("PODLINE_HTTP2_PING_INTERVAL"),
+            "{err}"
+        );
+        // Built in code, unbounded: detection saturates instead of overflowing.
+        let ping = Http2Ping {
+            interval: Duration::MAX,
+            timeout: secs(1),
+        };
+        assert_eq!(ping.detection(), Duration::MAX);
+        assert!(Http2Ping::try_new(Duration::MAX, Duration::MAX, secs(60)).is_err());
     }
 
     #[test]

@@ -25,7 +25,11 @@
 //!
 //! Accepted forms: `"90"` (seconds), `"90s"`, `"2m"`, `"1m30s"`, `"500ms"`, `"1h"`: whole numbers
 //! with units `h`, `m`, `s`, `ms` in that order, each at most once. Surrounding whitespace is
-//! ignored; anything else (empty, negative, decimals, unknown units, zero) is rejected.
+//! ignored; anything else (empty, negative, decimals, unknown units, zero) is rejected, and so is
+//! anything longer than [`MAX_DURATION`] (365 days): no timeout needs more, and a bound here keeps
+//! `deadline = now + d` from overflowing (a panic) anywhere the value is used.
+//! [`parse_duration_at_most`] takes a smaller or larger bound for a setting that has its own
+//! range (e.g. `activeDeadlineSeconds`, at most 2147483647 s).
 
 use std::fmt;
 use std::time::Duration;
@@ -78,6 +82,17 @@ pub enum TimeoutError {
         name: String,
         /// The raw value.
         value: String,
+    },
+    /// Longer than [`MAX_DURATION`]: no setting needs that much, and deadlines computed from it
+    /// would overflow.
+    #[error("{name}=\"{value}\" is out of range: expected a duration of at most {}", describe_max(*max))]
+    TooLong {
+        /// The variable or flag.
+        name: String,
+        /// The raw value.
+        value: String,
+        /// The largest value accepted.
+        max: Duration,
     },
     /// Zero would disable the bound (or end every watch at once).
     #[error("{name}=\"{value}\" must be greater than zero")]
@@ -140,35 +155,77 @@ pub(crate) fn setting_name(setting: &Option<Setting>, default_env: &str) -> Stri
         .map_or_else(|| format!("{default_env} (default)"), |s| s.name.clone())
 }
 
-/// Why a string is not a duration (without naming a setting; see [`TimeoutError`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("not a duration: expected seconds (\"60\") or a duration like \"90s\", \"2m\"")]
-pub struct InvalidDuration;
+/// The longest duration [`parse_duration`] accepts: 365 days. Every timeout, interval and grace
+/// period podline reads is far below it, and any `Instant + d` with `d` up to it is safe.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// Parses `"90"`, `"90s"`, `"1m30s"`, `"2m"`, `"500ms"`, `"1h"` (see the module doc). Zero parses
-/// (as zero); settings reject it separately, with their own message.
+/// Why a string is not an acceptable duration (without naming a setting; see [`TimeoutError`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidDuration {
+    /// The text does not follow the duration grammar.
+    #[error("not a duration: expected seconds (\"60\") or a duration like \"90s\", \"2m\"")]
+    Malformed,
+    /// A well-formed duration longer than the setting's maximum (or too long to represent).
+    #[error("out of range: expected a duration of at most {}", describe_max(*max))]
+    TooLong {
+        /// The largest value accepted.
+        max: Duration,
+    },
+}
+
+/// `"365 days (31536000s)"`, `"2147483647s"`: the bound as a user reads it.
+fn describe_max(max: Duration) -> String {
+    let secs = max.as_secs();
+    if max.subsec_nanos() == 0 && secs >= 86_400 && secs % 86_400 == 0 {
+        format!("{} days ({})", secs / 86_400, Human(max))
+    } else {
+        Human(max).to_string()
+    }
+}
+
+/// Parses `"90"`, `"90s"`, `"1m30s"`, `"2m"`, `"500ms"`, `"1h"` (see the module doc), at most
+/// [`MAX_DURATION`]. Zero parses (as zero); settings reject it separately, with their own message.
 pub fn parse_duration(input: &str) -> Result<Duration, InvalidDuration> {
+    parse_duration_at_most(input, MAX_DURATION)
+}
+
+/// [`parse_duration`] with another upper bound, for a setting whose range is not the default
+/// one (a value sent to the API server as `activeDeadlineSeconds`, say). Anything above `max`,
+/// including numbers too large to represent, is [`InvalidDuration::TooLong`].
+pub fn parse_duration_at_most(input: &str, max: Duration) -> Result<Duration, InvalidDuration> {
+    let d = parse_unbounded(input)?;
+    if d > max {
+        return Err(InvalidDuration::TooLong { max });
+    }
+    Ok(d)
+}
+
+/// The grammar alone; a number too large to represent reads as [`Duration::MAX`], which is over
+/// every bound.
+fn parse_unbounded(input: &str) -> Result<Duration, InvalidDuration> {
     let s = input.trim();
     if s.is_empty() {
-        return Err(InvalidDuration);
+        return Err(InvalidDuration::Malformed);
     }
     if s.bytes().all(|b| b.is_ascii_digit()) {
-        return s
-            .parse::<u64>()
-            .map(Duration::from_secs)
-            .map_err(|_| InvalidDuration);
+        // All digits, so the only way `parse` fails is a number beyond u64: too long.
+        return Ok(s.parse::<u64>().map_or(Duration::MAX, Duration::from_secs));
     }
     // Units from largest to smallest; each may appear once, in this order.
     const UNITS: [(&str, u64); 4] = [("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1)];
     let mut rest = s;
     let mut total_ms: u64 = 0;
     let mut next_unit = 0;
+    let mut overflowed = false;
     while !rest.is_empty() {
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
         if digits == 0 {
-            return Err(InvalidDuration);
+            return Err(InvalidDuration::Malformed);
         }
-        let number: u64 = rest[..digits].parse().map_err(|_| InvalidDuration)?;
+        // A number beyond u64 is remembered as such, but the unit is checked first, so a huge
+        // number with a bad unit still reads as malformed.
+        let number: Option<u64> = rest[..digits].parse().ok();
         rest = &rest[digits..];
         let letters = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
         let unit = &rest[..letters];
@@ -176,13 +233,23 @@ pub fn parse_duration(input: &str) -> Result<Duration, InvalidDuration> {
         let position = UNITS[next_unit..]
             .iter()
             .position(|(name, _)| *name == unit)
-            .ok_or(InvalidDuration)?;
+            .ok_or(InvalidDuration::Malformed)?;
         let (_, ms_per_unit) = UNITS[next_unit + position];
         next_unit += position + 1;
-        total_ms = number
-            .checked_mul(ms_per_unit)
+        // On overflow keep reading: a later part may still be malformed, which says more.
+        overflowed |= match number
+            .and_then(|n| n.checked_mul(ms_per_unit))
             .and_then(|ms| total_ms.checked_add(ms))
-            .ok_or(InvalidDuration)?;
+        {
+            Some(total) => {
+                total_ms = total;
+                false
+            }
+            None => true,
+        };
+    }
+    if overflowed {
+        return Ok(Duration::MAX);
     }
     Ok(Duration::from_millis(total_ms))
 }
@@ -232,9 +299,16 @@ impl Setting {
     }
 
     pub(crate) fn parse(&self) -> Result<Duration, TimeoutError> {
-        let d = parse_duration(&self.raw).map_err(|_| TimeoutError::NotADuration {
-            name: self.name.clone(),
-            value: self.raw.clone(),
+        let d = parse_duration(&self.raw).map_err(|err| match err {
+            InvalidDuration::TooLong { max } => TimeoutError::TooLong {
+                name: self.name.clone(),
+                value: self.raw.clone(),
+                max,
+            },
+            InvalidDuration::Malformed => TimeoutError::NotADuration {
+                name: self.name.clone(),
+                value: self.raw.clone(),
+            },
         })?;
         if d.is_zero() {
             return Err(TimeoutError::Zero {
@@ -261,6 +335,15 @@ impl WatchTimeouts {
                 name: name("client timeout"),
                 value: format_duration(client),
             });
+        }
+        for (what, value) in [("server timeout", server), ("client timeout", client)] {
+            if value > MAX_DURATION {
+                return Err(TimeoutError::TooLong {
+                    name: name(what),
+                    value: format_duration(value),
+                    max: MAX_DURATION,
+                });
+            }
         }
         if server.subsec_nanos() != 0 {
             return Err(TimeoutError::NotWholeSeconds {
@@ -399,11 +482,75 @@ mod tests {
             "+5",
             "5sec",
             "0x10",
+            "99999999999999999999x",
+            "1h99999999999999999999",
+        ] {
+            assert_eq!(
+                parse_duration(bad),
+                Err(InvalidDuration::Malformed),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn parse_should_reject_durations_over_the_maximum() {
+        let too_long = Err(InvalidDuration::TooLong { max: MAX_DURATION });
+        assert_eq!(parse_duration("31536000"), Ok(MAX_DURATION));
+        assert_eq!(parse_duration("8760h"), Ok(MAX_DURATION));
+        for bad in [
+            "31536001",
+            "8760h1ms",
+            "8761h",
+            "18446744073709551615",
+            "18446744073709551615s",
+            "18446744073709551615ms",
             "99999999999999999999",
             "99999999999999999h",
+            "1h99999999999999999999s",
         ] {
-            assert_eq!(parse_duration(bad), Err(InvalidDuration), "{bad:?}");
+            assert_eq!(parse_duration(bad), too_long, "{bad:?}");
         }
+        assert_eq!(
+            parse_duration("18446744073709551615")
+                .unwrap_err()
+                .to_string(),
+            "out of range: expected a duration of at most 365 days (31536000s)"
+        );
+        // Another bound for a setting with its own range.
+        let max = Duration::from_secs(2_147_483_647);
+        assert_eq!(parse_duration_at_most("2147483647", max), Ok(max));
+        assert_eq!(
+            parse_duration_at_most("2147483648", max),
+            Err(InvalidDuration::TooLong { max })
+        );
+        assert_eq!(
+            parse_duration_at_most("2147483648", max)
+                .unwrap_err()
+                .to_string(),
+            "out of range: expected a duration of at most 2147483647s"
+        );
+        assert_eq!(
+            parse_duration_at_most("5x", max),
+            Err(InvalidDuration::Malformed)
+        );
+    }
+
+    #[test]
+    fn settings_over_the_maximum_should_name_the_setting_value_and_range() {
+        let err = WatchTimeouts::resolve_with(None, Some("18446744073709551615"), env_of(&[]))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"--watch-client-timeout="18446744073709551615" is out of range: expected a duration of at most 365 days (31536000s)"#
+        );
+        let err = WatchTimeouts::resolve_with(
+            None,
+            None,
+            env_of(&[("PODLINE_WATCH_SERVER_TIMEOUT", "9000h")]),
+        )
+        .unwrap_err();
+        assert!(matches!(err, TimeoutError::TooLong { .. }), "{err}");
     }
 
     #[test]
@@ -491,11 +638,15 @@ mod tests {
         assert!(WatchTimeouts::try_new(secs(5), secs(5)).is_err());
         assert!(WatchTimeouts::try_new(secs(0), secs(0)).is_err());
         assert!(WatchTimeouts::try_new(Duration::from_millis(2500), secs(1)).is_err());
+        // Built in code: bounded like parsed values, so `server + margin` cannot overflow.
+        let err = WatchTimeouts::try_new(Duration::MAX, secs(1)).unwrap_err();
+        assert!(matches!(err, TimeoutError::TooLong { .. }), "{err}");
+        assert!(WatchTimeouts::try_new(MAX_DURATION, secs(1)).is_ok());
     }
 
     proptest! {
         #[test]
-        fn plain_numbers_should_be_seconds(n in 0u64..1_000_000_000) {
+        fn plain_numbers_should_be_seconds(n in 0u64..=MAX_DURATION.as_secs()) {
             prop_assert_eq!(parse_duration(&n.to_string()), Ok(secs(n)));
         }
 
@@ -519,6 +670,15 @@ mod tests {
         }
 
         #[test]
+        fn no_accepted_duration_should_exceed_the_maximum(s in "[0-9]{1,25}(h|m|s|ms)?") {
+            // Never panics; whatever parses is within the bound, so `now + d` cannot overflow.
+            if let Ok(d) = parse_duration(&s) {
+                prop_assert!(d <= MAX_DURATION);
+                prop_assert!(tokio::time::Instant::now().checked_add(d).is_some());
+            }
+        }
+
+        #[test]
         fn formatted_durations_should_parse_back(ms in 1u64..10_000_000_000) {
             let d = Duration::from_millis(ms);
             prop_assert_eq!(parse_duration(&format_duration(d)), Ok(d));
@@ -528,7 +688,7 @@ mod tests {
         fn strings_with_foreign_characters_should_be_rejected(s in "\\PC*") {
             let cleaned = s.trim();
             if cleaned.chars().any(|c| !(c.is_ascii_digit() || "hms".contains(c))) {
-                prop_assert_eq!(parse_duration(&s), Err(InvalidDuration));
+                prop_assert_eq!(parse_duration(&s), Err(InvalidDuration::Malformed));
             } else {
                 // Never panics; accepted only if well-formed.
                 let _ = parse_duration(&s);
