@@ -85,15 +85,21 @@ class Sim:
         return list(self.core().list_namespaced_pod("default", label_selector=selector).items)
 
 
-def wait_until(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    """Polls `check` until it returns something truthy; fails naming `what` after `timeout`."""
+def wait_until(
+    what: str,
+    check: Callable[[], Any],
+    timeout: float = 30.0,
+    detail: Callable[[], str] = lambda: "",
+) -> Any:
+    """Polls `check` until it returns something truthy; fails naming `what` (and `detail()`)
+    after `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+            pytest.fail(f"timed out after {timeout}s waiting for {what}\n{detail()}")
         time.sleep(0.05)
 
 
@@ -166,10 +172,14 @@ def parse_run(returncode: int, output: str) -> DagRun:
     return DagRun(returncode, output, doc["states"], doc["tries"], doc["xcoms"])
 
 
-def dag_test_command(dag: str, logical_date: str | None = None) -> list[str]:
+def dag_test_command(
+    dag: str, logical_date: str | None = None, run_id: str | None = None
+) -> list[str]:
     argv = [sys.executable, str(HERE / "run_dag.py"), dag]
     if logical_date:
         argv.append(logical_date)
+        if run_id:
+            argv.append(run_id)
     return argv
 
 

@@ -1,5 +1,7 @@
 """Runs one test DAG with Airflow's own dag.test() and prints a RESULT line (JSON) with every
-task instance's state and XComs. A subprocess per DAG run, as a worker would be."""
+task instance's state and XComs. A subprocess per DAG run, as a worker would be.
+
+Usage: run_dag.py DAG [LOGICAL_DATE [RUN_ID]]"""
 
 from __future__ import annotations
 
@@ -17,6 +19,13 @@ def main() -> None:
     logical_date = datetime.fromisoformat(sys.argv[2]) if len(sys.argv) > 2 else None
     if logical_date is not None and logical_date.tzinfo is None:
         logical_date = logical_date.replace(tzinfo=timezone.utc)
+    if len(sys.argv) > 3:
+        # dag.test() names each run after the time it starts; a test of "the same task
+        # instance on another worker" needs the run id kept.
+        from airflow.models.dagrun import DagRun
+
+        run_id = sys.argv[3]
+        DagRun.generate_run_id = staticmethod(lambda **_: run_id)  # type: ignore[method-assign]
     dr = dag.test(logical_date=logical_date) if logical_date else dag.test()
 
     from airflow.models.taskinstance import TaskInstance
@@ -27,7 +36,7 @@ def main() -> None:
         tis = session.query(TaskInstance).filter(
             TaskInstance.dag_id == dag.dag_id, TaskInstance.run_id == dr.run_id
         )
-        states = {ti.task_id: str(ti.state.value if ti.state else None) for ti in tis}
+        states = {ti.task_id: str(getattr(ti.state, "value", ti.state)) for ti in tis}
         tries = {ti.task_id: ti.try_number for ti in tis}
         xcoms: dict[str, dict[str, object]] = {}
         for x in session.query(XComModel).filter(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -32,7 +33,7 @@ except ImportError:  # pragma: no cover - Airflow 2.10
 try:  # Airflow 3.x
     from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 except ImportError:  # pragma: no cover - Airflow 2.10
-    from airflow.exceptions import (  # type: ignore[no-redef,assignment,unused-ignore]
+    from airflow.exceptions import (  # type: ignore[no-redef,assignment,attr-defined,unused-ignore]
         AirflowException,
         AirflowSkipException,
     )
@@ -45,7 +46,7 @@ _KILLED_EXIT_CODES = (130, 143)
 _KILL_WAIT_SECONDS = 30.0
 
 
-class PodlineOperator(BaseOperator):  # type: ignore[misc]
+class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
     """Run a task as a Kubernetes pod through podline, a drop-in for KubernetesPodOperator's
     common uses (same parameter names and defaults where the meaning is the same).
 
@@ -329,31 +330,39 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc]
         )
         self._process = process
         assert process.stdout is not None and process.stderr is not None  # PIPE above
+        # Reader threads only read; this thread logs and pushes XComs (Airflow's task logger
+        # and XCom channel belong to the task's thread).
+        lines: queue.Queue[tuple[str, str] | None] = queue.Queue()
+        item: tuple[str, str] | None | bool
         readers = [
+            threading.Thread(target=_pump, args=(process.stdout, "", lines), daemon=True),
             threading.Thread(
-                target=self._pump, args=(process.stdout, self.get_logs, ""), daemon=True
-            ),
-            threading.Thread(
-                target=self._pump, args=(process.stderr, True, "[podline] "), daemon=True
+                target=_pump, args=(process.stderr, "[podline] ", lines), daemon=True
             ),
         ]
         for reader in readers:
             reader.start()
         announced = False
+        open_streams = len(readers)
         try:
-            while process.poll() is None:
+            while open_streams:
+                try:
+                    item = lines.get(timeout=0.05)
+                except queue.Empty:
+                    item = False
                 if not announced:
                     announced = self._announce(result_path, context)
-                try:
-                    process.wait(timeout=0.05 if not announced else None)
-                except subprocess.TimeoutExpired:
-                    continue
+                if item is None:
+                    open_streams -= 1
+                elif not isinstance(item, bool):
+                    prefix, line = item
+                    if prefix or self.get_logs:
+                        self.log.info("%s%s", prefix, line)
+            process.wait()
         finally:
-            if process.poll() is None:  # an exception in this thread: don't leave podline behind
+            if process.poll() is None:  # interrupted (e.g. execution_timeout): stop podline
                 process.terminate()
                 process.wait()
-            for reader in readers:
-                reader.join()
         if not announced:
             self._announce(result_path, context)
         self._exit_code = process.returncode
@@ -361,12 +370,6 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc]
         if doc is not None and doc.get("stage") == "finished":
             return doc
         return None
-
-    def _pump(self, stream: IO[bytes], forward: bool, prefix: str) -> None:
-        for raw in iter(stream.readline, b""):
-            if forward:
-                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                self.log.info("%s%s", prefix, line)
 
     def _announce(self, result_path: Path, context: Any) -> bool:
         """Pushes pod_name / pod_namespace once podline has written them."""
@@ -436,6 +439,15 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc]
         except subprocess.TimeoutExpired:
             self.log.warning("podline did not stop within %ss; killing it", wait)
             process.kill()
+
+
+def _pump(stream: IO[bytes], prefix: str, lines: queue.Queue[tuple[str, str] | None]) -> None:
+    """Reads `stream` line by line into `lines`, then None at end of file."""
+    try:
+        for raw in iter(stream.readline, b""):
+            lines.put((prefix, raw.decode("utf-8", errors="replace").rstrip("\r\n")))
+    finally:
+        lines.put(None)
 
 
 def _read_doc(path: Path) -> dict[str, Any] | None:
