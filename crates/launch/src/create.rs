@@ -60,7 +60,7 @@ pub async fn create_idempotent(
         Disposition::Retry { .. } => Err(LaunchError::CreateExhausted {
             attempts,
             elapsed: started.elapsed(),
-            last: err.to_string(),
+            last: crate::error::describe_api_error(&err),
         }),
     }
 }

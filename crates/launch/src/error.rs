@@ -81,6 +81,22 @@ pub enum SpecError {
         /// What is wrong with it.
         message: String,
     },
+    /// One task of a tasks file (`-f`) is invalid. The whole file is checked before anything is
+    /// created, and the message names the task (1-based index, and name or task id if it has
+    /// one), the field and what was expected.
+    #[error("-f {path}: task {index}{}: {field}: {message}", fmt_task_name(name))]
+    Task {
+        /// The file.
+        path: String,
+        /// The task's position in the file, from 1.
+        index: usize,
+        /// Its `name` (or `taskId`), if it has one.
+        name: Option<String>,
+        /// The field at fault, as spelled in the file (`image`, `command`...).
+        field: String,
+        /// What is wrong and what was expected.
+        message: String,
+    },
     /// An invalid image pull policy.
     #[error("--image-pull-policy: {value:?} is invalid (expected Always, IfNotPresent or Never)")]
     InvalidPullPolicy {
@@ -137,7 +153,10 @@ pub enum LaunchError {
         causes: Vec<StatusCause>,
     },
     /// Retryable errors continued until the attempts or the deadline ran out.
-    #[error("create failed after {attempts} attempts over {elapsed:?}: last error: {last}")]
+    #[error(
+        "create failed after {attempts} attempts over {:.1}s: last error: {last}",
+        elapsed.as_secs_f64()
+    )]
     CreateExhausted {
         /// Attempts made.
         attempts: u32,
@@ -221,7 +240,7 @@ pub enum LaunchError {
         count: usize,
     },
     /// A Kubernetes API call other than create failed for good.
-    #[error("{action}: {source}")]
+    #[error("{action}: {}", describe_api_error(source))]
     Api {
         /// What was being done.
         action: &'static str,
@@ -237,6 +256,43 @@ pub enum LaunchError {
         /// The watch error.
         message: String,
     },
+}
+
+/// A client error as a user reads it. kube's own `Display` of an API error appends the whole
+/// `Status` in `Debug` form (`Status { status: Some(Failure), ... }`); this gives the server's
+/// answer the way a rejected create shows it: `HTTP 409 Conflict: <message>`, with the causes.
+pub fn describe_api_error(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => {
+            let causes: Vec<StatusCause> = status
+                .details
+                .as_ref()
+                .map(|d| {
+                    d.causes
+                        .iter()
+                        .map(|c| StatusCause {
+                            field: c.field.clone(),
+                            message: c.message.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!(
+                "HTTP {} {}: {}{}",
+                status.code,
+                status.reason,
+                status.message,
+                fmt_causes(&causes)
+            )
+        }
+        other => other.to_string(),
+    }
+}
+
+fn fmt_task_name(name: &Option<String>) -> String {
+    name.as_ref()
+        .map(|n| format!(" ({n:?})"))
+        .unwrap_or_default()
 }
 
 fn fmt_causes(causes: &[StatusCause]) -> String {
@@ -274,6 +330,54 @@ impl LaunchError {
             LaunchError::PodGone { .. } | LaunchError::Api { .. } | LaunchError::Watch { .. } => {
                 exit::LOST
             }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn conflict() -> kube::Error {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "code": 409, "reason": "Conflict",
+            "message": "Operation cannot be fulfilled on resourcequotas \"compute\": the object has been modified",
+        }))
+        .unwrap();
+        kube::Error::Api(status.boxed())
+    }
+
+    #[test]
+    fn api_errors_should_read_like_the_servers_answer_not_a_debug_dump() {
+        let text = describe_api_error(&conflict());
+        assert_eq!(
+            text,
+            "HTTP 409 Conflict: Operation cannot be fulfilled on resourcequotas \"compute\": the object has been modified"
+        );
+        let exhausted = LaunchError::CreateExhausted {
+            attempts: 12,
+            elapsed: Duration::from_millis(1234),
+            last: describe_api_error(&conflict()),
+        }
+        .to_string();
+        assert!(
+            exhausted.starts_with(
+                "create failed after 12 attempts over 1.2s: last error: HTTP 409 Conflict"
+            ),
+            "{exhausted}"
+        );
+        let api = LaunchError::Api {
+            action: "listing pods",
+            source: conflict(),
+        }
+        .to_string();
+        for text in [&exhausted, &api] {
+            assert!(
+                !text.contains("Status {") && !text.contains("ListMeta"),
+                "{text}"
+            );
         }
     }
 }

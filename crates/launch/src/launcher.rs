@@ -187,7 +187,12 @@ impl Launcher {
         // pod stops even if podline is SIGKILLed before it can delete it.
         let mut spec = std::borrow::Cow::Borrowed(spec);
         if let (Some(timeout), None) = (self.config.timeout, spec.active_deadline) {
-            spec.to_mut().active_deadline = Some(timeout + Duration::from_secs(30));
+            // Saturating and within the API's range: the timeout may come from code, unbounded.
+            spec.to_mut().active_deadline = Some(
+                timeout
+                    .saturating_add(Duration::from_secs(30))
+                    .min(crate::spec::MAX_ACTIVE_DEADLINE),
+            );
         }
         let spec = spec.as_ref();
         if cancel.is_cancelled() {
@@ -229,7 +234,7 @@ impl Launcher {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &built.namespace);
         let started = Instant::now();
         result.timings.clock_started = Some(started.into_std());
-        let overall = cfg.timeout.map(|t| started + t);
+        let overall = cfg.timeout.map(|t| wait::deadline_after(started, t));
 
         // 1. Reattach or create.
         let mut reattached = None;
@@ -289,11 +294,68 @@ impl Launcher {
         };
         result.absorb_pod(&created_pod);
 
-        // 2. Watch the pod; await start.
+        // 2-5 run under a panic guard: a bug there must not skip step 6 and leave the pod
+        // running with nobody watching it (a panic would otherwise unwind past the delete, or,
+        // with many tasks, end the task's spawned future with its pod left behind).
         let mut state = shared_state
             .take()
             .unwrap_or_else(|| podwatch::spawn(self.client.clone(), &built.namespace, &built.name));
-        let stop = self.await_start(&built, &mut state, cancel, overall).await;
+        let followed = self.follow(
+            &built,
+            &api,
+            &created_pod,
+            &mut state,
+            sink,
+            cancel,
+            started,
+            overall,
+            &mut result,
+        );
+        if let Err(panic) = catch_panic(followed).await {
+            tracing::error!(pod = %built.name, panic = %panic, "the launch panicked; cleaning up the pod");
+            result.exit_code = exit::LOST;
+            result.error = Some(format!(
+                "internal error while following pod {}: {panic} (a bug in podline)",
+                built.name
+            ));
+        }
+        let succeeded = result.succeeded();
+
+        // 6. Clean up.
+        // A pod that is still pending or running (start failure, timeout, signal) is deleted
+        // unless `keep`: a leftover would start or keep running with nobody watching.
+        let still_live = !current_pod(&state).as_ref().is_some_and(wait::is_finished);
+        let delete = if still_live {
+            cfg.on_finish != OnFinish::Keep
+        } else {
+            cfg.on_finish.should_delete(succeeded)
+        };
+        if delete && !current_gone(&state) {
+            result.deleted =
+                cleanup::delete_pod(&api, &built.name, cfg.delete_grace, &cfg.calls).await;
+        }
+        result
+    }
+
+    /// Steps 2 to 5 of a run: await start, follow logs while awaiting completion, collect the
+    /// logs, fill the report. Step 6 (the delete) is the caller's, so that it happens even if
+    /// this panics.
+    #[allow(clippy::too_many_arguments)]
+    async fn follow(
+        &self,
+        built: &BuiltPod,
+        api: &Api<Pod>,
+        created_pod: &Pod,
+        state: &mut watch::Receiver<PodState>,
+        sink: Arc<dyn LogSink>,
+        cancel: &Cancel,
+        started: Instant,
+        overall: Option<Instant>,
+        result: &mut TaskResult,
+    ) {
+        let cfg = &self.config;
+        // 2. Await start on the pod watch.
+        let stop = self.await_start(built, state, cancel, overall).await;
         let mut log_tasks = Vec::new();
         let stop = match stop {
             Some(failure) => failure,
@@ -304,9 +366,9 @@ impl Launcher {
                 let containers: Vec<(String, Option<String>)> = match cfg.logs {
                     LogMode::None => vec![],
                     LogMode::Main => vec![(built.main_container.clone(), None)],
-                    LogMode::AllContainers => current_pod(&state)
+                    LogMode::AllContainers => current_pod(state)
                         .as_ref()
-                        .or(Some(&created_pod))
+                        .or(Some(created_pod))
                         .and_then(|p| p.spec.as_ref())
                         .map(|s| {
                             s.containers
@@ -330,8 +392,7 @@ impl Launcher {
                         .in_current_span(),
                     ));
                 }
-                self.await_completion(&built, &mut state, cancel, overall)
-                    .await
+                self.await_completion(built, state, cancel, overall).await
             }
         };
 
@@ -348,7 +409,7 @@ impl Launcher {
         }
 
         // 5. Report.
-        if let Some(pod) = current_pod(&state) {
+        if let Some(pod) = current_pod(state) {
             result.absorb_pod(&pod);
         }
         match stop {
@@ -370,25 +431,9 @@ impl Launcher {
                 result.error = Some(err.to_string());
             }
         }
-        let succeeded = result.succeeded();
-        if !succeeded {
-            self.collect_warnings(&built, &mut result).await;
+        if !result.succeeded() {
+            self.collect_warnings(built, result).await;
         }
-
-        // 6. Clean up.
-        // A pod that is still pending or running (start failure, timeout, signal) is deleted
-        // unless `keep`: a leftover would start or keep running with nobody watching.
-        let still_live = !current_pod(&state).as_ref().is_some_and(wait::is_finished);
-        let delete = if still_live {
-            cfg.on_finish != OnFinish::Keep
-        } else {
-            cfg.on_finish.should_delete(succeeded)
-        };
-        if delete && !current_gone(&state) {
-            result.deleted =
-                cleanup::delete_pod(&api, &built.name, cfg.delete_grace, &cfg.calls).await;
-        }
-        result
     }
 
     /// Runs the start state machine on the pod watch. `None` = started.
@@ -432,7 +477,7 @@ impl Launcher {
             }
             let deadline = tracker
                 .deadline()
-                .unwrap_or_else(|| Instant::now() + cfg.startup_timeout);
+                .unwrap_or_else(|| wait::deadline_after(Instant::now(), cfg.startup_timeout));
             let deadline = overall.map_or(deadline, |o| o.min(deadline));
             tokio::select! {
                 changed = state.changed() => {
@@ -574,6 +619,22 @@ impl Launcher {
     }
 }
 
+/// Awaits `fut`, turning a panic inside it into `Err(message)` instead of unwinding, so the
+/// caller can still clean up.
+async fn catch_panic<T>(fut: impl Future<Output = T>) -> Result<T, String> {
+    use futures::FutureExt as _;
+    std::panic::AssertUnwindSafe(fut)
+        .catch_unwind()
+        .await
+        .map_err(|payload| {
+            payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panicked".to_owned())
+        })
+}
+
 /// A failure before the pod existed (or with nothing to watch).
 fn finish_early(mut result: TaskResult, err: LaunchError) -> TaskResult {
     result.exit_code = err.exit_code();
@@ -587,4 +648,29 @@ fn current_pod(state: &watch::Receiver<PodState>) -> Option<Pod> {
 
 fn current_gone(state: &watch::Receiver<PodState>) -> bool {
     state.borrow().gone
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The guard around steps 2-5 turns a panic into an error, so step 6 (the delete) still runs.
+    #[tokio::test]
+    async fn a_panic_in_the_guarded_steps_should_come_back_as_an_error() {
+        assert_eq!(catch_panic(async { 5 }).await, Ok(5));
+        let n = 3;
+        let formatted = catch_panic(async move {
+            if n == 3 {
+                panic!("step {n} broke");
+            }
+        })
+        .await;
+        assert_eq!(formatted, Err("step 3 broke".to_owned()));
+        let literal = catch_panic(async {
+            tokio::task::yield_now().await;
+            panic!("after an await")
+        })
+        .await;
+        assert_eq!(literal, Err::<(), _>("after an await".to_owned()));
+    }
 }

@@ -42,6 +42,9 @@ pub const SUFFIX_LEN: usize = 8;
 /// hostname and label value).
 pub const MAX_GENERATED_NAME: usize = 63;
 
+/// The largest `activeDeadlineSeconds` the API server accepts (it validates 1..=2^31-1).
+pub const MAX_ACTIVE_DEADLINE: Duration = Duration::from_secs(2_147_483_647);
+
 /// Image pull policy of the main container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PullPolicy {
@@ -246,8 +249,7 @@ impl TaskSpec {
             }
         }
         if let Some(deadline) = self.active_deadline {
-            let secs = i64::try_from(deadline.as_secs().max(1)).unwrap_or(i64::MAX);
-            spec.active_deadline_seconds = Some(secs);
+            spec.active_deadline_seconds = Some(active_deadline_seconds(deadline)?);
         }
         if spec.containers.is_empty() {
             spec.containers.push(Container {
@@ -309,6 +311,24 @@ impl TaskSpec {
             main_container,
         })
     }
+}
+
+/// `activeDeadlineSeconds` for `deadline`: whole seconds (a sub-second rest is dropped, but never
+/// below 1), within the API's 1..=2147483647, else an error the user can act on (rather than a
+/// value the server rejects after podline tried to create the pod).
+fn active_deadline_seconds(deadline: Duration) -> Result<i64, SpecError> {
+    if deadline.is_zero() || deadline > MAX_ACTIVE_DEADLINE {
+        return Err(SpecError::OutOfRange {
+            flag: "activeDeadlineSeconds",
+            message: format!(
+                "{} s is out of range: expected 1 to {} seconds",
+                deadline.as_secs(),
+                MAX_ACTIVE_DEADLINE.as_secs()
+            ),
+        });
+    }
+    // In range, so it fits: at most 2^31-1.
+    Ok(i64::try_from(deadline.as_secs().max(1)).unwrap_or(i64::MAX))
 }
 
 fn merge_quantities(
@@ -686,6 +706,32 @@ spec:
             .unwrap_err()
             .to_string();
         assert!(err.contains("bad.yaml"), "{err}");
+    }
+
+    #[test]
+    fn active_deadline_should_be_within_the_apis_range() {
+        let mut s = spec();
+        s.active_deadline = Some(MAX_ACTIVE_DEADLINE);
+        let built = s.build_pod("d").unwrap();
+        assert_eq!(
+            built.pod.spec.unwrap().active_deadline_seconds,
+            Some(2_147_483_647)
+        );
+        s.active_deadline = Some(Duration::from_millis(500));
+        let built = s.build_pod("d").unwrap();
+        assert_eq!(built.pod.spec.unwrap().active_deadline_seconds, Some(1));
+        for bad in [
+            Duration::ZERO,
+            MAX_ACTIVE_DEADLINE + Duration::from_secs(1),
+            Duration::from_secs(u64::MAX),
+        ] {
+            s.active_deadline = Some(bad);
+            let err = s.build_pod("d").unwrap_err().to_string();
+            assert!(
+                err.contains("activeDeadlineSeconds") && err.contains("1 to 2147483647"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

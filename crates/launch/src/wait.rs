@@ -27,6 +27,21 @@ pub const DEFAULT_SCHEDULE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default limit for the containers to start once scheduled (as Airflow's `startup_timeout`).
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// `now + timeout`, without the panic `Instant + Duration` has on overflow: a timeout too long
+/// for the clock (only possible from a [`crate::LaunchConfig`] built in code; the CLI bounds its
+/// durations) gives the latest instant the clock can represent from `now` within it, which is
+/// decades away, so in effect no deadline.
+pub fn deadline_after(now: Instant, timeout: Duration) -> Instant {
+    let mut timeout = timeout;
+    loop {
+        // Halving ends: `now + 0` never overflows.
+        if let Some(deadline) = now.checked_add(timeout) {
+            return deadline;
+        }
+        timeout /= 2;
+    }
+}
+
 /// What a container's `waiting` state means for the launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitingKind {
@@ -128,7 +143,7 @@ impl StartTracker {
             schedule_timeout,
             startup_timeout,
             stage: Stage::Unscheduled {
-                deadline: now + schedule_timeout,
+                deadline: deadline_after(now, schedule_timeout),
             },
             last_detail: None,
         }
@@ -195,7 +210,7 @@ impl StartTracker {
         match self.stage {
             Stage::Unscheduled { .. } if scheduled => {
                 // The startup clock starts when we see the pod scheduled, as Airflow does.
-                let deadline = now + self.startup_timeout;
+                let deadline = deadline_after(now, self.startup_timeout);
                 self.stage = Stage::Scheduled { deadline };
                 StartStep::Wait { until: deadline }
             }
@@ -261,6 +276,23 @@ pub fn container_terminated(pod: &Pod, container: &str) -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deadlines_should_saturate_instead_of_panicking() {
+        let now = Instant::now();
+        assert_eq!(
+            deadline_after(now, Duration::from_secs(5)),
+            now + Duration::from_secs(5)
+        );
+        let far = deadline_after(now, Duration::MAX);
+        assert!(
+            far > now + Duration::from_secs(100 * 365 * 24 * 3600),
+            "{far:?}"
+        );
+        // The tracker takes any timeout without panicking.
+        let tracker = StartTracker::new("p", "c", Duration::MAX, Duration::MAX, now);
+        assert!(tracker.deadline().is_some_and(|d| d > now));
+    }
     use k8s_openapi::api::core::v1::{
         ContainerState, ContainerStateRunning, ContainerStateWaiting, PodCondition, PodStatus,
     };
