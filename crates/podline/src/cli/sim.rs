@@ -84,7 +84,8 @@ pub struct SimArgs {
     pub default_duration: Option<Duration>,
 }
 
-/// Strict duration parser (the client crate's): `90` = seconds, `90s`, `2m`, `500ms`.
+/// Strict duration parser (the client crate's, bounded): `90` = seconds, `90s`, `2m`, `500ms`,
+/// at most 365 days (so no `Instant + d` in the sim can overflow).
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = podline_client::timeouts::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))?;
     if d.is_zero() {

@@ -24,7 +24,8 @@ pub struct UiArgs {
     pub poll: Duration,
 }
 
-/// A poll interval: the client crate's strict durations (`500ms`, `2s`), above zero.
+/// A poll interval: the client crate's strict, bounded durations (`500ms`, `2s`; at most 365
+/// days), above zero.
 fn parse_poll(s: &str) -> Result<Duration, String> {
     let d = podline_client::timeouts::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))?;
     if d.is_zero() {
