@@ -8,7 +8,7 @@
 //!   (skip rules, `ARGO_TEMPLATE`, `component_spec`, URIs, outputs), the
 //!   environment configuration with KFP's names and defaults, and the writer
 //!   that records pods into MLMD idempotently, and the daemon that runs it.
-//! - [`test_server`]: the real MLMD (the `ml-metadata` PyPI package behind
+//! - `test_server` (feature `test-server`, for tests and benchmarks only): the real MLMD (the `ml-metadata` PyPI package behind
 //!   `tests/mlmd_server.py`) as a child process, for tests and benchmarks.
 //!
 //! ```no_run
@@ -24,6 +24,7 @@ pub mod client;
 pub mod error;
 pub mod kfp;
 pub mod proto;
+#[cfg(feature = "test-server")]
 pub mod test_server;
 
 pub use client::{MlmdClient, MlmdClientConfig, MlmdTls};

@@ -3,7 +3,7 @@
 //! PyPI package (`pip install -r crates/mlmd/tests/requirements.txt`).
 //!
 //! The script is found in this crate's source tree, so this works from a
-//! checkout (tests, `podline bench` run from the repository), not from an
+//! checkout (tests, the benchmark command run from the repository), not from an
 //! installed binary elsewhere: [`available`] says why not.
 
 use std::io::{BufRead, BufReader};

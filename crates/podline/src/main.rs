@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     #[cfg(not(target_os = "linux"))]
     allocator::tune(); // on Linux it already ran when the executable was loaded
     let cli = cli::Cli::parse();
-    if matches!(cli.command, cli::Command::Sim(_) | cli::Command::Bench(_)) {
+    if matches!(cli.command, cli::Command::Sim(_)) {
         allocator::favour_throughput();
     }
     cli::init_tracing(&cli.global, &cli.command);

@@ -40,6 +40,7 @@
 //! # }
 //! ```
 
+#[cfg(feature = "bench")]
 pub mod bench;
 mod error;
 mod failures;
@@ -65,7 +66,7 @@ pub use records::{
     ChangedPod, Changes, Counts, LivePod, LiveScope, MigrationReport, PodFilter, PodKey, PodRecord,
     RunFilter, RunStatus, RunSummary,
 };
-pub use sql::{PoolSettings, SqlStore};
+pub use sql::{DiskFault, PoolSettings, SqlStore};
 pub use store::Store;
 pub use target::{Backend, DbTarget};
 

@@ -12,7 +12,8 @@
 //! # }
 //! ```
 
-pub mod audit;
+/// The store-versus-ground-truth check ([`podline_audit`]), re-exported for the tests.
+pub use podline_audit as audit;
 pub mod db;
 
 use std::future::Future;

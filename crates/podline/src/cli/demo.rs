@@ -147,7 +147,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     // The recorder catches up within a few client timeouts; wait for the store to match.
     let deadline = Instant::now() + Duration::from_secs(30);
     let audit = loop {
-        let report = podline_testkit::audit::compare(store.as_ref(), &sim.ground_truth())
+        let report = podline_audit::compare(store.as_ref(), &sim.ground_truth())
             .await
             .context("reading the store for the check")?;
         if report.is_ok() || Instant::now() >= deadline {

@@ -1,6 +1,5 @@
 //! Command-line surface: the global kubectl-style flags and one module per subcommand.
 
-mod bench;
 mod demo;
 
 use std::path::PathBuf;
@@ -79,8 +78,6 @@ pub enum Output {
 pub enum Command {
     /// The whole system on the embedded sim with faults switched on; checks the store at the end.
     Demo(demo::DemoArgs),
-    /// Measure podline against the issues' targets; prints a table and writes docs/benchmarks.md.
-    Bench(bench::BenchArgs),
     /// Run a command as a pod, follow its logs, exit with its exit code.
     Run(Box<run::RunArgs>),
     /// Serve the embedded, fault-injecting Kubernetes API server (and its kubelet) until Ctrl-C.
@@ -98,13 +95,13 @@ pub enum Command {
 }
 
 /// Sets up tracing to stderr: podline's own info lines (retries, reconnects) and warnings by
-/// default, louder with -v, or as RUST_LOG says. The demo and the benchmark summarise retries
-/// themselves, so they default to warnings only. kube's HTTP trace layer reports every handled
+/// default, louder with -v, or as RUST_LOG says. The demo summarises retries
+/// itself, so it defaults to warnings only. kube's HTTP trace layer reports every handled
 /// transport error at ERROR; podline logs those itself (as retries), so it is silenced below -vv.
 const KUBE_TRACE_LAYER: &str = "kube_client::client::builder=off";
 
 pub fn init_tracing(global: &Global, command: &Command) {
-    let summarising = matches!(command, Command::Demo(_) | Command::Bench(_));
+    let summarising = matches!(command, Command::Demo(_));
     let default = match global.verbosity {
         0 if summarising => format!("warn,{KUBE_TRACE_LAYER}"),
         0 => format!("warn,podline=info,{KUBE_TRACE_LAYER}"),
@@ -139,7 +136,6 @@ impl Global {
 /// Runs the chosen subcommand.
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Bench(args) => bench::run(args).await,
         Command::Demo(args) => demo::run(args).await,
         Command::Run(args) => run::run(*args, &cli.global).await,
         Command::Sim(args) => sim::run(*args, &cli.global).await,

@@ -126,11 +126,11 @@ pub fn markdown(rows: &[Row]) -> String {
 }
 
 /// The heading of the hand-kept part of docs/benchmarks.md (figures measured by tests and
-/// examples, not by `podline bench`), which [`write_file`] carries over from the old file.
+/// examples, not by the benchmark command), which [`write_file`] carries over from the old file.
 pub const KEPT_SECTION: &str = "## Other figures";
 
 /// The hand-kept section of an existing report (from [`KEPT_SECTION`] to the end), if any.
-fn kept_section(old: &str) -> Option<&str> {
+pub fn kept_section(old: &str) -> Option<&str> {
     let start = old.find(&format!("\n{KEPT_SECTION}"))?;
     Some(old[start..].trim_start_matches('\n'))
 }
@@ -148,7 +148,7 @@ pub fn write_file(path: &Path, rows: &[Row], notes: &[String]) -> std::io::Resul
 }
 
 /// The report's text; `kept` (a hand-kept section) is appended as is.
-fn render_file(rows: &[Row], notes: &[String], kept: Option<&str>) -> String {
+pub fn render_file(rows: &[Row], notes: &[String], kept: Option<&str>) -> String {
     let now = jiff::Timestamp::now()
         .strftime("%Y-%m-%d %H:%M UTC")
         .to_string();
@@ -156,9 +156,9 @@ fn render_file(rows: &[Row], notes: &[String], kept: Option<&str>) -> String {
     text.push_str(
         "Reproduce with one command (it builds in release mode and takes a few minutes):\n\n",
     );
-    text.push_str("```sh\ncargo run --release -- bench\n```\n\n");
+    text.push_str("```sh\ncargo bench -p podline --bench podline\n```\n\n");
     text.push_str(
-        "`--only sim,launch,store,mlmd,record,stall` runs a subset; `--quick` uses smaller sizes (the targets then\n",
+        "Flags go after `--` (`cargo bench -p podline --bench podline -- --only launch`). `--only sim,launch,store,mlmd,record,stall` runs a subset; `--quick` uses smaller sizes (the targets then\n",
     );
     text.push_str(
         "still apply to the rates, not to the sizes); `--rss-pods N` sets the pod count of the sim's memory row\n",
@@ -180,48 +180,4 @@ fn render_file(rows: &[Row], notes: &[String], kept: Option<&str>) -> String {
         }
     }
     text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn human_numbers_read_well() {
-        assert_eq!(human(2345.6), "2,346");
-        assert_eq!(human(1_000_000.0), "1,000,000");
-        assert_eq!(human(12.34), "12.3");
-        assert_eq!(human(7.0), "7");
-    }
-
-    #[test]
-    fn rows_say_whether_the_target_was_met() {
-        assert_eq!(
-            Row::at_least("sim", "creates", 2500.0, 2000.0, "/s").met,
-            Some(true)
-        );
-        assert_eq!(
-            Row::at_most("sim", "list", 150.0, 100.0, "ms").met,
-            Some(false)
-        );
-        let table = markdown(&[Row::at_least("sim", "x", 1.0, 2.0, "/s")]);
-        assert!(table.contains("| sim | x | >= 2 /s | 1 /s | **no** |"));
-    }
-
-    #[test]
-    fn a_new_report_keeps_the_hand_kept_section_of_the_old_one() {
-        let old = "# Benchmarks\n\n| old table |\n\n## Other figures\n\n| by tests | 1 s |\n";
-        let rows = [Row::at_least("sim", "x", 3.0, 2.0, "/s")];
-        let text = render_file(&rows, &["a note".into()], kept_section(old));
-        assert!(!text.contains("| old table |"), "{text}");
-        assert!(
-            text.contains("| sim | x | >= 2 /s | 3 /s | yes |"),
-            "{text}"
-        );
-        assert!(
-            text.ends_with("- a note\n\n## Other figures\n\n| by tests | 1 s |\n"),
-            "{text}"
-        );
-        assert_eq!(kept_section("# Benchmarks\n| t |\n"), None);
-    }
 }

@@ -11,11 +11,10 @@ use tokio::process::{Child, Command};
 /// The file the sim child writes its kubeconfig to, in its temporary directory.
 const KUBECONFIG_FILE: &str = "sim.kubeconfig";
 
-/// A command that runs this same `podline` binary as a quiet child (no stdin, output discarded),
-/// killed if the benchmark drops it.
+/// A command that runs the `podline` binary Cargo built with this benchmark as a quiet child (no
+/// stdin, output discarded), killed if the benchmark drops it.
 pub fn podline() -> anyhow::Result<Command> {
-    let exe = std::env::current_exe().context("locating the podline binary")?;
-    let mut command = Command::new(exe);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_podline"));
     command
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -2,12 +2,14 @@
 //! second precision, the wire precision of Kubernetes `Time`), each terminal state once, every
 //! container's exit code, every deletion, and nothing the sim never created.
 //!
-//! Why here: the recorder's fault tests, the kill -9 test and `podline demo` all end with the same
-//! question, "did we record exactly what happened?", and must answer it the same way.
+//! Why a crate of its own: the recorder's fault tests, the kill -9 test and `podline demo` (a
+//! shipping command) all end with the same question, "did we record exactly what happened?", and
+//! must answer it the same way; the binary must not depend on the test kit to ask it. It depends
+//! on the sim (the ground truth) and the store (what was recorded), and on nothing else.
 //!
 //! ```no_run
 //! # async fn t(sim: &podline_sim::Sim, store: &dyn podline_store::Store) {
-//! let report = podline_testkit::audit::compare(store, &sim.ground_truth()).await.unwrap();
+//! let report = podline_audit::compare(store, &sim.ground_truth()).await.unwrap();
 //! assert!(report.is_ok(), "{report}");
 //! # }
 //! ```
