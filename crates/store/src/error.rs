@@ -82,6 +82,21 @@ pub enum StoreError {
         /// The limit that expired.
         after: std::time::Duration,
     },
+    /// The SQLite file cannot be written right now: disk full, read-only file system, I/O
+    /// error, or the file deleted while open. Retryable: the store replaces its connections
+    /// (re-creating a deleted file), so a retry succeeds as soon as the disk does.
+    #[error("store {op} failed: {fault} at {path}")]
+    Disk {
+        /// The store operation, a metric label.
+        op: &'static str,
+        /// What is wrong with the file.
+        fault: crate::sql::DiskFault,
+        /// The database file.
+        path: String,
+        /// Driver error.
+        #[source]
+        source: sqlx::Error,
+    },
     /// A stored value could not be decoded (a hand edit, or a row from a newer writer).
     #[error("stored {what} is invalid: {value:?}")]
     Corrupt {
@@ -122,7 +137,9 @@ impl StoreError {
             StoreError::Connect { source, .. }
             | StoreError::Query { source, .. }
             | StoreError::Migrate { source, .. } => is_transient(source),
-            StoreError::Timeout { .. } | StoreError::Unavailable { .. } => true,
+            StoreError::Timeout { .. }
+            | StoreError::Unavailable { .. }
+            | StoreError::Disk { .. } => true,
             StoreError::InvalidTarget { .. }
             | StoreError::SchemaTooNew { .. }
             | StoreError::SchemaTooOld { .. }
@@ -141,6 +158,7 @@ impl StoreError {
             StoreError::Query { source, .. } if is_transient(source) => "transient",
             StoreError::Query { .. } => "query",
             StoreError::Timeout { .. } => "timeout",
+            StoreError::Disk { fault, .. } => fault.reason(),
             StoreError::Unavailable { .. } => "unavailable",
             StoreError::Corrupt { .. } => "corrupt",
         }

@@ -5,10 +5,12 @@
 //! how a write transaction starts, and pool size.
 
 mod codec;
+mod disk;
 mod read;
 mod schema;
 mod write;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -25,6 +27,8 @@ use crate::records::{
 };
 use crate::store::Store;
 use crate::target::{Backend, DbTarget};
+pub use disk::DiskFault;
+use disk::DiskGuard;
 
 /// Connection pool settings; the defaults suit one recorder plus a few readers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +96,9 @@ pub struct SqlStore {
     backend: Backend,
     target: DbTarget,
     health_timeout: Duration,
+    /// A read-write SQLite store's defence against a full disk, a read-only remount or a
+    /// deleted file (see [`disk`]); `None` for PostgreSQL and read-only stores.
+    disk: Option<Arc<DiskGuard>>,
 }
 
 impl SqlStore {
@@ -124,9 +131,21 @@ impl SqlStore {
         let url = target.driver_url_for(read_only)?;
         let backend = target.backend();
         let busy_ms = settings.busy_timeout.as_millis();
+        let disk = match target {
+            DbTarget::Sqlite { path } if !read_only => Some(Arc::new(DiskGuard::new(
+                std::path::absolute(path).unwrap_or_else(|_| path.clone()),
+            ))),
+            _ => None,
+        };
+        let stale = disk.clone();
         let pool = AnyPoolOptions::new()
             .max_connections(settings.max_connections.max(1))
             .acquire_timeout(settings.acquire_timeout)
+            // After a disk fault, connections opened before it are closed, not reused.
+            .before_acquire(move |_conn, meta| {
+                let keep = stale.as_ref().is_none_or(|disk| disk.keeps(meta.age));
+                Box::pin(async move { Ok(keep) })
+            })
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
                     if read_only {
@@ -173,11 +192,15 @@ impl SqlStore {
                 target: target.to_string(),
                 source,
             })?;
+        if let Some(disk) = &disk {
+            disk.opened();
+        }
         Ok(Self {
             pool,
             backend,
             target: target.clone(),
             health_timeout: settings.health_timeout,
+            disk,
         })
     }
 
@@ -196,7 +219,45 @@ impl SqlStore {
         self.pool.close().await;
     }
 
+    /// A disk fault named as such (and the connections that saw it retired); other errors as
+    /// they are.
+    fn classify(&self, err: StoreError) -> StoreError {
+        match &self.disk {
+            Some(disk) => disk.classify(err),
+            None => err,
+        }
+    }
+
+    /// Before a write on SQLite: notices a deleted or replaced file, and (re)creates the schema
+    /// after one, so the write lands in a file podline and its readers use.
+    async fn prepare_write(&self) -> Result<(), StoreError> {
+        let Some(disk) = &self.disk else {
+            return Ok(());
+        };
+        disk.check_file();
+        if disk.take_migrate() {
+            match schema::migrate(&self.pool, self.backend).await {
+                Ok(_) => {
+                    disk.migrated(true);
+                    tracing::info!(db = %disk.path().display(), "database schema re-created");
+                }
+                Err(err) => {
+                    disk.migrated(false);
+                    return Err(disk.classify(err));
+                }
+            }
+        }
+        Ok(())
+    }
+
     async fn apply_batch(&self, batch: &Batch) -> Result<ApplyReport, StoreError> {
+        self.prepare_write().await?;
+        self.apply_in_tx(batch)
+            .await
+            .map_err(|err| self.classify(err))
+    }
+
+    async fn apply_in_tx(&self, batch: &Batch) -> Result<ApplyReport, StoreError> {
         let mut tx = match self.backend {
             // Take the write lock up front so the transaction never fails halfway on a lock
             // upgrade; busy_timeout makes it wait for another writer instead.
@@ -210,6 +271,11 @@ impl SqlStore {
     }
 
     async fn write_probe(&self) -> Result<(), StoreError> {
+        self.prepare_write().await?;
+        self.probe_once().await.map_err(|err| self.classify(err))
+    }
+
+    async fn probe_once(&self) -> Result<(), StoreError> {
         let probe = sqlx::query(
             "INSERT INTO podline_health (id, checked_at) VALUES (1, $1) \
              ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at",
@@ -232,7 +298,11 @@ impl Store for SqlStore {
     }
 
     fn migrate(&self) -> BoxFuture<'_, Result<MigrationReport, StoreError>> {
-        Box::pin(schema::migrate(&self.pool, self.backend))
+        Box::pin(async move {
+            schema::migrate(&self.pool, self.backend)
+                .await
+                .map_err(|err| self.classify(err))
+        })
     }
 
     fn apply<'a>(&'a self, batch: &'a Batch) -> BoxFuture<'a, Result<ApplyReport, StoreError>> {
@@ -243,14 +313,22 @@ impl Store for SqlStore {
         &'a self,
         watch_key: &'a str,
     ) -> BoxFuture<'a, Result<Option<ResumePoint>, StoreError>> {
-        Box::pin(read::resume_point(&self.pool, watch_key))
+        Box::pin(async move {
+            read::resume_point(&self.pool, watch_key)
+                .await
+                .map_err(|err| self.classify(err))
+        })
     }
 
     fn live_pods<'a>(
         &'a self,
         scope: &'a LiveScope,
     ) -> BoxFuture<'a, Result<Vec<LivePod>, StoreError>> {
-        Box::pin(read::live_pods(&self.pool, scope))
+        Box::pin(async move {
+            read::live_pods(&self.pool, scope)
+                .await
+                .map_err(|err| self.classify(err))
+        })
     }
 
     fn runs<'a>(

@@ -1,11 +1,14 @@
 //! The read path: queries for the CLI, the UI, reconcile and health.
+//!
+//! Free-text columns are read through [`get_text`] (the codec's unescape) and compared with
+//! escaped filter values, so what comes out is exactly what was written.
 
 use std::collections::BTreeMap;
 
 use sqlx::any::AnyRow;
 use sqlx::{Any, AnyPool, AssertSqlSafe, Row};
 
-use super::codec::{map_from_json, rv_from, ts_from, ts_from_opt};
+use super::codec::{map_from_json, rv_from, text, text_from, text_from_opt, ts_from, ts_from_opt};
 use super::write::Params;
 use crate::error::StoreError;
 use crate::failures::{self, FailureFilter, FailureGroup, IMAGE_PULL_REASONS};
@@ -36,21 +39,35 @@ where
         .map_err(|source| StoreError::Query { op, source })
 }
 
+/// A free-text column, unescaped (see [`text_from`]).
+fn get_text(row: &AnyRow, op: &'static str, column: &str) -> Result<String, StoreError> {
+    get::<String>(row, op, column).map(text_from)
+}
+
+/// A nullable free-text column, unescaped.
+fn get_text_opt(
+    row: &AnyRow,
+    op: &'static str,
+    column: &str,
+) -> Result<Option<String>, StoreError> {
+    get::<Option<String>>(row, op, column).map(text_from_opt)
+}
+
 fn pod_from_row(row: &AnyRow) -> Result<PodRecord, StoreError> {
     const OP: &str = "read pod";
     Ok(PodRecord {
-        uid: get(row, OP, "uid")?,
-        namespace: get(row, OP, "namespace")?,
-        name: get(row, OP, "name")?,
+        uid: get_text(row, OP, "uid")?,
+        namespace: get_text(row, OP, "namespace")?,
+        name: get_text(row, OP, "name")?,
         resource_version: rv_from("pods.rv", get(row, OP, "rv")?)?,
-        run: get(row, OP, "run")?,
+        run: get_text_opt(row, OP, "run")?,
         labels: map_from_json("pods.labels", &get::<String>(row, OP, "labels")?)?,
         annotations: map_from_json("pods.annotations", &get::<String>(row, OP, "annotations")?)?,
-        owner: get(row, OP, "owner")?,
-        node: get(row, OP, "node")?,
-        phase: get(row, OP, "phase")?,
-        reason: get(row, OP, "reason")?,
-        message: get(row, OP, "message")?,
+        owner: get_text_opt(row, OP, "owner")?,
+        node: get_text_opt(row, OP, "node")?,
+        phase: get_text_opt(row, OP, "phase")?,
+        reason: get_text_opt(row, OP, "reason")?,
+        message: get_text_opt(row, OP, "message")?,
         created_at: ts_from_opt("pods.created_at", get(row, OP, "created_at")?)?,
         scheduled_at: ts_from_opt("pods.scheduled_at", get(row, OP, "scheduled_at")?)?,
         started_at: ts_from_opt("pods.started_at", get(row, OP, "started_at")?)?,
@@ -89,21 +106,21 @@ async fn load_children(
         );
         let mut query: Query<'_> = sqlx::query(AssertSqlSafe(sql));
         for uid in chunk {
-            query = query.bind(*uid);
+            query = query.bind(text(uid));
         }
         for row in query.fetch_all(pool).await.map_err(StoreError::query(OP))? {
-            let uid: String = get(&row, OP, "uid")?;
+            let uid = get_text(&row, OP, "uid")?;
             let Some(&i) = index.get(&uid) else { continue };
             let state: Option<String> = get(&row, OP, "state")?;
             let exit_code: Option<i64> = get(&row, OP, "exit_code")?;
             let restarts: i64 = get(&row, OP, "restarts")?;
             pods[i].containers.push(ContainerObservation {
-                name: get(&row, OP, "name")?,
-                image: get(&row, OP, "image")?,
-                image_id: get(&row, OP, "image_id")?,
+                name: get_text(&row, OP, "name")?,
+                image: get_text(&row, OP, "image")?,
+                image_id: get_text_opt(&row, OP, "image_id")?,
                 state: state.as_deref().and_then(ContainerState::parse),
-                reason: get(&row, OP, "reason")?,
-                message: get(&row, OP, "message")?,
+                reason: get_text_opt(&row, OP, "reason")?,
+                message: get_text_opt(&row, OP, "message")?,
                 exit_code: exit_code
                     .map(|c| {
                         i32::try_from(c).map_err(|_| StoreError::Corrupt {
@@ -126,13 +143,13 @@ async fn load_children(
         );
         let mut query: Query<'_> = sqlx::query(AssertSqlSafe(sql));
         for uid in chunk {
-            query = query.bind(*uid);
+            query = query.bind(text(uid));
         }
         for row in query.fetch_all(pool).await.map_err(StoreError::query(OP))? {
-            let uid: String = get(&row, OP, "uid")?;
+            let uid = get_text(&row, OP, "uid")?;
             let Some(&i) = index.get(&uid) else { continue };
             pods[i].transitions.push(PhaseTransition {
-                phase: get(&row, OP, "phase")?,
+                phase: get_text(&row, OP, "phase")?,
                 at: ts_from("transitions.at", get(&row, OP, "at")?)?,
             });
         }
@@ -146,14 +163,14 @@ pub(crate) async fn pods(
     filter: &PodFilter,
 ) -> Result<Vec<PodRecord>, StoreError> {
     let mut conditions = Vec::new();
-    let mut values: Vec<&str> = Vec::new();
+    let mut values: Vec<String> = Vec::new();
     for (column, value) in [
         ("run", &filter.run),
         ("phase", &filter.phase),
         ("namespace", &filter.namespace),
     ] {
         if let Some(value) = value {
-            values.push(value);
+            values.push(text(value));
             conditions.push(format!("{column} = ${}", values.len()));
         }
     }
@@ -195,8 +212,8 @@ pub(crate) async fn pod(
         PodKey::Name { namespace, name } => {
             let sql = format!("{POD_SELECT} WHERE namespace = $1 AND name = $2{POD_ORDER} LIMIT 1");
             let found = sqlx::query(AssertSqlSafe(sql))
-                .bind(namespace.as_str())
-                .bind(name.as_str())
+                .bind(text(namespace))
+                .bind(text(name))
                 .fetch_optional(pool)
                 .await
                 .map_err(StoreError::query("pod"))?;
@@ -215,7 +232,7 @@ pub(crate) async fn pod(
 async fn by_uid(pool: &AnyPool, uid: &str) -> Result<Option<AnyRow>, StoreError> {
     let sql = format!("{POD_SELECT} WHERE uid = $1");
     sqlx::query(AssertSqlSafe(sql))
-        .bind(uid)
+        .bind(text(uid))
         .fetch_optional(pool)
         .await
         .map_err(StoreError::query("pod"))
@@ -239,14 +256,14 @@ pub(crate) async fn runs(
     sql.push_str(" GROUP BY namespace, run, phase");
     let mut query: Query<'_> = sqlx::query(AssertSqlSafe(sql));
     if let Some(ns) = &filter.namespace {
-        query = query.bind(ns.as_str());
+        query = query.bind(text(ns));
     }
     let rows = query.fetch_all(pool).await.map_err(StoreError::query(OP))?;
     let mut runs: BTreeMap<(String, String), RunSummary> = BTreeMap::new();
     for row in &rows {
-        let namespace: String = get(row, OP, "namespace")?;
-        let run: String = get(row, OP, "run")?;
-        let phase: Option<String> = get(row, OP, "phase")?;
+        let namespace = get_text(row, OP, "namespace")?;
+        let run = get_text(row, OP, "run")?;
+        let phase = get_text_opt(row, OP, "phase")?;
         let pods = count(get(row, OP, "pods")?);
         let deleted = count(get(row, OP, "deleted")?);
         let active = count(get(row, OP, "active")?);
@@ -342,10 +359,7 @@ pub(crate) async fn counts(pool: &AnyPool) -> Result<Counts, StoreError> {
             .await
             .map_err(StoreError::query(OP))?
     {
-        phases.insert(
-            get::<String>(&row, OP, "phase")?,
-            count(get(&row, OP, "n")?),
-        );
+        phases.insert(get_text(&row, OP, "phase")?, count(get(&row, OP, "n")?));
     }
     Ok(Counts {
         pods,
@@ -371,7 +385,7 @@ pub(crate) async fn live_pods(
     }
     let mut query: Query<'_> = sqlx::query(AssertSqlSafe(sql));
     if let Some(ns) = &scope.namespace {
-        query = query.bind(ns.as_str());
+        query = query.bind(text(ns));
     }
     query
         .fetch_all(pool)
@@ -380,9 +394,9 @@ pub(crate) async fn live_pods(
         .iter()
         .map(|row| {
             Ok(LivePod {
-                uid: get(row, OP, "uid")?,
-                namespace: get(row, OP, "namespace")?,
-                name: get(row, OP, "name")?,
+                uid: get_text(row, OP, "uid")?,
+                namespace: get_text(row, OP, "namespace")?,
+                name: get_text(row, OP, "name")?,
                 resource_version: rv_from("pods.rv", get(row, OP, "rv")?)?,
                 labels: map_from_json("pods.labels", &get::<String>(row, OP, "labels")?)?,
             })
@@ -395,7 +409,7 @@ pub(crate) async fn resume_point(
     watch_key: &str,
 ) -> Result<Option<ResumePoint>, StoreError> {
     let rv: Option<i64> = sqlx::query_scalar("SELECT rv FROM resume_points WHERE watch_key = $1")
-        .bind(watch_key)
+        .bind(text(watch_key))
         .fetch_optional(pool)
         .await
         .map_err(StoreError::query("resume_point"))?;
@@ -439,11 +453,11 @@ pub(crate) async fn changes(
         .iter()
         .map(|row| {
             Ok(ChangedPod {
-                uid: get(row, OP, "uid")?,
-                namespace: get(row, OP, "namespace")?,
-                name: get(row, OP, "name")?,
-                run: get(row, OP, "run")?,
-                phase: get(row, OP, "phase")?,
+                uid: get_text(row, OP, "uid")?,
+                namespace: get_text(row, OP, "namespace")?,
+                name: get_text(row, OP, "name")?,
+                run: get_text_opt(row, OP, "run")?,
+                phase: get_text_opt(row, OP, "phase")?,
                 deleted: get::<Option<i64>>(row, OP, "deleted_at")?.is_some(),
                 updated_at: ts_from("pods.updated_at", get(row, OP, "updated_at")?)?,
             })
@@ -466,11 +480,11 @@ pub(crate) async fn failures(
     filter: &FailureFilter,
 ) -> Result<Vec<FailureGroup>, StoreError> {
     // Candidates cheaply in SQL (any sign of failure), the exact reason in `failures::classify`.
-    let mut values: Vec<&str> = Vec::new();
+    let mut values: Vec<String> = Vec::new();
     let pull_list: Vec<String> = IMAGE_PULL_REASONS
         .iter()
         .map(|reason| {
-            values.push(reason);
+            values.push(text(reason));
             format!("${}", values.len())
         })
         .collect();
@@ -482,7 +496,7 @@ pub(crate) async fn failures(
     );
     for (column, value) in [("namespace", &filter.namespace), ("run", &filter.run)] {
         if let Some(value) = value {
-            values.push(value);
+            values.push(text(value));
             sql.push_str(&format!(" AND {column} = ${}", values.len()));
         }
     }

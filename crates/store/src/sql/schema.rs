@@ -95,6 +95,34 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "index pods by write time (live readers ask what changed since)",
         statements: &["CREATE INDEX IF NOT EXISTS pods_by_updated ON pods (updated_at)"],
     },
+    Migration {
+        version: 3,
+        description: "escape the free-text escape character in rows written before it existed",
+        // From this version on free text is stored escaped (see `codec::text`): NUL as `␀0`,
+        // `␀` as `␀␀`. Rows written before hold `␀` raw; doubling it makes them read back
+        // unchanged. (They hold no NUL: PostgreSQL refused those, SQLite cut them.)
+        statements: &[
+            "UPDATE pods SET uid = REPLACE(uid, '␀', '␀␀'), \
+             namespace = REPLACE(namespace, '␀', '␀␀'), name = REPLACE(name, '␀', '␀␀'), \
+             run = REPLACE(run, '␀', '␀␀'), owner = REPLACE(owner, '␀', '␀␀'), \
+             node = REPLACE(node, '␀', '␀␀'), phase = REPLACE(phase, '␀', '␀␀'), \
+             reason = REPLACE(reason, '␀', '␀␀'), message = REPLACE(message, '␀', '␀␀') \
+             WHERE uid LIKE '%␀%' OR namespace LIKE '%␀%' OR name LIKE '%␀%' \
+             OR run LIKE '%␀%' OR owner LIKE '%␀%' OR node LIKE '%␀%' OR phase LIKE '%␀%' \
+             OR reason LIKE '%␀%' OR message LIKE '%␀%'",
+            "UPDATE containers SET uid = REPLACE(uid, '␀', '␀␀'), \
+             name = REPLACE(name, '␀', '␀␀'), image = REPLACE(image, '␀', '␀␀'), \
+             image_id = REPLACE(image_id, '␀', '␀␀'), state = REPLACE(state, '␀', '␀␀'), \
+             reason = REPLACE(reason, '␀', '␀␀'), message = REPLACE(message, '␀', '␀␀') \
+             WHERE uid LIKE '%␀%' OR name LIKE '%␀%' OR image LIKE '%␀%' \
+             OR image_id LIKE '%␀%' OR state LIKE '%␀%' OR reason LIKE '%␀%' \
+             OR message LIKE '%␀%'",
+            "UPDATE transitions SET uid = REPLACE(uid, '␀', '␀␀'), \
+             phase = REPLACE(phase, '␀', '␀␀') WHERE uid LIKE '%␀%' OR phase LIKE '%␀%'",
+            "UPDATE resume_points SET watch_key = REPLACE(watch_key, '␀', '␀␀') \
+             WHERE watch_key LIKE '%␀%'",
+        ],
+    },
 ];
 
 /// The schema version this build writes.

@@ -3,13 +3,16 @@
 //! Every statement is idempotent on its own (upserts guarded by resourceVersion, inserts that
 //! skip conflicts, deletions guarded by `deleted_at IS NULL`), so re-applying a batch after a
 //! crash or a lost connection changes nothing.
+//!
+//! Every free-text value is bound through [`text`](super::codec::text) (NUL escaped, see the
+//! codec), so no content a container can produce makes a statement fail.
 
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use sqlx::{Any, AnyConnection, AssertSqlSafe};
 
-use super::codec::{map_json, rv, ts, ts_opt};
+use super::codec::{map_json, rv, text, text_opt, ts, ts_opt};
 use crate::error::StoreError;
 use crate::model::{ApplyReport, Batch, ResumePoint};
 use crate::plan::{Deletion, Plan};
@@ -94,18 +97,18 @@ async fn upsert_pods(
         let mut query: Query<'_> = sqlx::query(AssertSqlSafe(sql));
         for obs in chunk {
             query = query
-                .bind(obs.uid.as_str())
-                .bind(obs.namespace.as_str())
-                .bind(obs.name.as_str())
+                .bind(text(&obs.uid))
+                .bind(text(&obs.namespace))
+                .bind(text(&obs.name))
                 .bind(rv(obs.resource_version))
-                .bind(obs.run.as_deref())
+                .bind(text_opt(obs.run.as_deref()))
                 .bind(map_json(&obs.labels))
                 .bind(map_json(&obs.annotations))
-                .bind(obs.owner.as_deref())
-                .bind(obs.node.as_deref())
-                .bind(obs.phase.as_str())
-                .bind(obs.reason.as_deref())
-                .bind(obs.message.as_deref())
+                .bind(text_opt(obs.owner.as_deref()))
+                .bind(text_opt(obs.node.as_deref()))
+                .bind(text(&obs.phase))
+                .bind(text_opt(obs.reason.as_deref()))
+                .bind(text_opt(obs.message.as_deref()))
                 .bind(ts_opt(obs.created_at))
                 .bind(ts_opt(obs.scheduled_at))
                 .bind(ts_opt(obs.started_at))
@@ -146,15 +149,15 @@ async fn upsert_containers(
         let mut query: Query<'_> = sqlx::query(AssertSqlSafe(sql));
         for (obs, position, c) in chunk {
             query = query
-                .bind(obs.uid.as_str())
-                .bind(c.name.as_str())
+                .bind(text(&obs.uid))
+                .bind(text(&c.name))
                 .bind(rv(obs.resource_version))
                 .bind(i64::try_from(*position).unwrap_or(i64::MAX))
-                .bind(c.image.as_str())
-                .bind(c.image_id.as_deref())
+                .bind(text(&c.image))
+                .bind(text_opt(c.image_id.as_deref()))
                 .bind(c.state.map(|s| s.as_str()))
-                .bind(c.reason.as_deref())
-                .bind(c.message.as_deref())
+                .bind(text_opt(c.reason.as_deref()))
+                .bind(text_opt(c.message.as_deref()))
                 .bind(c.exit_code.map(i64::from))
                 .bind(i64::from(c.restarts))
                 .bind(ts_opt(c.started_at))
@@ -182,7 +185,7 @@ async fn insert_transitions(
         );
         let mut query: Query<'_> = sqlx::query(AssertSqlSafe(sql));
         for (uid, phase, at) in chunk {
-            query = query.bind(*uid).bind(*phase).bind(ts(*at));
+            query = query.bind(text(uid)).bind(text(phase)).bind(ts(*at));
         }
         added += query
             .execute(&mut *conn)
@@ -235,9 +238,9 @@ async fn record_deletions(
                 continue;
             };
             query = query
-                .bind(*uid)
-                .bind(*namespace)
-                .bind(*name)
+                .bind(text(uid))
+                .bind(text(namespace))
+                .bind(text(name))
                 .bind(0_i64)
                 .bind(ts(*at))
                 .bind(rv(*resource_version))
@@ -265,7 +268,7 @@ async fn record_deletions(
             );
             let mut query: Query<'_> = sqlx::query(AssertSqlSafe(sql)).bind(at).bind(now);
             for uid in chunk {
-                query = query.bind(*uid);
+                query = query.bind(text(uid));
             }
             recorded += query
                 .execute(&mut *conn)
@@ -288,7 +291,7 @@ async fn save_resume_point(
         "INSERT INTO resume_points (watch_key, rv, updated_at) VALUES ($1, $2, $3) \
          ON CONFLICT (watch_key) DO UPDATE SET rv = excluded.rv, updated_at = excluded.updated_at",
     )
-    .bind(resume.watch_key.as_str())
+    .bind(text(&resume.watch_key))
     .bind(rv(resume.resource_version))
     .bind(now)
     .execute(&mut *conn)

@@ -53,6 +53,8 @@ on_every_backend!(
     failures_should_be_grouped_by_reason,
     changes_should_report_only_pods_written_after_the_mark,
     a_read_only_store_should_read_and_refuse_writes,
+    hostile_free_text_should_be_stored_and_read_back_exactly,
+    free_text_written_before_the_escape_should_read_back_unchanged_after_migrating,
 );
 
 fn upserts(pods: impl IntoIterator<Item = podline_store::PodObservation>) -> Vec<StoreOp> {
@@ -1197,4 +1199,371 @@ async fn opening_a_missing_or_unmigrated_sqlite_file_read_only_should_say_what_t
         "{err:?}"
     );
     assert!(err.to_string().contains("podline record"), "{err}");
+}
+
+/// Text a container (or a careless user) can put in any free-text field: NUL (PostgreSQL
+/// refuses it in TEXT, SQLite cut at it), the store's own escape character and look-alikes of
+/// its escapes, control characters, noncharacters, bidi overrides, quotes and SQL.
+fn hostile(tag: &str) -> String {
+    const REST: &str = "\0exit\0\0 ␀ ␀0 ␀␀ \\0 \\u0000 \t\r\n\u{1b}[31m\u{7f}\u{85}\u{feff}\u{fffe}\u{ffff} \
+                        \u{202e}evil\u{202c} 🧨 e\u{301} '; DROP TABLE pods; -- \"q\" \\\\";
+    format!("{tag}:{REST}")
+}
+
+/// Issue 16: every free-text field is stored faithfully, whatever it contains, and a pod with
+/// a hostile termination message is neither refused nor cut.
+async fn hostile_free_text_should_be_stored_and_read_back_exactly(db: TestDb) {
+    let store = db.dyn_store();
+    let mut evil = pod(&hostile("uid"), 7, "Failed");
+    evil.namespace = hostile("ns");
+    evil.name = hostile("name");
+    evil.run = Some(hostile("run"));
+    evil.labels = std::collections::BTreeMap::from([(hostile("lk"), hostile("lv"))]);
+    evil.annotations = std::collections::BTreeMap::from([(hostile("ak"), hostile("av"))]);
+    evil.owner = Some(hostile("owner"));
+    evil.node = Some(hostile("node"));
+    evil.reason = Some(hostile("reason"));
+    // Far longer than a kubelet's 4 KiB termination message, with NULs all along.
+    evil.message = Some(hostile("message").repeat(2_000));
+    let c = &mut evil.containers[0];
+    c.name = hostile("container");
+    c.image = hostile("image");
+    c.image_id = Some(hostile("image-id"));
+    c.reason = Some(hostile("c-reason"));
+    c.message = Some(hostile("c-message").repeat(500));
+    // A neighbour whose text is the stored form of the other's: it must not read back as NUL.
+    let mut lookalike = pod("lookalike", 1, "Running");
+    lookalike.message = Some("uid:␀0exit␀0␀0".to_owned());
+    let key = hostile("watch");
+    let deleted = StoreOp::Deleted {
+        uid: hostile("gone"),
+        namespace: hostile("ns"),
+        name: hostile("gone-name"),
+        resource_version: 9,
+        at: ts(40),
+        final_state_observed: true,
+    };
+    let batch = Batch::new(vec![
+        StoreOp::Upsert(evil.clone()),
+        StoreOp::Upsert(lookalike.clone()),
+        deleted,
+    ])
+    .with_resume(&key, 9);
+    let report = store.apply(&batch).await.unwrap();
+    assert!(report.rejected.is_empty(), "{:?}", report.rejected);
+    assert_eq!((report.pods_written, report.deletions_recorded), (2, 1));
+    assert_eq!(
+        store
+            .resume_point(&key)
+            .await
+            .unwrap()
+            .unwrap()
+            .resource_version,
+        9
+    );
+
+    let check = |got: &podline_store::PodRecord| {
+        assert_eq!(got.uid, evil.uid);
+        assert_eq!(got.namespace, evil.namespace);
+        assert_eq!(got.name, evil.name);
+        assert_eq!(got.run, evil.run);
+        assert_eq!(got.labels, evil.labels);
+        assert_eq!(got.annotations, evil.annotations);
+        assert_eq!(got.owner, evil.owner);
+        assert_eq!(got.node, evil.node);
+        assert_eq!(got.phase.as_deref(), Some("Failed"));
+        assert_eq!(got.reason, evil.reason);
+        assert_eq!(got.message, evil.message, "the message must not be cut");
+        assert_eq!(got.containers, evil.containers);
+        assert_eq!(got.transitions, evil.transitions);
+    };
+    let by_uid = store.pod(&PodKey::Uid(evil.uid.clone())).await.unwrap();
+    check(&by_uid.unwrap());
+    let by_name = store
+        .pod(&PodKey::Name {
+            namespace: evil.namespace.clone(),
+            name: evil.name.clone(),
+        })
+        .await
+        .unwrap();
+    check(&by_name.unwrap());
+    let filtered = store
+        .pods(&PodFilter {
+            run: evil.run.clone(),
+            namespace: Some(evil.namespace.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(filtered.len(), 1);
+    check(&filtered[0]);
+    let other = store
+        .pod(&PodKey::Uid("lookalike".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        other.message, lookalike.message,
+        "the stored form is not NUL"
+    );
+
+    let gone = store
+        .pod(&PodKey::Uid(hostile("gone")))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (gone.namespace.as_str(), gone.name.as_str()),
+        (hostile("ns").as_str(), hostile("gone-name").as_str())
+    );
+    let live = store
+        .live_pods(&LiveScope {
+            namespace: Some(evil.namespace.clone()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!((&live[0].uid, &live[0].name), (&evil.uid, &evil.name));
+    let runs = store
+        .runs(&RunFilter {
+            namespace: Some(evil.namespace.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(Some(&runs[0].run), evil.run.as_ref());
+    let failures = store
+        .failures(&FailureFilter {
+            run: evil.run.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    let changes = store.changes(Some(ts(-1_000_000)), 10).await.unwrap();
+    assert!(
+        changes
+            .pods
+            .iter()
+            .any(|p| p.uid == evil.uid && p.run == evil.run)
+    );
+    assert!(store.counts().await.unwrap().phases.contains_key("Failed"));
+
+    // Re-applying the same batch changes nothing (the escaped keys compare equal).
+    let again = store.apply(&batch).await.unwrap();
+    assert_eq!((again.pods_written, again.deletions_recorded), (0, 0));
+}
+
+/// Rows written before the escape existed hold `␀` raw; migration 3 doubles it, so they read
+/// back unchanged instead of being mistaken for escapes.
+async fn free_text_written_before_the_escape_should_read_back_unchanged_after_migrating(
+    db: TestDb,
+) {
+    let pool = db.store.pool();
+    // A row as version 2 wrote it (raw text), and the schema put back to version 2.
+    sqlx::query(
+        "INSERT INTO pods (uid, namespace, name, rv, phase, message, recorded_at, updated_at) \
+         VALUES ('old␀', 'default', 'old', 1, 'Failed', 'before ␀0 and ␀␀ and ␀', 0, 0)",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query("INSERT INTO transitions (uid, phase, at) VALUES ('old␀', 'Failed', 0)")
+        .execute(pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM podline_schema WHERE version >= 3")
+        .execute(pool)
+        .await
+        .unwrap();
+    let report = db.store.migrate().await.unwrap();
+    assert_eq!(report.applied, vec![3]);
+    let old = db
+        .store
+        .pod(&PodKey::Uid("old␀".into()))
+        .await
+        .unwrap()
+        .expect("the old row, found by its real uid");
+    assert_eq!(old.message.as_deref(), Some("before ␀0 and ␀␀ and ␀"));
+    assert_eq!(old.transitions.len(), 1);
+}
+
+// ---- disk faults (SQLite) ----
+
+/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop; `None` (loudly) where
+/// mounting is not permitted (not root, no CAP_SYS_ADMIN).
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(out) if out.status.success() => Some(Tmpfs { dir }),
+            other => {
+                eprintln!(
+                    "\n*** cannot mount a tmpfs here ({other:?}): the real full-disk test is \
+                     SKIPPED, nothing was checked ***\n"
+                );
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Fills the file system to the last byte; returns the filler to delete.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let filler = self.path().join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0xa5_u8; 4096];
+        while file.write_all(&chunk).is_ok() {}
+        while file.write_all(&chunk[..1]).is_ok() {}
+        let _ = file.sync_all();
+        filler
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// `n` pods with 4 KiB messages, uids `{prefix}-{i}`.
+fn bulky(prefix: &str, n: usize) -> Vec<StoreOp> {
+    upserts((0..n).map(|i| {
+        let mut p = pod(&format!("{prefix}-{i}"), 1, "Running");
+        p.message = Some(format!("{prefix} {i} ").repeat(400));
+        p
+    }))
+}
+
+async fn open_sqlite(path: &std::path::Path) -> SqlStore {
+    let target = podline_store::DbTarget::Sqlite {
+        path: path.to_owned(),
+    };
+    let store = SqlStore::connect(&target, &PoolSettings::for_read_write(Backend::Sqlite))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    store
+}
+
+/// Issue 16: a genuinely full file system (a 2 MiB tmpfs, filled) is reported as a full disk
+/// naming the file, retryably, and once space comes back the very next write succeeds: the
+/// connections that hit SQLITE_FULL are replaced instead of failing forever.
+#[tokio::test]
+async fn sqlite_full_disk_should_be_reported_and_survived() {
+    let Some(fs) = Tmpfs::mount("2m") else { return };
+    let db = fs.path().join("podline.db");
+    let store = open_sqlite(&db).await;
+    store.apply(&Batch::new(bulky("before", 20))).await.unwrap();
+    let filler = fs.fill();
+
+    let mut failed = None;
+    let mut written = 20;
+    for k in 0..200 {
+        let batch = Batch::new(bulky(&format!("full{k}"), 20));
+        match store.apply(&batch).await {
+            Ok(_) => written += 20,
+            Err(err) => {
+                failed = Some((batch, err));
+                break;
+            }
+        }
+    }
+    let (batch, err) = failed.expect("a full file system must fail a write");
+    assert!(err.is_retryable(), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            StoreError::Disk {
+                fault: podline_store::DiskFault::Full,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!(
+            "database disk is full (SQLITE_FULL) at {}",
+            db.display()
+        )),
+        "{message}"
+    );
+    assert_eq!(err.reason(), "disk_full");
+    // Still full: still failing, still named.
+    let again = store.apply(&batch).await.unwrap_err();
+    assert!(again.is_retryable(), "{again:?}");
+
+    std::fs::remove_file(filler).unwrap();
+    // The very next attempt works, and so does everything after it.
+    store.apply(&batch).await.unwrap();
+    store.health().await.unwrap();
+    store.apply(&Batch::new(bulky("after", 20))).await.unwrap();
+    let counts = store.counts().await.unwrap();
+    assert_eq!(counts.pods, written as u64 + 40);
+    // A fresh process reads the same (nothing went to a connection's private state).
+    store.close().await;
+    let reader = open_sqlite(&db).await;
+    assert_eq!(reader.counts().await.unwrap().pods, written as u64 + 40);
+}
+
+/// Issue 16: the database file deleted while open. The store notices, re-creates and migrates
+/// it, and goes on writing into the file at the path (not into the deleted inode, where no
+/// reader would ever see it).
+#[tokio::test]
+async fn sqlite_deleted_database_file_should_be_re_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("podline.db");
+    let store = open_sqlite(&db).await;
+    store
+        .apply(&Batch::new(bulky("before", 5)).with_resume("w", 5))
+        .await
+        .unwrap();
+    std::fs::remove_file(&db).unwrap();
+    store
+        .apply(&Batch::new(bulky("after", 3)).with_resume("w", 8))
+        .await
+        .unwrap();
+    store.health().await.unwrap();
+    assert!(db.is_file(), "re-created");
+
+    let reader = SqlStore::connect_read_only(
+        &podline_store::DbTarget::Sqlite { path: db.clone() },
+        &PoolSettings::default(),
+    )
+    .await
+    .unwrap();
+    let counts = reader.counts().await.unwrap();
+    assert_eq!(counts.pods, 3, "the new file holds what was written after");
+    assert_eq!(
+        reader
+            .resume_point("w")
+            .await
+            .unwrap()
+            .unwrap()
+            .resource_version,
+        8
+    );
+    // Deleting it with its -wal and -shm (`rm podline.db*`) is survived too.
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    store.apply(&Batch::new(bulky("later", 2))).await.unwrap();
+    assert_eq!(store.counts().await.unwrap().pods, 2);
 }
