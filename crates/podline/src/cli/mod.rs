@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod query;
 pub mod record;
+pub mod result_file;
 pub mod run;
 pub mod sim;
 pub mod ui;

@@ -14,6 +14,7 @@ use podline_launch::{
     PullPolicy, StdoutSink, TaskResult, TaskSpec, exit, spec,
 };
 
+use crate::cli::result_file::ResultFile;
 use crate::cli::{Global, Output};
 
 const AFTER_HELP: &str = "\
@@ -101,6 +102,11 @@ pub struct RunArgs {
     /// Follow the logs of every container, each line prefixed with [container].
     #[arg(help_heading = "Lifecycle", long)]
     pub all_containers: bool,
+    /// Write the result as JSON to FILE: first the pod's name before it is created, then the
+    /// whole result (phase, exit codes, Warning events, failure report). For wrappers such as
+    /// the Airflow operator; stdout keeps the container's logs. Single tasks only.
+    #[arg(help_heading = "Lifecycle", long, value_name = "FILE", conflicts_with_all = ["count", "file"])]
+    pub result_file: Option<PathBuf>,
     /// Run the task N times (summary instead of logs).
     #[arg(help_heading = "Many tasks", long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub count: u32,
@@ -389,7 +395,7 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
         Err(err) => return usage(err.into()),
     };
     let (client, namespace) = connect(global, http2_ping).await?;
-    let launcher = Launcher::new(client, namespace, config);
+    let launcher = Launcher::new(client.clone(), namespace.clone(), config);
     let cancel = Cancel::new();
     watch_signals(cancel.clone());
 
@@ -425,7 +431,21 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
     } else {
         Arc::new(StdoutSink)
     };
-    let result = launcher.run(&specs.first(), sink, &cancel).await;
+    let mut spec = specs.first();
+    let result_file = args.result_file.as_deref().map(ResultFile::new);
+    if let Some(file) = &result_file
+        && let Err(err) = file
+            .announce(&client, &namespace, &mut spec, args.reattach)
+            .await
+    {
+        return usage(err);
+    }
+    let result = launcher.run(&spec, sink, &cancel).await;
+    if let Some(file) = &result_file
+        && let Err(err) = file.finish(&result)
+    {
+        eprintln!("error: {err:#}");
+    }
     print_result(&result, global.output)?;
     Ok(ExitCode::from(result.exit_code))
 }

@@ -1,0 +1,134 @@
+//! `podline run --result-file FILE`: a machine-readable account of the run for a wrapper that
+//! cannot read podline's stdout as a document (stdout carries the container's log lines).
+//!
+//! The file is written twice, each time whole (a temporary file renamed over it, so a reader
+//! never sees half a document):
+//! 1. before the pod is created, `{"stage": "started", "pod": ..., "namespace": ...}`: the pod's
+//!    name is fixed up front (the random suffix chosen here, then used as an exact name) or, with
+//!    `--reattach`, is the name of the live pod of the task. Airflow's operator pushes it to XCom
+//!    while the task runs.
+//! 2. at the end, `{"stage": "finished", ...}` with every field of `-o json`'s result (phase,
+//!    reason, per-container exit codes and termination messages, Warning events, pod name) plus
+//!    `failureReport`, the text podline prints on failure.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+use podline_launch::{TASK_ID_LABEL, TaskResult, TaskSpec};
+use serde::Serialize;
+
+/// Where the run's result documents go.
+#[derive(Debug, Clone)]
+pub struct ResultFile {
+    path: PathBuf,
+}
+
+/// The first document: which pod this run is about.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Started<'a> {
+    stage: &'static str,
+    pod: &'a str,
+    namespace: &'a str,
+    /// True when `--reattach` found a live pod of the task (the run follows it, creates none).
+    reattach: bool,
+}
+
+/// The last document: the result of `-o json` plus the failure report.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Finished<'a> {
+    stage: &'static str,
+    #[serde(flatten)]
+    result: &'a TaskResult,
+    succeeded: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failure_report: Option<String>,
+}
+
+impl ResultFile {
+    /// A result file at `path` (nothing is written yet).
+    pub fn new(path: &Path) -> Self {
+        Self {
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// Fixes the pod's name in `spec` (so it is known before the create) and writes the
+    /// `started` document. With `reattach`, a single live pod of the task is named instead: the
+    /// launcher will find the same one. A spec that does not build is left alone (the launcher
+    /// reports it) and nothing is written.
+    pub async fn announce(
+        &self,
+        client: &kube::Client,
+        default_namespace: &str,
+        spec: &mut TaskSpec,
+        reattach: bool,
+    ) -> anyhow::Result<()> {
+        let Ok(built) = spec.build_pod(default_namespace) else {
+            return Ok(());
+        };
+        spec.name = Some(built.name.clone());
+        spec.exact_name = true;
+        let mut pod = built.name;
+        let mut reattaching = false;
+        if reattach
+            && let Some(task_id) = &spec.task_id
+            && let Some(live) = live_pod(client, &built.namespace, task_id).await
+        {
+            pod = live;
+            reattaching = true;
+        }
+        self.write(&Started {
+            stage: "started",
+            pod: &pod,
+            namespace: &built.namespace,
+            reattach: reattaching,
+        })
+    }
+
+    /// Writes the `finished` document.
+    pub fn finish(&self, result: &TaskResult) -> anyhow::Result<()> {
+        let succeeded = result.succeeded();
+        self.write(&Finished {
+            stage: "finished",
+            result,
+            succeeded,
+            failure_report: (!succeeded).then(|| result.failure_report()),
+        })
+    }
+
+    fn write(&self, doc: &impl Serialize) -> anyhow::Result<()> {
+        let mut text = serde_json::to_string(doc)?;
+        text.push('\n');
+        let mut tmp = self.path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        std::fs::write(&tmp, text)
+            .with_context(|| format!("--result-file: cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &self.path)
+            .with_context(|| format!("--result-file: cannot write {}", self.path.display()))?;
+        Ok(())
+    }
+}
+
+/// The name of the one live (not finished, not being deleted) pod labelled with `task_id`, if
+/// exactly one exists. A failed list gives `None`: the launcher's own lookup, which retries,
+/// reports the trouble.
+async fn live_pod(client: &kube::Client, namespace: &str, task_id: &str) -> Option<String> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let lp = ListParams::default().labels(&format!("{TASK_ID_LABEL}={task_id}"));
+    let list = api.list(&lp).await.ok()?;
+    let mut live = list.items.into_iter().filter(|p| {
+        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+        !matches!(phase, Some("Succeeded" | "Failed")) && p.metadata.deletion_timestamp.is_none()
+    });
+    let first = live.next()?;
+    if live.next().is_some() {
+        return None;
+    }
+    first.metadata.name
+}
