@@ -35,7 +35,10 @@ def test_a_dag_file_with_an_unsupported_parameter_fails_to_import(tmp_path: Path
         textwrap.dedent(
             """
             from datetime import datetime
-            from airflow.sdk import DAG
+            try:
+                from airflow.sdk import DAG
+            except ImportError:
+                from airflow import DAG
             from podline.airflow import PodlineOperator
 
             with DAG("bad", schedule=None, start_date=datetime(2026, 1, 1)):

@@ -9,7 +9,10 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from airflow.sdk import DAG
+try:
+    from airflow.sdk import DAG
+except ImportError:  # Airflow 2.10
+    from airflow import DAG  # type: ignore[no-redef,attr-defined,unused-ignore]
 
 from podline.airflow import PodlineOperator
 
