@@ -14,6 +14,16 @@ pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(75);
 pub const DEFAULT_HISTORY_MAX_EVENTS: usize = 100 * 1024;
 /// The real server sends periodic bookmarks about once a minute.
 pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
+/// kube-apiserver's `ReadHeaderTimeout` (32 s), which Go's HTTP server also applies to the TLS
+/// handshake: the default of both [`SimConfig::tls_handshake_timeout`] and
+/// [`SimConfig::header_read_timeout`].
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+/// kube-apiserver's `IdleTimeout`: an HTTP/1.1 connection with no request for this long closes.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// kube-apiserver's default `--request-timeout` (60 s), which bounds reading a request body.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// kube-apiserver's `MaxRequestBodyBytes` (3 MiB): larger bodies get 413.
+pub const DEFAULT_MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;
 
 /// Configuration of an embedded sim. Build it with `SimConfig::default()` and the setters.
 ///
@@ -47,6 +57,22 @@ pub struct SimConfig {
     /// TLS, ALPN then offers only `http/1.1`; over plain HTTP, HTTP/2 prior knowledge is refused.
     /// Tests the clients' fallback to HTTP/1.1.
     pub http1_only: bool,
+    /// Longest a client may take to finish the TLS handshake before the connection is closed
+    /// (default [`DEFAULT_HEADER_READ_TIMEOUT`], as Go's server bounds it).
+    pub tls_handshake_timeout: Duration,
+    /// Longest a client may take to send a request's headers, counted from its first byte (and
+    /// from the connection's start for its first request); then the connection is closed.
+    /// Default [`DEFAULT_HEADER_READ_TIMEOUT`].
+    pub header_read_timeout: Duration,
+    /// An HTTP/1.1 connection waiting this long for its next request is closed (default
+    /// [`DEFAULT_IDLE_TIMEOUT`]).
+    pub idle_timeout: Duration,
+    /// Longest reading a request body may take; then the request answers 504 Timeout (default
+    /// [`DEFAULT_BODY_READ_TIMEOUT`]).
+    pub body_read_timeout: Duration,
+    /// Largest request body accepted, in bytes; a larger one answers 413 RequestEntityTooLarge,
+    /// at once when its Content-Length says so (default [`DEFAULT_MAX_REQUEST_BODY`]).
+    pub max_request_body: usize,
 }
 
 impl Default for SimConfig {
@@ -61,6 +87,11 @@ impl Default for SimConfig {
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             faults: FaultPlan::default(),
             http1_only: false,
+            tls_handshake_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            max_request_body: DEFAULT_MAX_REQUEST_BODY,
         }
     }
 }
@@ -118,6 +149,36 @@ impl SimConfig {
     #[must_use]
     pub fn http1_only(mut self, http1_only: bool) -> Self {
         self.http1_only = http1_only;
+        self
+    }
+    /// Sets the TLS handshake timeout.
+    #[must_use]
+    pub fn tls_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.tls_handshake_timeout = timeout;
+        self
+    }
+    /// Sets the header read timeout.
+    #[must_use]
+    pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.header_read_timeout = timeout;
+        self
+    }
+    /// Sets the idle timeout of HTTP/1.1 connections.
+    #[must_use]
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+    /// Sets the body read timeout.
+    #[must_use]
+    pub fn body_read_timeout(mut self, timeout: Duration) -> Self {
+        self.body_read_timeout = timeout;
+        self
+    }
+    /// Sets the largest request body accepted.
+    #[must_use]
+    pub fn max_request_body(mut self, bytes: usize) -> Self {
+        self.max_request_body = bytes;
         self
     }
     /// Sets the initial fault plan.

@@ -51,7 +51,9 @@ pub use api::{AppState, app};
 pub use audit::AuditEntry;
 pub use cluster::{ChangeKind, Cluster, PodChange, PodHistory, PodRef};
 pub use config::{
-    DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_MAX_EVENTS, DEFAULT_HISTORY_WINDOW, SimConfig,
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HEADER_READ_TIMEOUT,
+    DEFAULT_HISTORY_MAX_EVENTS, DEFAULT_HISTORY_WINDOW, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_REQUEST_BODY, SimConfig,
 };
 pub use counts::RequestCounts;
 pub use error::SimError;

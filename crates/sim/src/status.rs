@@ -218,7 +218,9 @@ impl ApiError {
             details: self.details.as_deref().cloned(),
             message: Some(self.message.clone()),
             metadata: ListMeta::default(),
-            reason: Some(self.reason.clone()),
+            // kube-apiserver leaves `reason` out for errors it has no reason for (500s from
+            // the storage layer): an empty reason here is that.
+            reason: (!self.reason.is_empty()).then(|| self.reason.clone()),
             status: Some("Failure".to_owned()),
         }
     }

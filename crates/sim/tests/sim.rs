@@ -9,6 +9,7 @@ mod sim {
     mod kinds;
     mod kubectl;
     mod kubelet;
+    mod limits;
     mod python;
     mod watch;
 }

@@ -10,6 +10,7 @@ use http::{HeaderValue, StatusCode, header};
 use jiff::Timestamp;
 
 use super::query::{self, LogParams};
+use super::validation::Causes;
 use super::{AppState, RequestInfo};
 use crate::logs::LogQuery;
 use crate::status::ApiError;
@@ -21,6 +22,7 @@ pub async fn pod_log(
     query: Option<&str>,
 ) -> Result<Response, ApiError> {
     let params: LogParams = query::parse(query)?;
+    validate_log_params(&params, &info.name)?;
     let pod = state
         .cluster()
         .get_pod(&info.namespace, &info.name)
@@ -97,13 +99,6 @@ pub async fn pod_log(
         })?),
         None => None,
     };
-    if params.since_seconds.is_some_and(|s| s < 1) {
-        return Err(ApiError::new(
-            422,
-            "Invalid",
-            "PodLogOptions \"\" is invalid: sinceSeconds: Invalid value: must be greater than 0",
-        ));
-    }
     let log_query = LogQuery {
         follow: params.follow == Some(true),
         timestamps: params.timestamps == Some(true),
@@ -123,4 +118,35 @@ pub async fn pod_log(
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     Ok(response)
+}
+
+/// kube-apiserver's `ValidatePodLogOptions`, checked before the pod is looked up: 422 Invalid
+/// `PodLogOptions "<pod>" is invalid: ...` with one cause per bad field.
+fn validate_log_params(params: &LogParams, pod: &str) -> Result<(), ApiError> {
+    let mut causes = Causes::default();
+    if let Some(n) = params.tail_lines.filter(|n| *n < 0) {
+        causes.invalid(
+            "tailLines",
+            &n.to_string(),
+            "must be greater than or equal to 0",
+        );
+    }
+    if let Some(n) = params.limit_bytes.filter(|n| *n < 1) {
+        causes.invalid("limitBytes", &n.to_string(), "must be greater than 0");
+    }
+    match (params.since_seconds, params.since_time.as_deref()) {
+        (Some(_), Some(_)) => causes.forbidden(
+            "",
+            "at most one of `sinceTime` or `sinceSeconds` may be specified",
+        ),
+        (Some(n), None) if n < 1 => {
+            causes.invalid("sinceSeconds", &n.to_string(), "must be greater than 0");
+        }
+        _ => {}
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid("", "PodLogOptions", pod, causes.0))
+    }
 }

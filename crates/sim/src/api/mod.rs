@@ -11,7 +11,7 @@ mod logs;
 mod patch;
 mod pods;
 mod protobuf;
-mod query;
+pub(crate) mod query;
 mod request_info;
 mod resources;
 mod selector;
@@ -35,6 +35,12 @@ use crate::fault::FaultHandle;
 use crate::status::ApiError;
 
 pub use request_info::RequestInfo;
+
+/// A boolean query parameter read the way kube-apiserver reads it (only `0` and `false`, in any
+/// case, are false); `None` and a missing key are false. For the middleware outside this module.
+pub fn query_flag(query: Option<&str>, key: &str) -> bool {
+    query::Query::new(query).flag(key) == Some(true)
+}
 pub use selector::{FieldSelector, LabelSelector};
 
 /// Everything the handlers share. Cheap to clone.
@@ -57,6 +63,26 @@ struct StateInner {
     audit: Audit,
     bookmark_interval: Duration,
     server: OnceLock<Weak<crate::server::Listener>>,
+    body_limits: OnceLock<BodyLimits>,
+}
+
+/// How much of a request body the handlers read, and for how long (see
+/// [`crate::SimConfig::max_request_body`] and [`crate::SimConfig::body_read_timeout`]).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimits {
+    /// Largest body accepted, in bytes.
+    pub max_bytes: usize,
+    /// Longest the body may take to arrive.
+    pub read_timeout: Duration,
+}
+
+impl Default for BodyLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: crate::config::DEFAULT_MAX_REQUEST_BODY,
+            read_timeout: crate::config::DEFAULT_BODY_READ_TIMEOUT,
+        }
+    }
 }
 
 impl AppState {
@@ -76,6 +102,7 @@ impl AppState {
                 audit: Audit::default(),
                 bookmark_interval,
                 server: OnceLock::new(),
+                body_limits: OnceLock::new(),
             }),
         }
     }
@@ -103,6 +130,14 @@ impl AppState {
     /// Period of watch bookmarks.
     pub fn bookmark_interval(&self) -> Duration {
         self.inner.bookmark_interval
+    }
+    /// Sets the request body limits (once, before serving; later calls are ignored).
+    pub fn set_body_limits(&self, limits: BodyLimits) {
+        let _ = self.inner.body_limits.set(limits);
+    }
+    /// The request body limits (the defaults unless set).
+    pub fn body_limits(&self) -> BodyLimits {
+        self.inner.body_limits.get().copied().unwrap_or_default()
     }
     pub(crate) fn set_server(&self, listener: Weak<crate::server::Listener>) {
         let _ = self.inner.server.set(listener);

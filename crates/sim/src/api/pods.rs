@@ -98,10 +98,42 @@ pub fn admit_pod_update(new: &mut Pod, old: &Pod, part: Part) -> Causes {
             new.spec.clone_from(&old.spec);
         }
     }
+    if part == Part::Main {
+        validate_deadline_update(&mut causes, new, old);
+    }
     let mut meta = Causes::default();
     super::validation::validate_meta(&mut meta, &new.metadata);
     causes.0.extend(meta.0);
     causes
+}
+
+/// `spec.activeDeadlineSeconds` on update, as kube-apiserver's `ValidatePodUpdate`: in range,
+/// never raised, never removed once set.
+fn validate_deadline_update(causes: &mut Causes, new: &Pod, old: &Pod) {
+    use super::validation::{ACTIVE_DEADLINE_RANGE_MSG, MAX_ACTIVE_DEADLINE_SECONDS};
+    let field = "spec.activeDeadlineSeconds";
+    let new_value = new.spec.as_ref().and_then(|s| s.active_deadline_seconds);
+    let old_value = old.spec.as_ref().and_then(|s| s.active_deadline_seconds);
+    match (new_value, old_value) {
+        (Some(n), _) if !(1..=MAX_ACTIVE_DEADLINE_SECONDS).contains(&n) => {
+            causes.invalid(field, &n.to_string(), ACTIVE_DEADLINE_RANGE_MSG);
+        }
+        (Some(n), Some(o)) if n > o => {
+            causes.invalid(
+                field,
+                &n.to_string(),
+                "must be less than or equal to previous value",
+            );
+        }
+        (None, Some(_)) => {
+            causes.invalid(
+                field,
+                "null",
+                "must not update from a positive integer to nil value",
+            );
+        }
+        _ => {}
+    }
 }
 
 /// Deletes a pod like the real server: at once when it was never scheduled, is terminal, or the

@@ -98,10 +98,8 @@ impl RequestInfo {
             }
             [] => return non_resource(),
         }
-        let watch_param = query.is_some_and(|q| {
-            q.split('&')
-                .any(|kv| matches!(kv, "watch=true" | "watch=1" | "watch=True"))
-        });
+        // Like kube-apiserver's RequestInfoFactory: any value but `0`/`false` is a watch.
+        let watch_param = super::query::Query::new(query).flag("watch") == Some(true);
         info.verb = match *method {
             Method::GET | Method::HEAD => {
                 if legacy_watch || (info.name.is_empty() && watch_param) {
@@ -145,6 +143,17 @@ mod tests {
         assert_eq!(info.namespace, "");
         let info = RequestInfo::parse(&Method::GET, "/api/v1/namespaces/ns1/pods", None);
         assert_eq!(info.verb, "list");
+        // kube-apiserver's parameter codec: only `0` and `false` (any case) are false.
+        for (query, verb) in [
+            ("watch=maybe", "watch"),
+            ("watch=TRUE", "watch"),
+            ("watch=", "watch"),
+            ("watch=False", "list"),
+            ("watch=0", "list"),
+        ] {
+            let info = RequestInfo::parse(&Method::GET, "/api/v1/pods", Some(query));
+            assert_eq!(info.verb, verb, "{query}");
+        }
         let info = RequestInfo::parse(&Method::POST, "/api/v1/namespaces/ns1/pods", None);
         assert_eq!(info.verb, "create");
     }

@@ -13,15 +13,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
 use serde_json::json;
 
 use super::kinds::{ApiKind, Part};
-use super::query::{self, ListParams, continue_token};
+use super::query::{self, ListParams, WriteParams, continue_token};
 use super::selector::{FieldSelector, LabelSelector};
 use super::validation::Causes;
 use super::{AppState, RequestInfo, patch, pods, watch};
 use crate::cluster::{Facts, Stored, WorkflowTaskResult, Write};
 use crate::status::ApiError;
-
-/// Largest request body accepted (the real server's limit is about 3 MiB).
-const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// Routes a resource request to its kind's handler; 404 for unknown resources.
 pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
@@ -87,19 +84,19 @@ async fn handle<K: ApiKind>(
         ("", "get") => get::<K>(&state, &info),
         ("status", "get") if K::HAS_STATUS => get::<K>(&state, &info),
         ("", "create") => {
-            let body = read_create_body::<K>(req).await?;
+            let body = read_create_body::<K>(&state, req).await?;
             create::<K>(&state, &info, query.as_deref(), body)
         }
-        ("", "update") => update::<K>(&state, &info, read_body(req).await?, Part::Main),
+        ("", "update") => update::<K>(&state, &info, read_body(&state, req).await?, Part::Main),
         ("status", "update") if K::HAS_STATUS => {
-            update::<K>(&state, &info, read_body(req).await?, Part::Status)
+            update::<K>(&state, &info, read_body(&state, req).await?, Part::Status)
         }
         ("", "patch") => patch_object::<K>(&state, &info, req, Part::Main).await,
         ("status", "patch") if K::HAS_STATUS => {
             patch_object::<K>(&state, &info, req, Part::Status).await
         }
         ("", "delete") => {
-            let body = read_raw_body(req).await?;
+            let body = read_raw_body(&state, req).await?;
             let opts = delete_options(query.as_deref(), &body)?;
             if is_pod {
                 pods::delete(&state, &info, opts)
@@ -120,7 +117,28 @@ pub struct JsonBody {
     pub media_type: String,
 }
 
-async fn read_raw_body(req: Request) -> Result<JsonBody, ApiError> {
+/// Reads a request body within the sim's [`super::BodyLimits`], like kube-apiserver's
+/// `limitedReadBody`: over the cap is 413 `Request entity too large: limit is N` (at once, unread,
+/// when the Content-Length announces it), and a body still incomplete after the read timeout is
+/// the 504 the real server's request timeout answers.
+async fn read_raw_body(state: &AppState, req: Request) -> Result<JsonBody, ApiError> {
+    use http_body_util::BodyExt;
+    let limits = state.body_limits();
+    let too_large = || {
+        ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {}", limits.max_bytes),
+        )
+    };
+    let announced = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if announced.is_some_and(|n| n > limits.max_bytes as u64) {
+        return Err(too_large());
+    }
     let media_type = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -133,15 +151,37 @@ async fn read_raw_body(req: Request) -> Result<JsonBody, ApiError> {
                 .to_ascii_lowercase()
         })
         .unwrap_or_default();
-    let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
+    let mut body = req.into_body();
+    let read = async {
+        let mut out = bytes::BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                ApiError::bad_request(format!("unable to read the request body: {e}"))
+            })?;
+            if let Ok(data) = frame.into_data() {
+                if out.len() + data.len() > limits.max_bytes {
+                    return Err(too_large());
+                }
+                out.extend_from_slice(&data);
+            }
+        }
+        Ok(out.freeze())
+    };
+    let bytes = tokio::time::timeout(limits.read_timeout, read)
         .await
-        .map_err(|e| ApiError::new(413, "RequestEntityTooLarge", format!("request body: {e}")))?;
+        .map_err(|_| {
+            ApiError::new(
+                504,
+                "Timeout",
+                "Timeout: request did not complete within requested timeout - context deadline exceeded",
+            )
+        })??;
     Ok(JsonBody { bytes, media_type })
 }
 
 /// Reads a create/update body, requiring a JSON or YAML content type (415 otherwise).
-async fn read_body(req: Request) -> Result<JsonBody, ApiError> {
-    accept_json_or_yaml(read_raw_body(req).await?)
+async fn read_body(state: &AppState, req: Request) -> Result<JsonBody, ApiError> {
+    accept_json_or_yaml(read_raw_body(state, req).await?)
 }
 
 /// `body` if its content type is JSON or YAML; 415 otherwise.
@@ -154,8 +194,11 @@ fn accept_json_or_yaml(body: JsonBody) -> Result<JsonBody, ApiError> {
 
 /// Reads a create body: as [`read_body`], and for Namespaces also protobuf, which
 /// `kubectl create namespace` sends (transcoded to JSON, see [`super::protobuf`]).
-async fn read_create_body<K: ApiKind>(req: Request) -> Result<JsonBody, ApiError> {
-    let body = read_raw_body(req).await?;
+async fn read_create_body<K: ApiKind>(
+    state: &AppState,
+    req: Request,
+) -> Result<JsonBody, ApiError> {
+    let body = read_raw_body(state, req).await?;
     if K::RESOURCE == "namespaces" && body.media_type == super::protobuf::MEDIA_TYPE {
         return Ok(JsonBody {
             bytes: super::protobuf::namespace_json(&body.bytes)?.into(),
@@ -185,7 +228,7 @@ pub fn decode<T: serde::de::DeserializeOwned>(body: &JsonBody) -> Result<T, ApiE
 }
 
 fn delete_options(query: Option<&str>, body: &JsonBody) -> Result<DeleteOptions, ApiError> {
-    let params: ListParams = query::parse(query)?;
+    let params: WriteParams = query::parse(query)?;
     let mut opts = if body.bytes.iter().all(u8::is_ascii_whitespace) {
         DeleteOptions::default()
     } else {
@@ -258,6 +301,16 @@ fn list<K: ApiKind>(
         })?),
         None => None,
     };
+    let rv = params.resource_version.as_deref();
+    if resume.is_some() && rv.is_some_and(|rv| !rv.is_empty() && rv != "0") {
+        return Err(ApiError::bad_request(
+            "specifying resource version is not allowed when using continue",
+        ));
+    }
+    // Paginated lists (and continues) go to etcd in kube-apiserver 1.32; the rest is served by
+    // the watch cache, and the two word a bad resourceVersion differently.
+    let from_etcd = resume.is_some() || (params.limit.is_some_and(|l| l > 0) && rv != Some("0"));
+    query::check_list_resource_version(rv, from_etcd)?;
     let (items, snapshot_rv) = K::table(state.cluster()).snapshot(
         filter.namespace.as_deref(),
         resume.as_ref().map(|(_, key)| key),
@@ -320,7 +373,7 @@ fn list<K: ApiKind>(
 
 /// Whether the request is a dry run (`dryRun=All`): validate and answer, store nothing.
 fn is_dry_run(query: Option<&str>) -> Result<bool, ApiError> {
-    let params: ListParams = query::parse(query)?;
+    let params: WriteParams = query::parse(query)?;
     Ok(params.dry_run.as_deref() == Some("All"))
 }
 
@@ -526,7 +579,7 @@ async fn patch_object<K: ApiKind>(
     req: Request,
     part: Part,
 ) -> Result<Response, ApiError> {
-    let body = read_raw_body(req).await?;
+    let body = read_raw_body(state, req).await?;
     let patch = patch::Patch::parse(&body.media_type, &body.bytes)?;
     replace::<K>(state, info, part, false, |current| {
         let mut doc: serde_json::Value = serde_json::from_slice(&current.json())

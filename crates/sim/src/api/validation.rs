@@ -11,6 +11,12 @@ const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lowe
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 const QUALIFIED_NAME_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
 
+/// Largest `spec.activeDeadlineSeconds` the real server accepts (`math.MaxInt32`): the field is an
+/// int64 on the wire, but validation keeps it to 68 years.
+pub const MAX_ACTIVE_DEADLINE_SECONDS: i64 = i32::MAX as i64;
+/// kube-apiserver's `InclusiveRangeError(1, math.MaxInt32)` for `spec.activeDeadlineSeconds`.
+pub const ACTIVE_DEADLINE_RANGE_MSG: &str = "must be between 1 and 2147483647, inclusive";
+
 /// Collected causes of an invalid object.
 #[derive(Debug, Default)]
 pub struct Causes(pub Vec<StatusCause>);
@@ -91,10 +97,57 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
     s.len() <= 253 && !s.is_empty() && s.split('.').all(is_dns1123_label)
 }
 
-fn is_qualified_part(s: &str) -> bool {
+/// apimachinery's `IsQualifiedName` (label and annotation keys): every problem, worded like it.
+pub fn qualified_name_errors(key: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    let parts: Vec<&str> = key.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errors.push("prefix part must be non-empty".to_owned());
+            } else if prefix.len() > 253 {
+                errors.push("prefix part must be no more than 253 characters".to_owned());
+            } else if !is_dns1123_subdomain(prefix) {
+                errors.push(format!("prefix part {DNS1123_SUBDOMAIN_MSG}"));
+            }
+            *name
+        }
+        _ => {
+            errors.push(format!(
+                "a qualified {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                QUALIFIED_NAME_MSG.trim_start_matches("name part ").replacen("must", "name must", 1)
+            ));
+            return errors;
+        }
+    };
+    if name.is_empty() {
+        errors.push("name part must be non-empty".to_owned());
+    } else if name.len() > 63 {
+        errors.push("name part must be no more than 63 characters".to_owned());
+    }
+    if !is_qualified_part_chars(name) {
+        errors.push(QUALIFIED_NAME_MSG.to_owned());
+    }
+    errors
+}
+
+/// apimachinery's `IsValidLabelValue`: every problem, worded like it.
+pub fn label_value_errors(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > 63 {
+        errors.push("must be no more than 63 characters".to_owned());
+    }
+    if !value.is_empty() && !is_qualified_part_chars(value) {
+        errors.push(LABEL_VALUE_MSG.to_owned());
+    }
+    errors
+}
+
+/// The qualified-name regex alone (`([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`), any length.
+fn is_qualified_part_chars(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
-        && b.len() <= 63
         && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
         && b[0].is_ascii_alphanumeric()
@@ -102,44 +155,16 @@ fn is_qualified_part(s: &str) -> bool {
 }
 
 fn validate_qualified_key(causes: &mut Causes, field: &str, key: &str) {
-    let (prefix, name) = match key.split_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    if let Some(prefix) = prefix
-        && !is_dns1123_subdomain(prefix)
-    {
-        causes.invalid(
-            field,
-            &quote(key),
-            &format!("prefix part {DNS1123_SUBDOMAIN_MSG}"),
-        );
-        return;
-    }
-    if name.is_empty() {
-        causes.invalid(field, &quote(key), "name part must be non-empty");
-    } else if name.len() > 63 {
-        causes.invalid(
-            field,
-            &quote(key),
-            "name part must be no more than 63 characters",
-        );
-    } else if !is_qualified_part(name) {
-        causes.invalid(field, &quote(key), QUALIFIED_NAME_MSG);
+    for message in qualified_name_errors(key) {
+        causes.invalid(field, &quote(key), &message);
     }
 }
 
 fn validate_labels(causes: &mut Causes, labels: &BTreeMap<String, String>) {
     for (k, v) in labels {
         validate_qualified_key(causes, "metadata.labels", k);
-        if v.len() > 63 {
-            causes.invalid(
-                "metadata.labels",
-                &quote(v),
-                "must be no more than 63 characters",
-            );
-        } else if !v.is_empty() && !is_qualified_part(v) {
-            causes.invalid("metadata.labels", &quote(v), LABEL_VALUE_MSG);
+        for message in label_value_errors(v) {
+            causes.invalid("metadata.labels", &quote(v), &message);
         }
     }
 }
@@ -219,12 +244,12 @@ pub fn validate_pod(pod: &Pod) -> Causes {
         );
     }
     if let Some(d) = spec.active_deadline_seconds
-        && d < 1
+        && !(1..=MAX_ACTIVE_DEADLINE_SECONDS).contains(&d)
     {
         causes.invalid(
             "spec.activeDeadlineSeconds",
             &d.to_string(),
-            "must be between 1 and 2147483647, inclusive",
+            ACTIVE_DEADLINE_RANGE_MSG,
         );
     }
     if let Some(g) = spec.termination_grace_period_seconds
@@ -242,6 +267,30 @@ pub fn validate_pod(pod: &Pod) -> Causes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qualified_names_should_get_every_problem_like_apimachinery() {
+        assert!(qualified_name_errors("app").is_empty());
+        assert!(qualified_name_errors("example.com/app").is_empty());
+        assert_eq!(
+            qualified_name_errors("example.com/"),
+            vec![
+                "name part must be non-empty".to_owned(),
+                QUALIFIED_NAME_MSG.to_owned()
+            ]
+        );
+        let many = qualified_name_errors("a/b/c");
+        assert_eq!(many.len(), 1);
+        assert!(
+            many[0].starts_with("a qualified name must consist of alphanumeric characters")
+                && many[0].ends_with(
+                    "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+                ),
+            "{many:?}"
+        );
+        assert_eq!(label_value_errors(&"x".repeat(64)).len(), 1);
+        assert_eq!(label_value_errors(&format!("-{}", "x".repeat(64))).len(), 2);
+    }
 
     #[test]
     fn names_follow_rfc1123() {

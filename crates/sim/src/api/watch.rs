@@ -32,6 +32,9 @@ use crate::status::ApiError;
 /// How long before `timeoutSeconds` the last bookmark is sent, like the real server.
 const FINAL_BOOKMARK_LEAD: Duration = Duration::from_secs(2);
 
+/// A deadline that never comes in practice (about 30 years), for timeouts past the clock's range.
+const NEVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
 /// Starts a watch of kind `K` for this request.
 pub fn watch<K: ApiKind>(
     state: &AppState,
@@ -44,21 +47,28 @@ pub fn watch<K: ApiKind>(
     let from = match params.resource_version.as_deref() {
         _ if send_initial => WatchFrom::Now,
         None | Some("") | Some("0") => WatchFrom::Now,
-        Some(rv) => WatchFrom::After(
-            rv.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?,
-        ),
+        // The watch cache answers a bad resourceVersion with the storage layer's bare error.
+        Some(rv) => WatchFrom::After(query::go_parse_uint(rv).map_err(|why| {
+            ApiError::new(
+                500,
+                "",
+                format!(
+                    "resourceVersion: Invalid value: {}: {why}",
+                    query::go_quote(rv)
+                ),
+            )
+        })?),
     };
-    let timeout = match params.timeout_seconds {
-        Some(secs) if secs > 0 => Duration::from_secs(secs as u64),
-        _ => Duration::from_secs(rand::random_range(1800..3600)),
-    };
+    let timeout = query::watch_timeout(params.timeout_seconds);
     let cluster = state.cluster().clone();
     let start = match K::table(&cluster).start_watch(from) {
         Ok(start) => start,
         Err(too_old) => return Ok(json_response(StatusCode::OK, expired_line(too_old))),
     };
     let now = Instant::now();
+    // A timeout may be as long as 292 years: past the clock's range, the watch simply never
+    // times out.
+    let deadline = now.checked_add(timeout).unwrap_or_else(|| now + NEVER);
     let mut watcher = Watcher::<K> {
         cluster,
         filter,
@@ -66,12 +76,15 @@ pub fn watch<K: ApiKind>(
         rx: start.rx,
         start_rv: start.rv,
         seen_rv: start.subscribed_rv,
-        deadline: now + timeout,
+        deadline,
         bookmarks: params.allow_watch_bookmarks == Some(true),
         bookmark_every: state.bookmark_interval(),
-        next_bookmark: now + state.bookmark_interval(),
+        next_bookmark: now
+            .checked_add(state.bookmark_interval())
+            .unwrap_or(deadline),
         final_bookmark_at: (timeout > FINAL_BOOKMARK_LEAD)
-            .then(|| now + timeout - FINAL_BOOKMARK_LEAD),
+            .then(|| deadline.checked_sub(FINAL_BOOKMARK_LEAD))
+            .flatten(),
     };
     for stored in &start.initial {
         if watcher.in_namespace(&stored.facts) && watcher.filter.matches(&stored.facts) {
@@ -258,7 +271,8 @@ impl<K: ApiKind> Watcher<K> {
                             continue;
                         }
                         if periodic {
-                            self.next_bookmark = now + self.bookmark_every;
+                            self.next_bookmark =
+                                now.checked_add(self.bookmark_every).unwrap_or(self.deadline);
                         }
                         if last {
                             self.final_bookmark_at = None;

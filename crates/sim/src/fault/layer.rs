@@ -45,11 +45,7 @@ pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next
     tracing::debug!(verb = %info.verb, resource = %info.resource_path(), name = %info.name, ?action, "injecting fault");
     let ctl = req.extensions().get::<Arc<ConnCtl>>().cloned();
     let streaming = info.verb == "watch"
-        || (info.subresource == "log"
-            && req.uri().query().is_some_and(|q| {
-                q.split('&')
-                    .any(|kv| kv == "follow=true" || kv == "follow=1")
-            }));
+        || (info.subresource == "log" && crate::api::query_flag(req.uri().query(), "follow"));
     match action {
         FaultAction::Status {
             code,

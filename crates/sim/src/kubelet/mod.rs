@@ -161,7 +161,9 @@ struct Driver {
     /// Boxed: the map keeps spare slots (and doubles when it grows), which should cost a pointer
     /// each, not a whole pod's state.
     pods: HashMap<Arc<str>, Box<Tracked>>,
-    timers: DelayQueue<(Arc<str>, TimerKind)>,
+    /// Armed timers: the pod, what the timer is for, and how much of its delay is still to run
+    /// after this entry expires (see [`Driver::arm`]).
+    timers: DelayQueue<(Arc<str>, TimerKind, Duration)>,
     images: HashSet<String>,
     next_ip: u32,
     exec_tx: mpsc::UnboundedSender<ExecReport>,
@@ -193,27 +195,35 @@ impl Driver {
         mut stop: oneshot::Receiver<()>,
     ) {
         tracing::debug!(node = %self.cfg.node_name, exec = self.cfg.exec, "simulated kubelet started");
-        self.resync();
+        self.guarded("", Self::resync);
         loop {
             // Unbiased: a flood of pod changes must not starve the timers (or the reverse).
             tokio::select! {
                 _ = &mut stop => break,
                 change = changes.recv() => match change {
-                    Ok(change) => self.on_change(change),
+                    Ok(change) => {
+                        let uid = change.pod.uid.clone();
+                        self.guarded(&uid, |driver| driver.on_change(change));
+                    }
                     Err(RecvError::Lagged(missed)) => {
                         tracing::debug!(missed, "kubelet fell behind the pod feed; resyncing");
-                        self.resync();
+                        self.guarded("", Self::resync);
                     }
                     Err(RecvError::Closed) => break,
                 },
                 Some(expired) = self.timers.next(), if !self.timers.is_empty() => {
-                    let (uid, kind) = expired.into_inner();
-                    self.step(&uid, Input::Timer(kind));
+                    let (uid, kind, remaining) = expired.into_inner();
+                    if remaining.is_zero() {
+                        self.guarded(&uid, |driver| driver.step(&uid, Input::Timer(kind)));
+                    } else {
+                        self.arm(uid, kind, remaining);
+                    }
                 }
                 Some(report) = self.exec_rx.recv() => {
                     self.exec_kills.remove(&(Arc::clone(&report.uid), report.idx));
                     let input = Input::ExecExited { idx: report.idx, run: report.run, exit: report.exit };
-                    self.step(&report.uid, input);
+                    let uid = Arc::clone(&report.uid);
+                    self.guarded(&uid, |driver| driver.step(&uid, input));
                 }
                 Some(_) = self.exec_tasks.join_next(), if !self.exec_tasks.is_empty() => {}
             }
@@ -355,9 +365,7 @@ impl Driver {
                         ev.component.name(),
                     );
                 }
-                Effect::Timer { after, kind } => {
-                    self.timers.insert((Arc::clone(uid), kind), after);
-                }
+                Effect::Timer { after, kind } => self.arm(Arc::clone(uid), kind, after),
                 Effect::Log { idx, line, at } => {
                     let container = &tracked.work.containers[idx].name;
                     self.cluster.logs().append(uid, container, &line, at);
@@ -389,6 +397,44 @@ impl Driver {
         {
             self.forget(uid);
         }
+    }
+
+    /// Arms a timer `after` from now, whatever its length: the timer wheel panics on delays
+    /// past about two years (and `Instant + Duration` on ones past the clock's range), while
+    /// pods may ask for 68 years (`activeDeadlineSeconds`) or more (annotations, grace periods).
+    /// A longer delay runs as a chain of [`MAX_TIMER`] hops, so it still fires on time.
+    fn arm(&mut self, uid: Arc<str>, kind: TimerKind, after: Duration) {
+        let hop = after.min(MAX_TIMER);
+        let remaining = after.saturating_sub(hop);
+        self.timers.insert((uid, kind, remaining), hop);
+    }
+
+    /// Runs one handler of the loop so that a panic in it costs one pod, not the kubelet: the
+    /// pod (`uid`; empty when the handler is not about one pod) is failed with reason
+    /// `SimKubeletError` and forgotten, and every other pod keeps running.
+    fn guarded(&mut self, uid: &str, handler: impl FnOnce(&mut Self)) {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(self)));
+        let Err(panic) = outcome else {
+            return;
+        };
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_owned());
+        tracing::error!(uid, panic = %what, "simulated kubelet step failed; failing its pod");
+        let Some(tracked) = self.pods.get(uid) else {
+            return;
+        };
+        let (namespace, name) = (tracked.work.namespace.clone(), tracked.work.name.clone());
+        self.forget(uid);
+        let message = format!("the simulated kubelet failed on this pod: {what}");
+        let _ = self.cluster.mutate_pod(&namespace, &name, uid, |pod| {
+            let status = pod.status.get_or_insert_with(Default::default);
+            status.phase = Some("Failed".to_owned());
+            status.reason = Some("SimKubeletError".to_owned());
+            status.message = Some(message);
+        });
     }
 
     fn spawn_exec(&mut self, uid: &Arc<str>, idx: usize, run: u32) {
@@ -440,6 +486,10 @@ impl Driver {
         }
     }
 }
+
+/// Longest single timer-wheel entry: well inside `DelayQueue`'s limit (2^36 ms, about 2.2
+/// years) and the clock's range; longer delays are chained (see [`Driver::arm`]).
+const MAX_TIMER: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A pod nobody ran yet: not terminal and no container started.
 fn is_fresh(pod: &Pod) -> bool {

@@ -157,3 +157,70 @@ fn pod_ips_should_be_unique_and_valid() {
             .all(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok())
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn timers_longer_than_the_wheel_allows_should_be_chained_not_panic() {
+    let mut driver = Driver::new(cluster(), KubeletConfig::default());
+    let uid: Arc<str> = Arc::from("uid-long");
+    // 68 years (activeDeadlineSeconds 2147483647) and the largest Duration: the wheel alone
+    // panics past about 2.2 years, `Instant + Duration` on the second.
+    driver.arm(
+        Arc::clone(&uid),
+        TimerKind::Deadline,
+        Duration::from_secs(2_147_483_647),
+    );
+    driver.arm(Arc::clone(&uid), TimerKind::KillDone, Duration::MAX);
+    let started = tokio::time::Instant::now();
+    let mut hops = 0;
+    loop {
+        let (_, kind, remaining) = driver.timers.next().await.unwrap().into_inner();
+        hops += 1;
+        if kind == TimerKind::Deadline && remaining.is_zero() {
+            break;
+        }
+        driver.arm(Arc::clone(&uid), kind, remaining);
+    }
+    let waited = started.elapsed().as_secs();
+    assert!(
+        (2_147_483_647..2_147_483_647 + 2).contains(&waited),
+        "the 68-year timer fired on time (after {waited} s)"
+    );
+    assert!(hops > 68, "as a chain of yearly hops ({hops})");
+}
+
+#[tokio::test]
+async fn a_panic_in_one_pods_step_should_fail_that_pod_and_spare_the_others() {
+    let cluster = cluster();
+    add_pod(
+        &cluster,
+        "doomed",
+        serde_json::json!({"sim.podline.io/duration": "1h"}),
+    );
+    let mut driver = Driver::new(cluster.clone(), KubeletConfig::default());
+    driver.resync();
+    assert!(driver.pods.contains_key("uid-doomed"));
+    driver.guarded("uid-doomed", |_| panic!("injected"));
+    assert!(
+        !driver.pods.contains_key("uid-doomed"),
+        "the pod is forgotten"
+    );
+    let pod = cluster.get_pod("default", "doomed").unwrap();
+    let status = pod.status.as_ref().unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    assert_eq!(status.reason.as_deref(), Some("SimKubeletError"));
+    assert!(status.message.as_deref().unwrap().contains("injected"));
+    // The driver still runs the next pod to completion.
+    add_pod(
+        &cluster,
+        "next",
+        serde_json::json!({"sim.podline.io/duration": "10ms"}),
+    );
+    driver.resync();
+    let (_stop_tx, stop_rx) = oneshot::channel();
+    let run = tokio::spawn(driver.run(cluster.subscribe_pods(), stop_rx));
+    wait("the next pod to succeed", || {
+        phase_of(&cluster, "next").as_deref() == Some("Succeeded")
+    })
+    .await;
+    run.abort();
+}

@@ -10,12 +10,16 @@ use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
+
+/// The origin of the nanosecond stamps connections keep (0 there means "not yet").
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
 /// Control of one connection.
 #[derive(Debug, Default)]
@@ -23,6 +27,11 @@ pub struct ConnCtl {
     killed: CancellationToken,
     cut_next_write: AtomicBool,
     frozen: AtomicBool,
+    /// Requests whose headers arrived on this connection.
+    requests: AtomicU64,
+    /// When the first byte arrived since the server started waiting for a request's headers
+    /// (nanoseconds after [`EPOCH`], plus one; 0: none yet).
+    first_read: AtomicU64,
 }
 
 impl ConnCtl {
@@ -58,6 +67,41 @@ impl ConnCtl {
     /// Whether the connection was frozen.
     pub fn is_frozen(&self) -> bool {
         self.frozen.load(Ordering::SeqCst)
+    }
+
+    /// Counts a request whose headers arrived.
+    pub fn note_request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests whose headers arrived so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// The server starts waiting for a request's headers: forget earlier reads.
+    pub(crate) fn begin_header_wait(&self) {
+        self.first_read.store(0, Ordering::SeqCst);
+    }
+
+    /// When the first byte arrived since [`Self::begin_header_wait`], if one did.
+    pub(crate) fn first_read_since_wait(&self) -> Option<Instant> {
+        match self.first_read.load(Ordering::SeqCst) {
+            0 => None,
+            stamp => Some(*EPOCH + std::time::Duration::from_nanos(stamp - 1)),
+        }
+    }
+
+    fn note_read(&self) {
+        if self.first_read.load(Ordering::Relaxed) == 0 {
+            let nanos = u64::try_from(EPOCH.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+            let _ = self.first_read.compare_exchange(
+                0,
+                nanos.saturating_add(1),
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            );
+        }
     }
 }
 
@@ -188,7 +232,12 @@ impl AsyncRead for TrackedIo {
             // Never woken: a kill drops the whole connection task instead.
             return Poll::Pending;
         }
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let result = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.ctl.note_read();
+        }
+        result
     }
 }
 

@@ -10,6 +10,7 @@
 
 mod conn;
 mod kubeconfig;
+mod timer;
 mod tls;
 
 use std::net::SocketAddr;
@@ -21,6 +22,7 @@ use axum::body::Body;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use timer::HeaderTimer;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
@@ -45,11 +47,21 @@ const HTTP2_MAX_STREAMS: u32 = 1000;
 /// How often expired watch history is dropped when no write does it.
 const HISTORY_PRUNE_EVERY: Duration = Duration::from_secs(1);
 
+/// How long a connection may take over each stage before the sim drops it (see the
+/// `SimConfig` fields of the same names).
+#[derive(Debug, Clone, Copy)]
+struct ConnTimeouts {
+    tls_handshake: Duration,
+    header_read: Duration,
+    idle: Duration,
+}
+
 /// The listening socket and its connections; restartable on the same address.
 pub struct Listener {
     addr: Mutex<SocketAddr>,
     tls: Option<TlsAcceptor>,
     http1_only: bool,
+    timeouts: ConnTimeouts,
     router: Router,
     registry: Arc<ConnRegistry>,
     running: tokio::sync::Mutex<Option<Running>>,
@@ -70,11 +82,18 @@ impl std::fmt::Debug for Listener {
 }
 
 impl Listener {
-    fn new(addr: SocketAddr, tls: Option<TlsAcceptor>, http1_only: bool, router: Router) -> Self {
+    fn new(
+        addr: SocketAddr,
+        tls: Option<TlsAcceptor>,
+        http1_only: bool,
+        timeouts: ConnTimeouts,
+        router: Router,
+    ) -> Self {
         Self {
             addr: Mutex::new(addr),
             tls,
             http1_only,
+            timeouts,
             router,
             registry: Arc::new(ConnRegistry::default()),
             running: tokio::sync::Mutex::new(None),
@@ -129,6 +148,7 @@ impl Listener {
             stop.clone(),
             self.tls.clone(),
             self.http1_only,
+            self.timeouts,
             self.router.clone(),
             self.registry.clone(),
         ));
@@ -173,6 +193,7 @@ async fn accept_loop(
     stop: CancellationToken,
     tls: Option<TlsAcceptor>,
     http1_only: bool,
+    timeouts: ConnTimeouts,
     router: Router,
     registry: Arc<ConnRegistry>,
 ) {
@@ -188,6 +209,7 @@ async fn accept_loop(
                     stream,
                     tls.clone(),
                     http1_only,
+                    timeouts,
                     router.clone(),
                     registry.clone(),
                 ));
@@ -201,10 +223,15 @@ async fn accept_loop(
     }
 }
 
+/// Serves one connection. Every stage is bounded like kube-apiserver's (Go's) server does it:
+/// the TLS handshake, the first request's arrival, each later request's headers (from their
+/// first byte) and the idle time between HTTP/1.1 requests; a stage over its timeout drops the
+/// connection.
 async fn serve_connection(
     stream: TcpStream,
     tls: Option<TlsAcceptor>,
     http1_only: bool,
+    timeouts: ConnTimeouts,
     router: Router,
     registry: Arc<ConnRegistry>,
 ) {
@@ -214,6 +241,7 @@ async fn serve_connection(
     let counts = registry.clone();
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         counts.note_request(req.version());
+        request_ctl.note_request();
         let mut req = req.map(Body::new);
         req.extensions_mut().insert(request_ctl.clone());
         router.clone().oneshot(req)
@@ -221,8 +249,8 @@ async fn serve_connection(
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(None)
+        .timer(HeaderTimer::new(ctl.clone(), timeouts.idle))
+        .header_read_timeout(timeouts.header_read)
         .keep_alive(true);
     builder
         .http2()
@@ -233,14 +261,30 @@ async fn serve_connection(
     } else {
         builder
     };
+    // The first request must arrive within the header timeout: this also bounds what hyper's
+    // own header timer does not see (the protocol sniffing before it, e.g. a connection that
+    // sends nothing at all, or half an HTTP/2 preface).
+    let first_request = async {
+        tokio::time::sleep(timeouts.header_read).await;
+        if ctl.requests() == 0 {
+            tracing::debug!("sim: no request within the header timeout; closing");
+            return;
+        }
+        std::future::pending::<()>().await;
+    };
     let result = match tls {
         Some(acceptor) => {
+            let handshake = tokio::time::timeout(timeouts.tls_handshake, acceptor.accept(io));
             let tls_stream = tokio::select! {
                 () = ctl.killed() => return,
-                accepted = acceptor.accept(io) => match accepted {
-                    Ok(s) => s,
-                    Err(err) => {
+                accepted = handshake => match accepted {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(err)) => {
                         tracing::debug!(%err, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!("sim: TLS handshake timed out; closing");
                         return;
                     }
                 },
@@ -249,6 +293,7 @@ async fn serve_connection(
             let conn = builder.serve_connection(TokioIo::new(tls_stream), service);
             tokio::select! {
                 () = ctl.killed() => return,
+                () = first_request => return,
                 result = conn => result,
             }
         }
@@ -256,6 +301,7 @@ async fn serve_connection(
             let conn = builder.serve_connection(TokioIo::new(io), service);
             tokio::select! {
                 () = ctl.killed() => return,
+                () = first_request => return,
                 result = conn => result,
             }
         }
@@ -306,6 +352,10 @@ impl Sim {
             FaultHandle::new(cfg.faults.clone()),
             cfg.bookmark_interval,
         );
+        state.set_body_limits(crate::api::BodyLimits {
+            max_bytes: cfg.max_request_body,
+            read_timeout: cfg.body_read_timeout,
+        });
         let tls = if cfg.tls {
             Some(TlsMaterial::generate(!cfg.http1_only)?)
         } else {
@@ -315,6 +365,11 @@ impl Sim {
             cfg.addr,
             tls.as_ref().map(|t| t.acceptor.clone()),
             cfg.http1_only,
+            ConnTimeouts {
+                tls_handshake: cfg.tls_handshake_timeout,
+                header_read: cfg.header_read_timeout,
+                idle: cfg.idle_timeout,
+            },
             app(state.clone()),
         ));
         state.set_server(Arc::downgrade(&listener));

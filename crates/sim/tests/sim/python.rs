@@ -10,7 +10,13 @@ use podline_sim::SimConfig;
 use tokio::process::Command;
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/kube_client.py")
+    python_file("kube_client.py")
+}
+
+fn python_file(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(name)
 }
 
 /// Whether the package is importable; panics instead when CI requires it.
@@ -66,4 +72,30 @@ async fn the_python_client_should_work_against_a_sim_that_offers_http2() {
 #[tokio::test]
 async fn the_python_client_should_work_against_an_http1_only_sim() {
     python_against(true).await;
+}
+
+/// The client sends `follow=True` on `read_namespaced_pod_log(..., follow=True)`: the sim must
+/// read that as kube-apiserver does (true), not answer 400, and stream the log to its end.
+#[tokio::test]
+async fn the_python_client_should_follow_a_pod_log() {
+    if !python_client_installed().await {
+        return;
+    }
+    let sim = podline_testkit::start_sim(SimConfig::default()).await;
+    let kubeconfig = podline_testkit::kubeconfig_file(&sim);
+    let mut cmd = Command::new("python3");
+    cmd.arg(python_file("kube_logs.py"))
+        .arg(kubeconfig.path())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(45), cmd.output())
+        .await
+        .expect("the Python client finished within 45 s")
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim() == "ok",
+        "the Python client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sim.shutdown().await;
 }
