@@ -68,7 +68,7 @@ pub use records::{
 };
 pub use sql::{DiskFault, PoolSettings, SqlStore};
 pub use store::Store;
-pub use target::{Backend, DbTarget};
+pub use target::{Backend, DbTarget, Redacted};
 
 /// Opens the store named by a `--db` value (path, `sqlite://`, `postgres://`), runs migrations,
 /// and returns it ready for the recorder and queries. The one call the binary needs.

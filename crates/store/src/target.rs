@@ -30,7 +30,7 @@ impl DbTarget {
     /// says what was expected.
     pub fn parse(value: &str) -> Result<Self, StoreError> {
         let invalid = |reason: &str| StoreError::InvalidTarget {
-            value: redact(value),
+            value: Redacted::new(value).to_string(),
             reason: reason.to_owned(),
         };
         let trimmed = value.trim();
@@ -40,6 +40,9 @@ impl DbTarget {
         if let Some(rest) = strip_scheme(trimmed, &["postgres://", "postgresql://"]) {
             if rest.is_empty() || rest == "/" {
                 return Err(invalid("the PostgreSQL URL names no host or database"));
+            }
+            if let Some(reason) = unsupported_postgres_param(rest) {
+                return Err(invalid(&reason));
             }
             return Ok(DbTarget::Postgres {
                 url: trimmed.to_owned(),
@@ -65,6 +68,14 @@ impl DbTarget {
         }
         if let Some((scheme, _)) = trimmed.split_once("://") {
             return Err(invalid(&format!("unsupported scheme {scheme:?}")));
+        }
+        if Redacted::new(trimmed).hides_anything() {
+            // `host=db password=...`: libpq's keyword/value form, which would otherwise become a
+            // SQLite file named after the password.
+            return Err(invalid(
+                "this looks like a libpq keyword/value connection string with a secret in it; \
+                 give a postgres:// URL instead",
+            ));
         }
         Ok(DbTarget::Sqlite {
             path: PathBuf::from(trimmed),
@@ -92,27 +103,35 @@ impl DbTarget {
         match self {
             DbTarget::Postgres { url } => Ok(url.clone()),
             DbTarget::Sqlite { path } => {
+                let shown = || Redacted::new(&path.to_string_lossy()).to_string();
                 let absolute = absolute(path).map_err(|err| StoreError::InvalidTarget {
-                    value: path.display().to_string(),
+                    value: shown(),
                     reason: format!("cannot resolve the path: {err}"),
                 })?;
                 if let Some(dir) = absolute.parent()
                     && !dir.is_dir()
                 {
                     return Err(StoreError::InvalidTarget {
-                        value: path.display().to_string(),
-                        reason: format!("directory {} does not exist", dir.display()),
+                        value: shown(),
+                        reason: format!(
+                            "directory {} does not exist",
+                            Redacted::new(&dir.to_string_lossy())
+                        ),
                     });
                 }
                 let text = absolute.to_str().ok_or_else(|| StoreError::InvalidTarget {
-                    value: path.display().to_string(),
+                    value: shown(),
                     reason: "the path is not valid UTF-8".to_owned(),
                 })?;
                 if read_only && !absolute.is_file() {
                     return Err(StoreError::InvalidTarget {
-                        value: path.display().to_string(),
-                        reason: "no such store file (run `podline record` or `podline demo` to make one)"
-                            .to_owned(),
+                        value: shown(),
+                        reason: format!(
+                            "the SQLite store {} does not exist (a reader never creates one; \
+                             `podline record --db {}` creates it, or `podline demo` makes a sample)",
+                            Redacted::new(&absolute.to_string_lossy()),
+                            Redacted::new(&path.to_string_lossy()),
+                        ),
                     });
                 }
                 let mode = if read_only { "ro" } else { "rwc" };
@@ -133,12 +152,14 @@ impl FromStr for DbTarget {
     }
 }
 
-/// Shows the target with any password replaced by `***`, safe for logs and error messages.
+/// Shows the target through [`Redacted`], safe for logs and error messages.
 impl fmt::Display for DbTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DbTarget::Sqlite { path } => write!(f, "sqlite://{}", path.display()),
-            DbTarget::Postgres { url } => f.write_str(&redact(url)),
+            DbTarget::Sqlite { path } => {
+                write!(f, "sqlite://{}", Redacted::new(&path.to_string_lossy()))
+            }
+            DbTarget::Postgres { url } => Redacted::new(url).fmt(f),
         }
     }
 }
@@ -178,22 +199,232 @@ fn strip_scheme<'a>(value: &'a str, schemes: &[&str]) -> Option<&'a str> {
     })
 }
 
-/// Replaces the password of `scheme://user:password@host` with `***`.
-fn redact(value: &str) -> String {
-    let Some((scheme, rest)) = value.split_once("://") else {
-        return value.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    match authority.rfind('@') {
-        Some(at) => match authority[..at].split_once(':') {
-            Some((user, _password)) => {
-                format!("{scheme}://{user}:***@{}", &rest[at + 1..])
-            }
-            None => value.to_owned(),
-        },
-        None => value.to_owned(),
+/// A store target (`--db` value: path, `sqlite://`, `postgres://` URL, or whatever the user
+/// typed) made safe to show. The ONE way a target reaches a log line, an error or a page.
+///
+/// Hidden as `***`: the password of `scheme://user:password@host` (everything between the first
+/// `:` of the userinfo and its last `@`, so an unencoded `@`, `/` or `?` in a password is hidden
+/// too), and the value of every secret-like parameter ([`is_secret_key`]: `password`,
+/// `sslpassword`, `token`, ... in any case, percent-encoded or not), both as URL query
+/// parameters (`?password=...&...`) and in libpq's keyword/value form (`password = '...'`).
+/// Over-hiding is preferred to leaking: an odd URL may show less than it could.
+#[derive(Clone, Copy)]
+pub struct Redacted<'a>(&'a str);
+
+impl<'a> Redacted<'a> {
+    /// Wraps a raw target for display.
+    pub fn new(value: &'a str) -> Self {
+        Redacted(value)
     }
+
+    /// Whether displaying hides any part of the value.
+    pub fn hides_anything(&self) -> bool {
+        self.to_string() != self.0
+    }
+}
+
+impl fmt::Display for Redacted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let value = self.0;
+        let Some(scheme_end) = value.find("://").map(|at| at + 3) else {
+            return write_keyword_params(value, f);
+        };
+        f.write_str(&value[..scheme_end])?;
+        let mut rest = &value[scheme_end..];
+        if let Some(at) = rest.rfind('@')
+            && let Some(colon) = rest[..at].find(':')
+        {
+            f.write_str(&rest[..colon])?;
+            f.write_str(":***@")?;
+            rest = &rest[at + 1..];
+        }
+        match rest.split_once('?') {
+            Some((before, query)) => {
+                f.write_str(before)?;
+                f.write_str("?")?;
+                write_query_params(query, f)
+            }
+            None => f.write_str(rest),
+        }
+    }
+}
+
+/// Debug is the redacted text, quoted.
+impl fmt::Debug for Redacted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.to_string(), f)
+    }
+}
+
+/// `a=1&password=x&b=2` with secret values hidden. A segment without `=` after a secret one is
+/// taken as part of its value (an unencoded `&` in a password).
+fn write_query_params(query: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let mut hiding = false;
+    let mut first = true;
+    for segment in query.split('&') {
+        let key = segment.split_once('=').map(|(key, _)| key);
+        if hiding && key.is_none() {
+            continue;
+        }
+        if !first {
+            f.write_str("&")?;
+        }
+        first = false;
+        match key {
+            Some(key) if is_secret_key(key) => {
+                hiding = true;
+                write!(f, "{key}=***")?;
+            }
+            _ => {
+                hiding = false;
+                f.write_str(segment)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// libpq's `key = value key='quoted value'` form with secret values hidden; anything else is
+/// written as it is.
+fn write_keyword_params(text: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let bytes = text.as_bytes();
+    let mut written = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let at_word_start = i == 0 || bytes[i - 1].is_ascii_whitespace();
+        if !at_word_start || bytes[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let key_end = i + text[i..]
+            .find(|c: char| c == '=' || c.is_ascii_whitespace())
+            .unwrap_or(text.len() - i);
+        let mut eq = key_end;
+        while eq < bytes.len() && bytes[eq].is_ascii_whitespace() {
+            eq += 1;
+        }
+        if eq >= bytes.len() || bytes[eq] != b'=' || !is_secret_key(&text[i..key_end]) {
+            i = key_end.max(i + 1);
+            continue;
+        }
+        let mut value_start = eq + 1;
+        while value_start < bytes.len() && bytes[value_start].is_ascii_whitespace() {
+            value_start += 1;
+        }
+        let value_end = if bytes.get(value_start) == Some(&b'\'') {
+            // Quoted: up to the closing quote that is not escaped by a backslash (or the end).
+            let mut j = value_start + 1;
+            while j < bytes.len() && bytes[j] != b'\'' {
+                j += if bytes[j] == b'\\' { 2 } else { 1 };
+            }
+            (j + 1).min(bytes.len())
+        } else {
+            value_start
+                + text[value_start..]
+                    .find(|c: char| c.is_ascii_whitespace())
+                    .unwrap_or(text.len() - value_start)
+        };
+        f.write_str(&text[written..value_start])?;
+        f.write_str("***")?;
+        written = value_end;
+        i = value_end.max(i + 1);
+    }
+    f.write_str(&text[written.min(text.len())..])
+}
+
+/// Whether a parameter name names a credential: contains `pass`, `pwd`, `secret`, `token`,
+/// `key`, `auth` or `cred`, compared case-insensitively after percent-decoding (`PassWord`,
+/// `pass%77ord`, `sslpassword`, `api_key` all count). Hiding a harmless one (`sslkey`, a path)
+/// costs nothing.
+fn is_secret_key(key: &str) -> bool {
+    const SECRET: [&str; 7] = ["pass", "pwd", "secret", "token", "key", "auth", "cred"];
+    let key = percent_decode_lossy(key.trim()).to_ascii_lowercase();
+    SECRET.iter().any(|word| key.contains(word))
+}
+
+fn percent_decode_lossy(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(hi), Some(lo)) = (
+                bytes.get(i + 1).and_then(|b| hex(*b)),
+                bytes.get(i + 2).and_then(|b| hex(*b)),
+            )
+        {
+            // Two hex digits: at most 255, so the cast cannot truncate.
+            out.push((hi * 16 + lo) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Query parameters the PostgreSQL driver understands (sqlx's URL parser; `options[NAME]` too).
+/// It logs any other parameter WITH its value at WARN and then ignores it, so an unknown one
+/// (`Password=`, `sslpassword=`, a typo of `sslmode`) would both leak and be silently dropped.
+const POSTGRES_PARAMS: [&str; 18] = [
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "application_name",
+    "options",
+];
+
+/// Why the URL's query (after `?` in `rest`) cannot be handed to the driver, if it cannot:
+/// a parameter the driver would ignore after logging its value. Names the parameter, never
+/// its value.
+fn unsupported_postgres_param(rest: &str) -> Option<String> {
+    // What the driver's URL parser takes as the query: after the first `?`, before a `#`.
+    let before_fragment = rest.split_once('#').map_or(rest, |(before, _)| before);
+    let (_, query) = before_fragment.split_once('?')?;
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let Some((key, _)) = pair.split_once('=') else {
+            // Never named: it may be the tail of a password with an unencoded `&`.
+            return Some(
+                "a PostgreSQL URL parameter has no `=VALUE` (percent-encode `&` in values as %26)"
+                    .to_owned(),
+            );
+        };
+        let key = percent_decode_lossy(key);
+        let known = POSTGRES_PARAMS.contains(&key.as_str())
+            || (key.starts_with("options[") && key.ends_with(']'));
+        if !known {
+            let shown: String = key.chars().take(40).collect();
+            let hint = if POSTGRES_PARAMS.contains(&key.to_ascii_lowercase().as_str()) {
+                format!(
+                    " (parameter names are case-sensitive: {:?})",
+                    key.to_ascii_lowercase()
+                )
+            } else {
+                String::new()
+            };
+            return Some(format!(
+                "the PostgreSQL URL parameter {shown:?} is not supported{hint}; supported: \
+                 sslmode, sslrootcert, sslcert, sslkey, host, hostaddr, port, dbname, user, \
+                 password, application_name, options, statement-cache-capacity"
+            ));
+        }
+    }
+    None
 }
 
 fn absolute(path: &Path) -> std::io::Result<PathBuf> {
@@ -280,6 +511,100 @@ mod tests {
         assert!(!format!("{target:?}").contains("s3cret"));
         let err = DbTarget::parse("mysql://app:s3cret@db/x").unwrap_err();
         assert!(!err.to_string().contains("s3cret"));
+    }
+
+    #[test]
+    fn redacted_should_hide_every_form_of_password() {
+        for (raw, shown) in [
+            (
+                "postgres://app:Zq9@db:5432/p",
+                "postgres://app:***@db:5432/p",
+            ),
+            ("postgres://app:Z@q/9?x@db/p", "postgres://app:***@db/p"),
+            (
+                "postgres://app@db/p?password=Zq9",
+                "postgres://app@db/p?password=***",
+            ),
+            (
+                "postgresql://db/p?sslmode=require&PassWord=Zq9&application_name=x",
+                "postgresql://db/p?sslmode=require&PassWord=***&application_name=x",
+            ),
+            (
+                "postgres://db/p?PASSWORD=Zq9",
+                "postgres://db/p?PASSWORD=***",
+            ),
+            (
+                "postgres://db/p?sslpassword=Zq9",
+                "postgres://db/p?sslpassword=***",
+            ),
+            (
+                "postgres://db/p?pass%77ord=Zq9",
+                "postgres://db/p?pass%77ord=***",
+            ),
+            (
+                "postgres://db/p?password=Zq&9&port=1",
+                "postgres://db/p?password=***&port=1",
+            ),
+            (
+                "postgres://db/p?auth_token=Zq9",
+                "postgres://db/p?auth_token=***",
+            ),
+            (
+                "host=db password=Zq9 dbname=p",
+                "host=db password=*** dbname=p",
+            ),
+            (
+                "host=db password = 'Z q\\'9' user=u",
+                "host=db password = *** user=u",
+            ),
+            (
+                "postgres://root@127.0.0.1:5432/test",
+                "postgres://root@127.0.0.1:5432/test",
+            ),
+            ("/var/lib/podline/p.db", "/var/lib/podline/p.db"),
+        ] {
+            let got = Redacted::new(raw).to_string();
+            assert_eq!(got, shown, "{raw}");
+            assert!(
+                !got.contains("Zq9") && !got.contains("9'"),
+                "{raw} -> {got}"
+            );
+            assert_eq!(Redacted::new(raw).hides_anything(), raw != shown, "{raw}");
+        }
+        // An `@` in the query after a port: over-hidden rather than leaked.
+        let odd = Redacted::new("postgres://db:5432/p?password=Zq9&application_name=a@b");
+        assert!(!odd.to_string().contains("Zq9"), "{odd}");
+        assert!(!format!("{odd:?}").contains("Zq9"));
+    }
+
+    #[test]
+    fn postgres_params_the_driver_would_log_should_be_refused_without_their_value() {
+        for value in [
+            "postgres://u@db/p?sslpassword=Zq9Marker",
+            "postgres://u@db/p?Password=Zq9Marker",
+            "postgres://u@db/p?sslmod=require",
+            "postgres://u@db/p?password=Zq9&Marker",
+        ] {
+            let err = DbTarget::parse(value).unwrap_err().to_string();
+            assert!(!err.contains("Zq9") && !err.contains("Marker"), "{err}");
+            assert!(err.contains("parameter"), "{err}");
+        }
+        let err = DbTarget::parse("postgres://u@db/p?Password=x").unwrap_err();
+        assert!(err.to_string().contains("case-sensitive"), "{err}");
+        for value in [
+            "postgres://u@db/p?password=Zq9&sslmode=disable&options[statement_timeout]=5s",
+            "postgres://u:p%3Fw@db/p",
+        ] {
+            DbTarget::parse(value).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_libpq_keyword_string_with_a_password_should_not_become_a_sqlite_file() {
+        let err = DbTarget::parse("host=db user=u password=Zq9 dbname=p").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("postgres://"), "{msg}");
+        assert!(!msg.contains("Zq9"), "{msg}");
     }
 
     #[test]
