@@ -177,7 +177,7 @@ pub enum InvalidDuration {
 /// `"365 days (31536000s)"`, `"2147483647s"`: the bound as a user reads it.
 fn describe_max(max: Duration) -> String {
     let secs = max.as_secs();
-    if max.subsec_nanos() == 0 && secs >= 86_400 && secs % 86_400 == 0 {
+    if max.subsec_nanos() == 0 && secs >= 86_400 && secs.is_multiple_of(86_400) {
         format!("{} days ({})", secs / 86_400, Human(max))
     } else {
         Human(max).to_string()
