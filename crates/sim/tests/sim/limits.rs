@@ -120,7 +120,8 @@ async fn huge_durations_on_pods_should_not_stop_the_kubelet() {
     let sim = podline_testkit::start_sim(SimConfig::default().tls(false)).await;
     let pods: Api<Pod> = Api::namespaced(podline_testkit::client(&sim).await, "default");
     let create = |name: &str, spec: Value, annotations: Value| {
-        let pod: Pod = serde_json::from_value(pod_with_spec(name, spec, annotations)).unwrap();
+        let pod: Pod =
+            serde_json::from_value(pod_with_spec(name, spec, annotations)).expect("a pod");
         let pods = pods.clone();
         async move {
             pods.create(&PostParams::default(), &pod)
