@@ -1,0 +1,319 @@
+//! The conformance suite's harness: a [`Target`] is an API server under test, either `podline sim`
+//! started in-process (the default, and what CI runs) or a real cluster named by
+//! `PODLINE_CONFORMANCE_KUBECONFIG`, with a fresh namespace of its own.
+//!
+//! Why it exists: the sim's promise is that no client can tell it from kube-apiserver 1.32 except
+//! by its faults. Each test in `tests/conformance/` states one behaviour of kube-apiserver as an
+//! assertion over raw HTTP (status, reason, message, body shape) through a real client's
+//! connection, so the same test proves the sim right in CI and checks the statement itself against
+//! a real cluster:
+//!
+//! ```sh
+//! cargo nextest run -p podline-conformance                                   # against the sim
+//! PODLINE_CONFORMANCE_KUBECONFIG=~/.kube/config \
+//!   cargo nextest run -p podline-conformance --run-ignored all               # against a cluster
+//! ```
+//!
+//! On a cluster the suite creates and deletes only its own namespaces (`podline-conformance-*`),
+//! and needs the rights to do so. The differences it tolerates between a cluster and the sim are
+//! listed in one place, [`Difference`]; a test that meets one asks [`Target::tolerates`].
+//!
+//! Must not depend on podline's own client stack or recorder: it checks the API server, with
+//! kube-rs's plain client, as any user's tool would talk to it.
+
+use std::time::Duration;
+
+use http::{Method, Request, StatusCode};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use podline_sim::{Sim, SimConfig};
+use serde_json::Value;
+
+/// The environment variable naming a real cluster's kubeconfig; unset, the suite runs on the sim.
+pub const KUBECONFIG_ENV: &str = "PODLINE_CONFORMANCE_KUBECONFIG";
+
+/// Which kind of API server a [`Target`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetKind {
+    /// `podline sim`, started in-process for this test.
+    Sim,
+    /// A real cluster, from [`KUBECONFIG_ENV`].
+    Cluster,
+}
+
+/// The known, accepted differences between a real cluster and the sim: the one list of what the
+/// suite tolerates. Anything not named here must be identical.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Difference {
+    /// A real cluster schedules pods onto real nodes and pulls real images, so timings, node
+    /// names, pod IPs and container ids differ; the sim's kubelet is scripted.
+    KubeletTimings,
+    /// A real cluster has more API groups, resources and admission plugins installed (CRDs,
+    /// webhooks, quotas) than the sim serves; discovery lists are compared for what the sim
+    /// serves, not for equality.
+    InstalledApis,
+}
+
+impl Difference {
+    /// Whether the difference applies on a target of this kind (each is a real cluster's).
+    fn applies_to(self, kind: TargetKind) -> bool {
+        match self {
+            Difference::KubeletTimings | Difference::InstalledApis => kind == TargetKind::Cluster,
+        }
+    }
+}
+
+/// An API server under test with a namespace of its own (deleted when the target drops).
+pub struct Target {
+    client: kube::Client,
+    namespace: String,
+    kind: TargetKind,
+    /// Keeps the in-process sim alive for the test.
+    sim: Option<Sim>,
+}
+
+/// A response as the client saw it: status, headers and body bytes.
+#[derive(Debug)]
+pub struct Raw {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The response headers.
+    pub headers: http::HeaderMap,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Raw {
+    /// The body as JSON; panics with the body when it is not JSON (the test then fails there).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}), status {}: {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    /// The body as text (lossy).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The `content-type` header, or "".
+    pub fn content_type(&self) -> &str {
+        self.headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+impl Target {
+    /// A target for one test: the cluster of [`KUBECONFIG_ENV`] if set, else a new sim with its
+    /// kubelet on (plain HTTP). Either way a fresh namespace is created for the test.
+    pub async fn new() -> Target {
+        Target::with_sim_config(podline_testkit::test_config()).await
+    }
+
+    /// Like [`Target::new`], with this sim configuration when no cluster is given.
+    pub async fn with_sim_config(config: SimConfig) -> Target {
+        let (client, kind, sim) = match std::env::var_os(KUBECONFIG_ENV) {
+            Some(path) => {
+                let kubeconfig = kube::config::Kubeconfig::read_from(&path)
+                    .unwrap_or_else(|e| panic!("{KUBECONFIG_ENV}={path:?}: {e}"));
+                let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                    .await
+                    .unwrap_or_else(|e| panic!("{KUBECONFIG_ENV}={path:?}: {e}"));
+                let client = kube::Client::try_from(config)
+                    .unwrap_or_else(|e| panic!("cannot build a client: {e}"));
+                (client, TargetKind::Cluster, None)
+            }
+            None => {
+                let sim = podline_testkit::start_sim(config).await;
+                let client = podline_testkit::client(&sim).await;
+                (client, TargetKind::Sim, Some(sim))
+            }
+        };
+        let namespace = format!("podline-conformance-{:08x}", rand::random::<u32>());
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create namespace {namespace}: {e}"));
+        Target {
+            client,
+            namespace,
+            kind,
+            sim,
+        }
+    }
+
+    /// Which kind of server this is.
+    pub fn kind(&self) -> TargetKind {
+        self.kind
+    }
+
+    /// Whether this target may differ from kube-apiserver in this known way.
+    pub fn tolerates(&self, difference: Difference) -> bool {
+        difference.applies_to(self.kind)
+    }
+
+    /// The in-process sim, when the target is one (for tests that inject a fault or read the
+    /// sim's ledger; they skip the part on a cluster).
+    pub fn sim(&self) -> Option<&Sim> {
+        self.sim.as_ref()
+    }
+
+    /// The test's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// A kube client for the target (kube-rs defaults).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// `/api/v1/namespaces/<ns>/<resource>`, the path of a core resource in the test namespace.
+    pub fn core_path(&self, resource: &str) -> String {
+        format!("/api/v1/namespaces/{}/{resource}", self.namespace)
+    }
+
+    /// Sends one request as the client would, and returns the answer whatever its status.
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        accept: Option<&str>,
+        body: Vec<u8>,
+    ) -> Raw {
+        let mut request = Request::builder().method(method.clone()).uri(path);
+        if let Some(content_type) = content_type {
+            request = request.header(http::header::CONTENT_TYPE, content_type);
+        }
+        if let Some(accept) = accept {
+            request = request.header(http::header::ACCEPT, accept);
+        }
+        let request = request
+            .body(kube::client::Body::from(body))
+            .unwrap_or_else(|e| panic!("bad request {method} {path}: {e}"));
+        let response = tokio::time::timeout(Duration::from_secs(30), self.client.send(request))
+            .await
+            .unwrap_or_else(|_| panic!("{method} {path}: no answer within 30 s"))
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = tokio::time::timeout(
+            Duration::from_secs(30),
+            response.into_body().collect_bytes(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{method} {path}: body not complete within 30 s"))
+        .unwrap_or_else(|e| panic!("{method} {path}: reading the body: {e}"))
+        .to_vec();
+        Raw {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// GET `path` (JSON).
+    pub async fn get(&self, path: &str) -> Raw {
+        self.request(
+            Method::GET,
+            path,
+            None,
+            Some("application/json"),
+            Vec::new(),
+        )
+        .await
+    }
+
+    /// Sends `body` as JSON with `method` to `path`.
+    pub async fn send_json(&self, method: Method, path: &str, body: &Value) -> Raw {
+        self.request(
+            method,
+            path,
+            Some("application/json"),
+            Some("application/json"),
+            body.to_string().into_bytes(),
+        )
+        .await
+    }
+
+    /// Creates a pod from JSON in the test namespace and returns the answer.
+    pub async fn create_pod(&self, pod: &Value) -> Raw {
+        self.send_json(Method::POST, &self.core_path("pods"), pod)
+            .await
+    }
+}
+
+impl Drop for Target {
+    /// Deletes the test's namespace on a cluster (a sim simply stops). Runs on a thread of its own
+    /// because drop can't await and the test's runtime may be shutting down.
+    fn drop(&mut self) {
+        if self.kind != TargetKind::Cluster {
+            return;
+        }
+        let client = self.client.clone();
+        let namespace = self.namespace.clone();
+        let joined = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                eprintln!("cannot delete namespace {namespace}: no runtime");
+                return;
+            };
+            runtime.block_on(async move {
+                let namespaces: Api<Namespace> = Api::all(client);
+                if let Err(err) = namespaces
+                    .delete(&namespace, &DeleteParams::default())
+                    .await
+                {
+                    eprintln!("cannot delete namespace {namespace}: {err}");
+                }
+            });
+        })
+        .join();
+        if joined.is_err() {
+            eprintln!("deleting namespace {} panicked", self.namespace);
+        }
+    }
+}
+
+/// A minimal valid pod named `name` (one container, never restarted), as JSON.
+pub fn pod(name: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "conformance"}},
+        "spec": {
+            "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", "echo hello"]}],
+            "restartPolicy": "Never"
+        }
+    })
+}
+
+/// Asserts that `raw` is a kube-apiserver Status answer with this code and reason, and returns
+/// its message.
+pub fn assert_status(raw: &Raw, code: u16, reason: &str) -> String {
+    assert_eq!(raw.status.as_u16(), code, "status; body: {}", raw.text());
+    let status = raw.json();
+    assert_eq!(status["kind"], "Status", "{status}");
+    assert_eq!(status["apiVersion"], "v1", "{status}");
+    assert_eq!(status["status"], "Failure", "{status}");
+    assert_eq!(status["reason"], reason, "{status}");
+    assert_eq!(status["code"], code, "{status}");
+    status["message"].as_str().unwrap_or_default().to_owned()
+}
