@@ -7,6 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
+use podline_sim::{FaultAction, FaultRule, FaultVerb};
 use podline_testkit::{client, kubeconfig_file, start_sim, test_config, wait_until};
 use tokio::process::Command;
 
@@ -233,4 +234,172 @@ async fn the_environments_proxy_should_be_used_unless_no_proxy_names_the_cluster
         1,
         "only the direct run created a pod"
     );
+}
+
+/// Runs `podline run --image busybox` with `flags`, `env` and `-- true`; returns (exit code,
+/// stderr).
+async fn run_with(
+    kubeconfig: &std::path::Path,
+    flags: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String) {
+    let mut cmd = podline(kubeconfig);
+    cmd.args(["run", "--image", "busybox"])
+        .args(flags)
+        .args(["--", "true"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(30), cmd.output())
+        .await
+        .expect("podline did not exit")
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A usage error: exit 2, no panic, the message names `named` and contains `range`.
+fn assert_usage(what: &str, (code, stderr): &(Option<i32>, String), named: &str, range: &str) {
+    assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+    assert_eq!(*code, Some(2), "{what}: {stderr}");
+    assert!(
+        stderr.contains(named) && stderr.contains(range),
+        "{what}: wanted {named:?} and {range:?} in {stderr}"
+    );
+}
+
+/// Durations near u64::MAX, as flags or environment values, are usage errors naming the flag
+/// (or variable), the value and the allowed range; nothing is created, nothing panics (before
+/// the bound, `Instant + d` panicked with exit 101, some of them after the pod was created).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_durations_should_be_usage_errors_and_create_nothing() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    const HUGE: &str = "18446744073709551615";
+    for flag in [
+        "--startup-timeout",
+        "--schedule-timeout",
+        "--timeout",
+        "--http2-ping-interval",
+        "--http2-ping-timeout",
+        "--create-deadline",
+        "--log-stall-timeout",
+    ] {
+        let out = run_with(kubeconfig.path(), &[flag, HUGE], &[]).await;
+        assert_usage(flag, &out, flag, "at most 365 days");
+        assert!(out.1.contains(HUGE), "{flag}: {}", out.1);
+    }
+    for (var, named) in [
+        ("PODLINE_STARTUP_TIMEOUT", "--startup-timeout"),
+        ("PODLINE_SCHEDULE_TIMEOUT", "--schedule-timeout"),
+        ("PODLINE_TIMEOUT", "--timeout"),
+        ("PODLINE_HTTP2_PING_INTERVAL", "PODLINE_HTTP2_PING_INTERVAL"),
+        ("PODLINE_HTTP2_PING_TIMEOUT", "PODLINE_HTTP2_PING_TIMEOUT"),
+    ] {
+        let out = run_with(kubeconfig.path(), &[], &[(var, HUGE)]).await;
+        assert_usage(var, &out, named, "at most 365 days");
+        assert!(out.1.contains(HUGE), "{var}: {}", out.1);
+    }
+    assert!(sim.ground_truth().is_empty(), "a pod was created");
+}
+
+/// `--active-deadline` is sent as activeDeadlineSeconds: outside the API's 1..=2147483647 it is
+/// a usage error before anything is created (it used to be sent as i64::MAX).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn active_deadline_out_of_the_apis_range_should_be_a_usage_error() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    for value in ["18446744073709551615", "2147483648", "0"] {
+        let out = run_with(kubeconfig.path(), &["--active-deadline", value], &[]).await;
+        assert_usage(value, &out, "--active-deadline", "1 to 2147483647");
+        let out = run_with(
+            kubeconfig.path(),
+            &[],
+            &[("PODLINE_ACTIVE_DEADLINE", value)],
+        )
+        .await;
+        assert_usage(value, &out, "--active-deadline", "1 to 2147483647");
+    }
+    assert!(sim.ground_truth().is_empty(), "a pod was created");
+    // The top of the range is accepted and sent as is.
+    let out = run_with(kubeconfig.path(), &["--active-deadline", "2147483647"], &[]).await;
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    let truth = sim.ground_truth();
+    assert_eq!(truth.len(), 1);
+}
+
+/// Runs `podline run -f FILE` with `text` as the file.
+async fn run_file(kubeconfig: &std::path::Path, text: &str) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.yaml");
+    std::fs::write(&path, text).unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        podline(kubeconfig)
+            .args(["run", "-f"])
+            .arg(&path)
+            .args(["--parallel", "1"])
+            .output(),
+    )
+    .await
+    .expect("podline did not exit")
+    .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `-f`: the whole file is checked first. A bad second task fails the run (exit 2) before task 1
+/// is created, and the message names task 2 and the field (it used to run tasks 1 and 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_file_with_a_bad_second_task_should_create_nothing() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let out = run_file(
+        kubeconfig.path(),
+        "- image: busybox\n  name: first\n- name: second\n  command: [echo, hi]\n- image: alpine\n  name: third\n",
+    )
+    .await;
+    assert_usage("missing image", &out, "task 2 (\"second\")", "image");
+    assert!(out.1.contains("image: missing"), "{}", out.1);
+    // `command: [true]` is a YAML boolean, not a string: named like any other bad field, not
+    // "data did not match any variant of untagged enum".
+    let out = run_file(
+        kubeconfig.path(),
+        "- image: busybox\n- image: busybox\n  command: [true]\n",
+    )
+    .await;
+    assert_usage("command: [true]", &out, "task 2", "command");
+    assert!(
+        out.1.contains("expected a string") && !out.1.contains("untagged"),
+        "{}",
+        out.1
+    );
+    assert!(sim.ground_truth().is_empty(), "a pod was created");
+}
+
+/// When every create is refused (409 on every attempt), the message is clean, like the 4xx
+/// path's (`HTTP 409 Conflict: ...`), not kube's Debug dump of the Status (`Status { ... }`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhausted_create_retries_should_print_a_clean_message() {
+    let sim = start_sim(test_config()).await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(409))
+            .verb(FaultVerb::Create)
+            .resource("pods"),
+    );
+    let kubeconfig = kubeconfig_file(&sim);
+    let (code, stderr) = run_with(kubeconfig.path(), &["--create-attempts", "3"], &[]).await;
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("create failed after 3 attempts") && stderr.contains("HTTP 409 Conflict"),
+        "{stderr}"
+    );
+    for dump in ["Status {", "ListMeta", "Some(", "continue_"] {
+        assert!(!stderr.contains(dump), "{dump:?} in {stderr}");
+    }
+    assert!(sim.ground_truth().is_empty());
 }

@@ -35,7 +35,8 @@ Exit codes:
   130    interrupted by SIGINT (pod deleted)      143  interrupted by SIGTERM (pod deleted)
 With --count/-f: 0 if every task succeeded, else 1.
 
-Durations accept 90 (seconds), 90s, 2m, 500ms, 1h.
+Durations accept 90 (seconds), 90s, 2m, 500ms, 1h, up to 365 days; --active-deadline takes
+whole seconds from 1 to 2147483647 (the API's range), --delete-grace whole seconds.
 With -o json|yaml the result document goes to stdout and the container's logs to stderr.";
 
 /// Run a command in a new pod, follow its logs and exit with its exit code.
@@ -76,7 +77,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "cpu=1,memory=2Gi", value_parser = parse_limits)]
     pub limits: Option<BTreeMap<String, String>>,
     /// activeDeadlineSeconds: the server stops the pod after this long even if podline dies.
-    #[arg(long, value_name = "DURATION", env = "PODLINE_ACTIVE_DEADLINE", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", env = "PODLINE_ACTIVE_DEADLINE", value_parser = parse_active_deadline)]
     pub active_deadline: Option<Duration>,
     /// Image pull policy of the main container: Always, IfNotPresent or Never.
     #[arg(long, value_name = "POLICY", value_parser = parse_pull_policy)]
@@ -147,7 +148,7 @@ pub struct RunArgs {
     #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_LOG_STALL_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub log_stall_timeout: Duration,
     /// Grace period when podline deletes the pod (default: the pod's own).
-    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_DELETE_GRACE", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_DELETE_GRACE", value_parser = parse_delete_grace)]
     pub delete_grace: Option<Duration>,
     /// The command and its arguments (replaces the image's entrypoint).
     #[arg(last = true, value_name = "CMD")]
@@ -196,12 +197,45 @@ fn parse_on_finish(s: &str) -> Result<OnFinish, String> {
     OnFinish::parse(s).map_err(spec_err)
 }
 
-/// Strict duration parser (the client crate's: `90` = seconds, `90s`, `2m`, `1m30s`, `500ms`,
-/// `1h`); zero is rejected here because every knob it feeds must be positive.
+/// Strict duration parser (the client crate's, bounded: `90` = seconds, `90s`, `2m`, `1m30s`,
+/// `500ms`, `1h`, at most 365 days, so no deadline computed from it can overflow); zero is
+/// rejected here because every knob it feeds must be positive.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = podline_client::timeouts::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))?;
+    positive(s, podline_client::timeouts::parse_duration(s))
+}
+
+fn positive(
+    s: &str,
+    parsed: Result<Duration, podline_client::timeouts::InvalidDuration>,
+) -> Result<Duration, String> {
+    let d = parsed.map_err(|e| format!("{s:?}: {e}"))?;
     if d.is_zero() {
         return Err(format!("{s:?} must be greater than zero"));
+    }
+    Ok(d)
+}
+
+/// `--active-deadline`: sent as `activeDeadlineSeconds`, which the API server accepts from 1 to
+/// 2147483647 whole seconds; anything else is refused here, before a pod is created.
+fn parse_active_deadline(s: &str) -> Result<Duration, String> {
+    let range = "activeDeadlineSeconds takes whole seconds from 1 to 2147483647";
+    let max = podline_launch::spec::MAX_ACTIVE_DEADLINE;
+    let d = podline_client::timeouts::parse_duration_at_most(s, max)
+        .map_err(|e| format!("{s:?}: {e} ({range})"))?;
+    if d.is_zero() || d.subsec_nanos() != 0 {
+        return Err(format!("{s:?} is out of range: {range}"));
+    }
+    Ok(d)
+}
+
+/// `--delete-grace`: sent as `gracePeriodSeconds`, whole seconds (a rounded `500ms` would be 0, a
+/// forced immediate delete), at most the parser's 365 days.
+fn parse_delete_grace(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!(
+            "{s:?} must be a whole number of seconds (it is sent as gracePeriodSeconds)"
+        ));
     }
     Ok(d)
 }
@@ -584,6 +618,65 @@ mod tests {
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("1.5s").is_err());
         assert!(parse_duration("0s").is_err());
+    }
+
+    #[test]
+    fn durations_should_be_bounded_with_a_message_naming_the_value_and_range() {
+        assert_eq!(
+            parse_duration("8760h").unwrap(),
+            Duration::from_secs(365 * 24 * 3600)
+        );
+        for huge in ["18446744073709551615", "8761h", "99999999999999999999ms"] {
+            let err = parse_duration(huge).unwrap_err();
+            assert!(
+                err.contains(huge) && err.contains("at most 365 days"),
+                "{err}"
+            );
+        }
+        for flag in [
+            "--startup-timeout",
+            "--schedule-timeout",
+            "--timeout",
+            "--create-deadline",
+            "--create-backoff-cap",
+            "--log-stall-timeout",
+            "--delete-grace",
+        ] {
+            let err = parse(&[flag, "18446744073709551615"]).unwrap_err();
+            assert!(
+                err.contains(flag) && err.contains("at most 365 days"),
+                "{flag}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn active_deadline_should_be_within_the_apis_range() {
+        assert_eq!(
+            parse_active_deadline("2147483647").unwrap(),
+            Duration::from_secs(2_147_483_647)
+        );
+        assert_eq!(parse_active_deadline("1").unwrap(), Duration::from_secs(1));
+        for bad in ["18446744073709551615", "2147483648", "0", "1500ms"] {
+            let err = parse_active_deadline(bad).unwrap_err();
+            assert!(
+                err.contains(bad) && err.contains("1 to 2147483647"),
+                "{bad}: {err}"
+            );
+        }
+        let err = parse(&["--active-deadline", "2147483648"]).unwrap_err();
+        assert!(err.contains("--active-deadline"), "{err}");
+    }
+
+    #[test]
+    fn delete_grace_should_be_whole_seconds() {
+        assert_eq!(parse_delete_grace("30").unwrap(), Duration::from_secs(30));
+        assert!(
+            parse_delete_grace("500ms")
+                .unwrap_err()
+                .contains("gracePeriodSeconds")
+        );
+        assert!(parse_delete_grace("0").is_err());
     }
 
     #[test]
