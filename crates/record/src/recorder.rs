@@ -20,8 +20,14 @@
 //!
 //! Failures: a retryable store error puts the batch back into the queue (merged with what arrived
 //! since) and retries after a full-jitter backoff; a batch the store refuses outright is split so
-//! that only the pods that cannot be written are dropped (logged by namespace/name, counted). An
-//! undecodable pod object is logged and skipped. Only what no retry can fix (401, 403, a missing
+//! that only the pods that cannot be written are affected: such a pod change is written again
+//! without its free text (messages, reasons, labels, annotations; the store escapes every text it
+//! is given, so this is a last resort against a store that still refuses some, e.g. a PostgreSQL
+//! database in a non-UTF-8 encoding), keeping its phase, exit codes, times and deletion, and only
+//! if even that is refused it is dropped (logged by namespace/name, counted). An undecodable pod
+//! object is logged and skipped. A store whose disk is full keeps failing retryably: the writer
+//! keeps the changes queued (coalesced per pod) and `/readyz` reports the store not writable until
+//! a write succeeds again. Only what no retry can fix (401, 403, a missing
 //! namespace) ends [`Recorder::run`] with an error.
 
 use std::collections::HashSet;
@@ -581,7 +587,28 @@ impl Writer {
                 }
                 Err(err) => {
                     self.metrics.store_error("rejected");
-                    describe_dropped(&single.ops[0], &err);
+                    let Some(plain) = without_free_text(&single.ops[0]) else {
+                        describe_dropped(&single.ops[0], &err);
+                        continue;
+                    };
+                    // The lifecycle (phase, exit codes, times, deletion) matters more than the
+                    // text the store refused: keep the change, without its free text.
+                    match self.store.apply(&Batch::new(vec![plain])).await {
+                        Ok(_) => describe_stripped(&single.ops[0], &err),
+                        Err(again) if again.is_retryable() => {
+                            self.failed(&again);
+                            let mut rest = single.ops;
+                            rest.extend(ops);
+                            self.queue.requeue(Drained {
+                                ops: rest,
+                                resume: batch.resume.map(|r| r.resource_version),
+                                reconcile: None,
+                                oldest,
+                            });
+                            return Err(());
+                        }
+                        Err(again) => describe_dropped(&single.ops[0], &again),
+                    }
                 }
             }
         }
@@ -625,6 +652,40 @@ impl Writer {
         });
         self.health.set_store_writable(false);
         tracing::warn!(error = %err, reason = err.reason(), "store write failed; will retry");
+    }
+}
+
+/// What replaces free text the store refused, so a reader sees that something was there.
+const REFUSED_TEXT: &str = "[podline: the store refused this pod's text; see the recorder log]";
+
+/// `op` with every free-text field a container or a user controls (messages, reasons,
+/// annotations, labels other than the run, image ids) replaced or dropped, for a second try
+/// after the store refused `op` for its content. `None` for ops that carry no such text.
+fn without_free_text(op: &StoreOp) -> Option<StoreOp> {
+    let StoreOp::Upsert(obs) = op else {
+        return None;
+    };
+    let mut plain = obs.clone();
+    plain.labels.clear();
+    plain.annotations.clear();
+    plain.owner = None;
+    plain.reason = plain.reason.as_ref().map(|_| REFUSED_TEXT.to_owned());
+    plain.message = plain.message.as_ref().map(|_| REFUSED_TEXT.to_owned());
+    for c in &mut plain.containers {
+        c.image_id = None;
+        c.reason = c.reason.as_ref().map(|_| REFUSED_TEXT.to_owned());
+        c.message = c.message.as_ref().map(|_| REFUSED_TEXT.to_owned());
+    }
+    Some(StoreOp::Upsert(plain))
+}
+
+fn describe_stripped(op: &StoreOp, err: &podline_store::StoreError) {
+    if let StoreOp::Upsert(obs) = op {
+        tracing::error!(
+            namespace = %obs.namespace, pod = %obs.name, uid = %obs.uid, error = %err,
+            "the store refused this pod change for its text: stored without its messages, \
+             reasons, labels and annotations"
+        );
     }
 }
 

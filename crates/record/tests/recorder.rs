@@ -65,6 +65,7 @@ on_both_stores!(
     records_1000_pods_exactly_when_lists_stall,
     a_restarted_recorder_resumes_without_listing_and_without_duplicates,
     pods_deleted_while_not_watching_are_marked_vanished_after_the_relist,
+    a_hostile_termination_message_is_recorded_exactly_and_the_failure_kept,
 );
 
 /// A fresh store on `backend`, `None` when PostgreSQL tests are skipped on purpose.
@@ -95,6 +96,16 @@ impl Running {
 }
 
 async fn start_recorder(sim: &Sim, store: Arc<dyn Store>, timeouts: WatchTimeouts) -> Running {
+    start_recorder_with(sim, store, timeouts, |_| {}).await
+}
+
+/// [`start_recorder`] with the test's own adjustments to the config.
+async fn start_recorder_with(
+    sim: &Sim,
+    store: Arc<dyn Store>,
+    timeouts: WatchTimeouts,
+    adjust: impl FnOnce(&mut RecorderConfig),
+) -> Running {
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml()).unwrap();
     let connected = connect_with_kubeconfig(
         kubeconfig,
@@ -113,6 +124,7 @@ async fn start_recorder(sim: &Sim, store: Arc<dyn Store>, timeouts: WatchTimeout
     );
     config.linger = Duration::from_millis(20);
     config.store_probe_interval = Duration::from_millis(200);
+    adjust(&mut config);
     let recorder = Recorder::new(connected.client, store, config);
     let (metrics, health) = (recorder.metrics(), recorder.health());
     let shutdown = CancellationToken::new();
@@ -786,6 +798,448 @@ async fn pods_created_and_deleted_during_a_10s_freeze_all_reach_the_store_as_del
     assert!(
         sim.counts().get("watch", "pods") >= 2,
         "the watch resumed after the freeze:\n{metrics}"
+    );
+    rec.stop().await.unwrap();
+}
+
+// ---- issue 16: free text and disk faults ----
+
+/// A termination message no well-behaved container writes, as the sim's kubelet reports it:
+/// NULs (PostgreSQL refuses them in TEXT, SQLite cut at them), the store's escape character and
+/// its escapes, control characters, noncharacters, bidi overrides, SQL, and 64 KiB long.
+fn hostile_message() -> String {
+    let unit = "exit\0code\0\0 ␀ ␀0 ␀␀ \\0 \t\r\n\u{1b}[31m\u{7f}\u{85}\u{feff}\u{fffe}\u{ffff} \
+                \u{202e}evil\u{202c} 🧨 e\u{301} '; DROP TABLE pods; -- \"q\" ";
+    let mut text = String::new();
+    while text.len() < 64 * 1024 {
+        text.push_str(unit);
+    }
+    text
+}
+
+/// Issue 16: a pod whose container fails (exit 3) with a hostile termination message is
+/// recorded exactly: message byte for byte, the failure and exit code, and its deletion with
+/// the final state observed. Before, PostgreSQL refused the batch, the recorder dropped the pod
+/// change, and the pod read `Running`, deleted, `final_state_observed = true`.
+async fn a_hostile_termination_message_is_recorded_exactly_and_the_failure_kept(backend: Backend) {
+    let sim = sim().await;
+    let Some(db) = fresh(backend).await else {
+        return;
+    };
+    let store = db.store.clone();
+    let rec = start_recorder(&sim, store.clone(), timeouts(60, 1000)).await;
+    let message = hostile_message();
+    let api: Api<Pod> = Api::namespaced(podline_testkit::client(&sim).await, NS);
+    let mut hostile: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "hostile",
+            "labels": {"podline.io/run": "h"},
+            "annotations": {
+                "sim.podline.io/duration": "100ms",
+                "sim.podline.io/exit-code": "3",
+                "sim.podline.io/termination-message": message,
+            }
+        },
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &hostile).await.unwrap();
+    // A well-behaved neighbour in the same batches: nothing of it may be lost either.
+    hostile.metadata.name = Some("neighbour".to_owned());
+    hostile.metadata.annotations = Some(BTreeMap::from([(
+        "sim.podline.io/duration".to_owned(),
+        "100ms".to_owned(),
+    )]));
+    api.create(&PostParams::default(), &hostile).await.unwrap();
+    assert_store_equals_truth(&sim, &store, 2, Duration::from_secs(20)).await;
+
+    let stored = store
+        .pod(&PodKey::Name {
+            namespace: NS.to_owned(),
+            name: "hostile".to_owned(),
+        })
+        .await
+        .unwrap()
+        .expect("the hostile pod is recorded");
+    assert_eq!(stored.phase.as_deref(), Some("Failed"));
+    let main = &stored.containers[0];
+    assert_eq!(main.exit_code, Some(3));
+    assert!(
+        main.message.as_deref() == Some(message.as_str()),
+        "the termination message must be stored exactly ({} bytes stored of {})",
+        main.message.as_deref().map_or(0, str::len),
+        message.len()
+    );
+    assert_eq!(
+        stored.annotations.get("sim.podline.io/termination-message"),
+        Some(&message)
+    );
+
+    api.delete("hostile", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            store
+                .pod(&PodKey::Uid(stored.uid.clone()))
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|p| p.deleted_at.is_some())
+        })
+        .await,
+        "the deletion was never recorded"
+    );
+    let gone = store
+        .pod(&PodKey::Uid(stored.uid.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(gone.phase.as_deref(), Some("Failed"), "the failure is kept");
+    assert!(gone.final_state_observed);
+    assert_eq!(gone.containers[0].exit_code, Some(3));
+    let metrics = rec.metrics.render();
+    assert_eq!(
+        sample(
+            &metrics,
+            "podline_record_store_errors_total{kind=\"rejected\"}"
+        ),
+        0,
+        "no pod change may be refused for its content:\n{metrics}"
+    );
+    rec.stop().await.unwrap();
+}
+
+/// A tmpfs of `size` on a fresh directory, unmounted on drop; `None` (loudly) where mounting is
+/// not permitted.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(out) if out.status.success() => Some(Tmpfs { dir }),
+            other => {
+                eprintln!(
+                    "\n*** cannot mount a tmpfs here ({other:?}): the real full-disk recorder \
+                     test is SKIPPED, nothing was checked ***\n"
+                );
+                None
+            }
+        }
+    }
+
+    /// Fills the file system to the last byte; returns the filler to delete.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let filler = self.dir.path().join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0xa5_u8; 4096];
+        while file.write_all(&chunk).is_ok() {}
+        while file.write_all(&chunk[..1]).is_ok() {}
+        let _ = file.sync_all();
+        filler
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+fn store_not_writable(health: &Health) -> bool {
+    health
+        .readiness()
+        .problems
+        .iter()
+        .any(|p| p == "store not writable")
+}
+
+/// Issue 16: the SQLite store's file system fills up (a real full disk: a 4 MiB tmpfs, filled)
+/// while pods are created, run, finish and are deleted. `/readyz` goes not ready; once space
+/// comes back it is ready again within one retry period, and every pod that came and went
+/// meanwhile is in the store (before, the recorder stayed on its dead connections, not ready,
+/// until restarted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_is_survived_and_every_pod_recorded_once_space_is_back() {
+    let Some(fs) = Tmpfs::mount("4m") else { return };
+    let db = fs.dir.path().join("podline.db");
+    let store = podline_store::open(&db.to_string_lossy()).await.unwrap();
+    let sim = sim().await;
+    let retry_cap = Duration::from_millis(400);
+    let rec = start_recorder_with(&sim, store.clone(), timeouts(60, 1000), |config| {
+        config.store_backoff =
+            FullJitter::try_new(Duration::from_millis(50), retry_cap, 2.0).unwrap();
+    })
+    .await;
+    create_pods(&sim, "a", 30).await;
+    assert_store_equals_truth(&sim, &store, 30, Duration::from_secs(20)).await;
+    assert!(rec.health.readiness().is_ready());
+
+    let filler = fs.fill();
+    create_pods(&sim, "b", 120).await;
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            store_not_writable(&rec.health)
+        })
+        .await,
+        "a full disk must make /readyz not ready: {:?}",
+        rec.health.readiness()
+    );
+    // Pods come and go while the disk is full.
+    assert!(wait_until(Duration::from_secs(20), || async { finished(&sim, 150) }).await);
+    let api: Api<Pod> = Api::namespaced(podline_testkit::client(&sim).await, NS);
+    for i in 0..40 {
+        api.delete(&format!("b-{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await; // the writer keeps failing meanwhile
+    assert!(store_not_writable(&rec.health), "still full");
+    assert!(store.health().await.is_err(), "the disk really is full");
+
+    std::fs::remove_file(filler).unwrap();
+    let freed = tokio::time::Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            rec.health.readiness().is_ready()
+        })
+        .await,
+        "not ready again after space came back: {:?}",
+        rec.health.readiness()
+    );
+    // One retry period (the backoff cap) plus a write and a little scheduling slack.
+    assert!(
+        freed.elapsed() < retry_cap + Duration::from_secs(2),
+        "ready again only after {:?}",
+        freed.elapsed()
+    );
+    assert_store_equals_truth(&sim, &store, 150, Duration::from_secs(20)).await;
+    rec.stop().await.unwrap();
+}
+
+/// Issue 16: the SQLite file deleted under a running recorder. The store re-creates and
+/// migrates it (loudly: what the deleted file held is gone with it), and every pod created
+/// afterwards is recorded in the new file, where readers find it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_database_file_is_re_created_and_recording_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("podline.db");
+    let store = podline_store::open(&db.to_string_lossy()).await.unwrap();
+    let sim = sim().await;
+    let rec = start_recorder(&sim, store.clone(), timeouts(60, 1000)).await;
+    create_pods(&sim, "a", 10).await;
+    assert_store_equals_truth(&sim, &store, 10, Duration::from_secs(20)).await;
+
+    std::fs::remove_file(&db).unwrap();
+    create_pods(&sim, "b", 20).await;
+    assert!(wait_until(Duration::from_secs(20), || async { finished(&sim, 30) }).await);
+    let reader = || async {
+        let reader = podline_store::open_read_only(&db.to_string_lossy())
+            .await
+            .ok()?;
+        reader.pods(&PodFilter::default()).await.ok()
+    };
+    let later: Vec<_> = sim
+        .ground_truth()
+        .into_iter()
+        .filter(|h| h.name.starts_with("b-"))
+        .collect();
+    let converged = wait_until(Duration::from_secs(20), || async {
+        reader().await.is_some_and(|pods| {
+            let pods: Vec<_> = pods
+                .into_iter()
+                .filter(|p| p.name.starts_with("b-"))
+                .collect();
+            audit::compare_records(&pods, &later).is_ok()
+        })
+    })
+    .await;
+    let pods = reader().await.unwrap_or_default();
+    let pods: Vec<_> = pods
+        .into_iter()
+        .filter(|p| p.name.starts_with("b-"))
+        .collect();
+    assert!(
+        converged,
+        "pods created after the deletion are missing from the file: {}",
+        audit::compare_records(&pods, &later)
+    );
+    assert!(
+        rec.health.readiness().is_ready(),
+        "{:?}",
+        rec.health.readiness()
+    );
+    rec.stop().await.unwrap();
+}
+
+/// A store that refuses, as a data error no retry fixes, every batch with a pod change whose
+/// text contains [`REFUSED_MARKER`] (as a PostgreSQL database in a non-UTF-8 encoding refuses
+/// an emoji), and passes everything else to the real store.
+struct RefusingStore {
+    inner: Arc<dyn Store>,
+}
+
+const REFUSED_MARKER: &str = "untranslatable-🧨";
+
+impl RefusingStore {
+    fn refuses(batch: &podline_store::Batch) -> bool {
+        batch.ops.iter().any(|op| match op {
+            podline_store::StoreOp::Upsert(obs) => {
+                let texts = obs
+                    .annotations
+                    .values()
+                    .chain(obs.message.iter())
+                    .chain(obs.containers.iter().flat_map(|c| c.message.iter()));
+                texts.into_iter().any(|t| t.contains(REFUSED_MARKER))
+            }
+            _ => false,
+        })
+    }
+}
+
+type Fut<'a, T> = futures::future::BoxFuture<'a, Result<T, podline_store::StoreError>>;
+
+impl Store for RefusingStore {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    fn migrate(&self) -> Fut<'_, podline_store::MigrationReport> {
+        self.inner.migrate()
+    }
+    fn apply<'a>(&'a self, batch: &'a podline_store::Batch) -> Fut<'a, podline_store::ApplyReport> {
+        if Self::refuses(batch) {
+            // A data error: not retryable (the real one would be a Query error with SQLSTATE
+            // 22P05, which needs a driver error to build).
+            return Box::pin(async {
+                Err(podline_store::StoreError::Corrupt {
+                    what: "pods.message",
+                    value: "character has no equivalent in encoding LATIN1".to_owned(),
+                })
+            });
+        }
+        self.inner.apply(batch)
+    }
+    fn resume_point<'a>(&'a self, key: &'a str) -> Fut<'a, Option<podline_store::ResumePoint>> {
+        self.inner.resume_point(key)
+    }
+    fn live_pods<'a>(
+        &'a self,
+        scope: &'a podline_store::LiveScope,
+    ) -> Fut<'a, Vec<podline_store::LivePod>> {
+        self.inner.live_pods(scope)
+    }
+    fn runs<'a>(
+        &'a self,
+        filter: &'a podline_store::RunFilter,
+    ) -> Fut<'a, Vec<podline_store::RunSummary>> {
+        self.inner.runs(filter)
+    }
+    fn pods<'a>(&'a self, filter: &'a PodFilter) -> Fut<'a, Vec<podline_store::PodRecord>> {
+        self.inner.pods(filter)
+    }
+    fn pod<'a>(&'a self, key: &'a PodKey) -> Fut<'a, Option<podline_store::PodRecord>> {
+        self.inner.pod(key)
+    }
+    fn failures<'a>(
+        &'a self,
+        filter: &'a podline_store::FailureFilter,
+    ) -> Fut<'a, Vec<podline_store::FailureGroup>> {
+        self.inner.failures(filter)
+    }
+    fn changes(
+        &self,
+        since: Option<jiff::Timestamp>,
+        limit: u32,
+    ) -> Fut<'_, podline_store::Changes> {
+        self.inner.changes(since, limit)
+    }
+    fn counts(&self) -> Fut<'_, podline_store::Counts> {
+        self.inner.counts()
+    }
+    fn health(&self) -> Fut<'_, ()> {
+        self.inner.health()
+    }
+}
+
+/// Issue 16: when the store refuses a pod change for its content (a data error, not a lost
+/// connection), the recorder neither retries it forever nor drops it: it stores the change
+/// without its free text, so the pod still reads Failed with its exit code, then deleted with
+/// its final state observed. Everything else in the same batches is stored as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_change_the_store_refuses_for_its_text_is_kept_without_the_text() {
+    let sim = sim().await;
+    let db = fresh(Backend::Sqlite).await.unwrap();
+    let store: Arc<dyn Store> = Arc::new(RefusingStore {
+        inner: db.store.clone(),
+    });
+    let rec = start_recorder(&sim, store.clone(), timeouts(60, 1000)).await;
+    let api: Api<Pod> = Api::namespaced(podline_testkit::client(&sim).await, NS);
+    let refused: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "refused",
+            "labels": {"podline.io/run": "r"},
+            "annotations": {
+                "sim.podline.io/duration": "100ms",
+                "sim.podline.io/exit-code": "3",
+                "sim.podline.io/termination-message": format!("boom {REFUSED_MARKER}"),
+            }
+        },
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &refused).await.unwrap();
+    create_pods(&sim, "ok", 20).await;
+    assert_store_equals_truth(&sim, &store, 21, Duration::from_secs(20)).await;
+
+    api.delete("refused", &DeleteParams::default())
+        .await
+        .unwrap();
+    let key = PodKey::Name {
+        namespace: NS.to_owned(),
+        name: "refused".to_owned(),
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            store
+                .pod(&key)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|p| p.deleted_at.is_some())
+        })
+        .await,
+        "the deletion was never recorded"
+    );
+    let pod = store.pod(&key).await.unwrap().unwrap();
+    assert_eq!(pod.phase.as_deref(), Some("Failed"));
+    assert!(pod.final_state_observed);
+    assert_eq!(pod.run.as_deref(), Some("r"), "the run is kept");
+    let main = &pod.containers[0];
+    assert_eq!(main.exit_code, Some(3));
+    assert!(
+        main.message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("[podline:")),
+        "{:?}",
+        main.message
+    );
+    assert!(pod.annotations.is_empty());
+    assert!(
+        sample(
+            &rec.metrics.render(),
+            "podline_record_store_errors_total{kind=\"rejected\"}"
+        ) >= 1
     );
     rec.stop().await.unwrap();
 }
