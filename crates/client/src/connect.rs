@@ -39,6 +39,7 @@ use kube::client::{Body, DynBody};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tower::{BoxError, ServiceExt};
 
+use crate::error::Chain;
 use crate::ping::Http2Ping;
 use crate::timeouts::DEFAULT_CLIENT_TIMEOUT;
 use crate::transport::{self, TransportError, TransportTimeouts};
@@ -118,16 +119,18 @@ impl std::fmt::Debug for Connected {
 }
 
 /// Why no client could be built. Messages name the file or source that failed.
+///
+/// Each message is complete on its own (it includes what kube reported, each cause once), so
+/// `source()` returns nothing: a chain printer would otherwise print the causes twice.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConnectError {
     /// A kubeconfig was found but could not be read, parsed or used (e.g. unknown context).
-    #[error("cannot use kubeconfig from {source_name}: {error}")]
+    #[error("cannot use kubeconfig from {source_name}: {}", Chain(error))]
     Kubeconfig {
         /// Where it came from.
         source_name: ConfigSource,
         /// What kube said.
-        #[source]
         error: kube::config::KubeconfigError,
     },
     /// `--context` makes no sense without a kubeconfig.
@@ -137,13 +140,13 @@ pub enum ConnectError {
     ContextWithoutKubeconfig(String),
     /// No kubeconfig anywhere and not running in a cluster.
     #[error(
-        "no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run in a pod ({0})"
+        "no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run in a pod ({})", Chain(.0)
     )]
-    NoConfig(#[source] kube::config::InClusterError),
+    NoConfig(kube::config::InClusterError),
     /// The configuration was read but the client could not be built (TLS material, auth,
     /// server name...).
-    #[error("cannot build a Kubernetes client: {0}")]
-    Transport(#[source] TransportError),
+    #[error("cannot build a Kubernetes client: {}", Chain(.0))]
+    Transport(TransportError),
 }
 
 /// Where to look, injected so tests need not touch the process environment.
@@ -158,10 +161,11 @@ pub struct Lookup {
 }
 
 impl Lookup {
-    /// The real process environment, plus the flag.
+    /// The real process environment, plus the flag. An empty flag or variable counts as unset,
+    /// as in kubectl.
     pub fn from_env(flag: Option<PathBuf>) -> Self {
         Self {
-            flag,
+            flag: flag.filter(|path| !path.as_os_str().is_empty()),
             kubeconfig_env: std::env::var_os("KUBECONFIG"),
             home: std::env::home_dir(),
         }
@@ -171,8 +175,8 @@ impl Lookup {
 /// Connects like kubectl (see the module doc) and returns the client and its default namespace.
 pub async fn connect(opts: &ConnectOptions) -> Result<Connected, ConnectError> {
     let lookup = Lookup::from_env(opts.kubeconfig.clone());
-    let (config, source) = load_config(&lookup, opts.context.as_deref()).await?;
-    finish(config, source, opts).await
+    let loaded = load(&lookup, opts.context.as_deref()).await?;
+    finish(loaded, opts).await
 }
 
 /// Builds a client from an already loaded kubeconfig (tests, the sim's own kubeconfig).
@@ -181,15 +185,24 @@ pub async fn connect_with_kubeconfig(
     source: ConfigSource,
     opts: &ConnectOptions,
 ) -> Result<Connected, ConnectError> {
-    let config = config_from_kubeconfig(kubeconfig, opts.context.as_deref(), &source).await?;
-    finish(config, source, opts).await
+    let (config, ca) = config_from_kubeconfig(kubeconfig, opts.context.as_deref(), &source).await?;
+    finish(Loaded { config, source, ca }, opts).await
 }
 
-async fn finish(
-    mut config: kube::Config,
+/// A configuration and where it (and its CA certificates) came from.
+struct Loaded {
+    config: kube::Config,
     source: ConfigSource,
-    opts: &ConnectOptions,
-) -> Result<Connected, ConnectError> {
+    /// Where the trusted CA certificates come from, for TLS error messages.
+    ca: String,
+}
+
+async fn finish(loaded: Loaded, opts: &ConnectOptions) -> Result<Connected, ConnectError> {
+    let Loaded {
+        mut config,
+        source,
+        ca,
+    } = loaded;
     if let Some(ns) = &opts.namespace {
         config.default_namespace = ns.clone();
     }
@@ -201,7 +214,7 @@ async fn finish(
             "TLS certificate verification is OFF (insecure-skip-tls-verify in the kubeconfig)"
         );
     }
-    let client = client_from_config(config, opts.client_timeout, opts.http2_ping)?;
+    let client = client_with_ca(config, opts.client_timeout, opts.http2_ping, &ca)?;
     warm_up(&client, opts.client_timeout).await;
     tracing::debug!(%source, cluster = %cluster_url, %namespace, "kubernetes client ready");
     Ok(Connected {
@@ -234,11 +247,17 @@ pub async fn load_config(
     lookup: &Lookup,
     context: Option<&str>,
 ) -> Result<(kube::Config, ConfigSource), ConnectError> {
+    let loaded = load(lookup, context).await?;
+    Ok((loaded.config, loaded.source))
+}
+
+/// [`load_config`], plus where the CA certificates came from.
+async fn load(lookup: &Lookup, context: Option<&str>) -> Result<Loaded, ConnectError> {
     let found = find_kubeconfig(lookup)?;
     match found {
         Some((kubeconfig, source)) => {
-            let config = config_from_kubeconfig(kubeconfig, context, &source).await?;
-            Ok((config, source))
+            let (config, ca) = config_from_kubeconfig(kubeconfig, context, &source).await?;
+            Ok(Loaded { config, source, ca })
         }
         None => {
             if let Some(ctx) = context {
@@ -246,10 +265,17 @@ pub async fn load_config(
             }
             let mut config = kube::Config::incluster().map_err(ConnectError::NoConfig)?;
             config.proxy_url = proxy_from_environment(&config.cluster_url)?;
-            Ok((config, ConfigSource::InCluster))
+            Ok(Loaded {
+                config,
+                source: ConfigSource::InCluster,
+                ca: format!("the service account's CA file {IN_CLUSTER_CA}"),
+            })
         }
     }
 }
+
+/// Where a pod's service account CA is mounted (kube reads it from there for in-cluster).
+const IN_CLUSTER_CA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
 
 /// Reads the kubeconfig chosen by `lookup`, or `None` when there is none (use in-cluster).
 fn find_kubeconfig(lookup: &Lookup) -> Result<Option<(Kubeconfig, ConfigSource)>, ConnectError> {
@@ -292,16 +318,19 @@ fn find_kubeconfig(lookup: &Lookup) -> Result<Option<(Kubeconfig, ConfigSource)>
     Ok(None)
 }
 
+/// The client configuration for `context` of `kubeconfig`, and a description of where its CA
+/// certificates come from.
 async fn config_from_kubeconfig(
     kubeconfig: Kubeconfig,
     context: Option<&str>,
     source: &ConfigSource,
-) -> Result<kube::Config, ConnectError> {
+) -> Result<(kube::Config, String), ConnectError> {
     let options = KubeConfigOptions {
         context: context.map(str::to_string),
         ..Default::default()
     };
     let explicit_proxy = names_a_proxy(&kubeconfig, context);
+    let ca = describe_ca(&kubeconfig, context, source);
     let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
         .map_err(|error| ConnectError::Kubeconfig {
@@ -311,29 +340,54 @@ async fn config_from_kubeconfig(
     if !explicit_proxy {
         config.proxy_url = proxy_from_environment(&config.cluster_url)?;
     }
-    Ok(config)
+    Ok((config, ca))
 }
 
-/// Whether the kubeconfig's cluster for `context` (default: the current context) sets
-/// `proxy-url`, which then wins over the environment, as in kubectl.
-fn names_a_proxy(kubeconfig: &Kubeconfig, context: Option<&str>) -> bool {
-    let Some(context) = context
-        .map(str::to_owned)
-        .or_else(|| kubeconfig.current_context.clone())
-    else {
-        return false;
-    };
+/// The kubeconfig's cluster for `context` (default: the current context), with its name.
+fn selected_cluster<'k>(
+    kubeconfig: &'k Kubeconfig,
+    context: Option<&str>,
+) -> Option<(&'k str, &'k kube::config::Cluster)> {
+    let context = context.or(kubeconfig.current_context.as_deref())?;
     let cluster = kubeconfig
         .contexts
         .iter()
         .find(|named| named.name == context)
         .and_then(|named| named.context.as_ref())
-        .map(|context| context.cluster.as_str());
-    cluster
-        .and_then(|name| kubeconfig.clusters.iter().find(|named| named.name == name))
-        .and_then(|named| named.cluster.as_ref())
-        .and_then(|cluster| cluster.proxy_url.as_deref())
+        .map(|context| context.cluster.as_str())?;
+    kubeconfig
+        .clusters
+        .iter()
+        .find(|named| named.name == cluster)
+        .and_then(|named| Some((named.name.as_str(), named.cluster.as_ref()?)))
+}
+
+/// Whether the kubeconfig's cluster for `context` (default: the current context) sets
+/// `proxy-url`, which then wins over the environment, as in kubectl.
+fn names_a_proxy(kubeconfig: &Kubeconfig, context: Option<&str>) -> bool {
+    selected_cluster(kubeconfig, context)
+        .and_then(|(_, cluster)| cluster.proxy_url.as_deref())
         .is_some_and(|url| !url.is_empty())
+}
+
+/// Where the CA certificates of the cluster for `context` come from, as a TLS error names it:
+/// the kubeconfig's `certificate-authority-data` (which wins, as in kube), its
+/// `certificate-authority` file, or the system's roots when it names none.
+fn describe_ca(kubeconfig: &Kubeconfig, context: Option<&str>, source: &ConfigSource) -> String {
+    match selected_cluster(kubeconfig, context) {
+        Some((name, cluster)) if cluster.certificate_authority_data.is_some() => {
+            format!("the certificate-authority-data of cluster {name:?} in {source}")
+        }
+        Some((name, cluster)) => match &cluster.certificate_authority {
+            Some(path) => {
+                format!("the certificate-authority file {path} (cluster {name:?} in {source})")
+            }
+            None => format!(
+                "the system's trusted root certificates (cluster {name:?} in {source} names no certificate-authority)"
+            ),
+        },
+        None => format!("the CA certificates of {source}"),
+    }
 }
 
 /// The proxy the environment names for `cluster_url` (see [`crate::proxy::from_environment`]).
@@ -359,12 +413,27 @@ pub fn client_from_config(
     client_timeout: Duration,
     ping: Http2Ping,
 ) -> Result<kube::Client, ConnectError> {
+    let ca = if config.root_cert.is_some() {
+        "the CA certificates of the configuration"
+    } else {
+        "the system's trusted root certificates"
+    };
+    client_with_ca(config, client_timeout, ping, ca)
+}
+
+/// [`client_from_config`], naming where the CA certificates came from (`ca`) in TLS errors.
+fn client_with_ca(
+    config: kube::Config,
+    client_timeout: Duration,
+    ping: Http2Ping,
+    ca: &str,
+) -> Result<kube::Client, ConnectError> {
     let timeouts = TransportTimeouts {
         connect: client_timeout.min(MAX_CONNECT_TIMEOUT),
         io: client_timeout + READ_TIMEOUT_MARGIN,
         headers: client_timeout + READ_TIMEOUT_MARGIN,
     };
-    let builder = transport::build(&config, timeouts, ping).map_err(ConnectError::Transport)?;
+    let builder = transport::build(&config, timeouts, ping, ca).map_err(ConnectError::Transport)?;
     Ok(builder
         .with_layer(&tower::layer::layer_fn(retry_after_into_status))
         .build())

@@ -22,3 +22,50 @@ pub enum InvalidBackoff {
     #[error("backoff factor must be a finite number >= 1, got {0}")]
     Factor(f64),
 }
+
+/// Formats an error and its causes on one line (`top: cause: root`), each cause once.
+///
+/// Why it exists: many errors in the stack (kube's, and formerly podline's own) print their
+/// source in `Display` *and* return it from `source()`, so the usual chain printers (`{:#}` of
+/// anyhow, a `source()` walk) repeat the same cause two to four times. A cause whose text is
+/// already part of what was printed adds nothing and is skipped.
+#[derive(Clone, Copy)]
+pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut cause = self.0.source();
+        f.write_str(&once_each(
+            self.0.to_string(),
+            std::iter::from_fn(|| {
+                let next = cause?;
+                cause = next.source();
+                Some(next.to_string())
+            }),
+        ))
+    }
+}
+
+impl std::fmt::Debug for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+/// Joins `top` and the texts of its causes with `": "`, leaving out every cause whose text is
+/// empty or already contained in what was joined so far. Public for the binary, whose errors are
+/// `anyhow` chains: `once_each(err.to_string(), err.chain().skip(1).map(|e| e.to_string()))`.
+pub fn once_each(top: String, causes: impl IntoIterator<Item = String>) -> String {
+    let mut out = top;
+    for text in causes {
+        let text = text.trim();
+        if text.is_empty() || out.contains(text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(text);
+    }
+    out
+}

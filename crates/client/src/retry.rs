@@ -15,7 +15,7 @@
 //! | 408, client-side timeouts | `Retry` | `timeout` |
 //! | connection refused / reset, TLS handshake I/O, truncated body | `Retry` | `transport` |
 //! | 400, 401, 403, 404, 405, 410, 415, 422 | `Fatal` | `bad_request`, `unauthorized`, `forbidden`, `not_found`, `method_not_allowed`, `gone`, `unsupported_media_type`, `invalid` |
-//! | the server's TLS certificate is rejected | `Fatal` | `tls` |
+//! | the server's TLS certificate is rejected, or an `http://` URL names a TLS server | `Fatal` | `tls` |
 //! | any other status, undecodable bodies, bad config | `Fatal` | `client_error`, `server_error`, `unexpected_status`, `decode`, `config`, `auth` |
 //!
 //! 410 is fatal here because a *unary* call cannot fix it by repeating itself; the watch handles
@@ -34,6 +34,7 @@ use kube::core::Status;
 use tokio::time::Instant;
 
 use crate::backoff::FullJitter;
+use crate::transport::{FailureKind, TransportFailure};
 
 /// What a caller should do about a failed call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +81,7 @@ pub fn classify(err: &kube::Error) -> Disposition {
         E::HyperError(e) if e.is_timeout() => transient("timeout"),
         E::HyperError(_) => transient("transport"),
         E::Service(e) => {
-            if is_bad_certificate(e.as_ref()) {
+            if is_bad_certificate(e.as_ref()) || speaks_tls(e.as_ref()) {
                 fatal("tls")
             } else if is_timeout(e.as_ref()) {
                 transient("timeout")
@@ -159,8 +160,9 @@ fn fatal(reason: &'static str) -> Disposition {
 }
 
 /// Calls `found` on every error in the cause chain, including the error wrapped inside an
-/// `io::Error` (whose `source()` skips it).
-fn any_cause(
+/// `io::Error` (whose `source()` skips it) and the cause a [`TransportFailure`] describes in its
+/// message instead of returning it from `source()`.
+pub(crate) fn any_cause(
     err: &(dyn std::error::Error + 'static),
     found: &dyn Fn(&(dyn std::error::Error + 'static)) -> bool,
 ) -> bool {
@@ -176,6 +178,11 @@ fn any_cause(
         {
             return true;
         }
+        if let Some(failure) = e.downcast_ref::<TransportFailure>()
+            && any_cause(failure.cause(), found)
+        {
+            return true;
+        }
         cause = e.source();
     }
     false
@@ -188,6 +195,14 @@ fn is_bad_certificate(err: &(dyn std::error::Error + 'static)) -> bool {
             e.downcast_ref::<rustls::Error>(),
             Some(rustls::Error::InvalidCertificate(_))
         )
+    })
+}
+
+/// Whether an `http://` URL reached a TLS server: no retry fixes that either.
+fn speaks_tls(err: &(dyn std::error::Error + 'static)) -> bool {
+    any_cause(err, &|e| {
+        e.downcast_ref::<TransportFailure>()
+            .is_some_and(|f| f.kind() == FailureKind::SpeaksTls)
     })
 }
 

@@ -74,13 +74,12 @@ pub enum TransportError {
     #[error(transparent)]
     Kube(#[from] kube::Error),
     /// The kubeconfig's `tls-server-name` is not a valid DNS name or IP address.
-    #[error("tls-server-name {name:?} in the kubeconfig is not a valid server name: {source}")]
+    #[error("tls-server-name {name:?} in the kubeconfig is not a valid server name: {reason}")]
     TlsServerName {
         /// The name.
         name: String,
-        /// What rustls said.
-        #[source]
-        source: rustls::pki_types::InvalidDnsNameError,
+        /// What rustls said (in the message, so not also a `source()`).
+        reason: rustls::pki_types::InvalidDnsNameError,
     },
     /// The kubeconfig's `proxy-url` cannot be used (see [`crate::proxy`]).
     #[error(transparent)]
@@ -88,11 +87,19 @@ pub enum TransportError {
 }
 
 /// Builds the client: the transport (see the module doc) under kube's auth and URI layers.
+/// `ca` says where the trusted CA certificates came from, for the message of a rejected server
+/// certificate.
 pub(crate) fn build(
     config: &kube::Config,
     timeouts: TransportTimeouts,
     ping: Http2Ping,
+    ca: &str,
 ) -> Result<kube::client::ClientBuilder<Stack>, TransportError> {
+    let peer = Arc::new(Peer {
+        server: config.cluster_url.to_string(),
+        plain_http: config.cluster_url.scheme_str() == Some("http"),
+        ca: ca.to_owned(),
+    });
     let mut tcp = HttpConnector::new();
     tcp.enforce_http(false);
     tcp.set_nodelay(true);
@@ -103,9 +110,9 @@ pub(crate) fn build(
         .https_or_http();
     if let Some(name) = &config.tls_server_name {
         let server_name =
-            ServerName::try_from(name.clone()).map_err(|source| TransportError::TlsServerName {
+            ServerName::try_from(name.clone()).map_err(|reason| TransportError::TlsServerName {
                 name: name.clone(),
-                source,
+                reason,
             })?;
         https = https
             .with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(server_name));
@@ -133,7 +140,7 @@ pub(crate) fn build(
         .layer(config.extra_headers_layer()?)
         .layer(tower::timeout::TimeoutLayer::new(timeouts.headers))
         .layer(tower::layer::layer_fn(NoteVersion))
-        .map_err(BoxError::from)
+        .map_err(move |err| -> BoxError { Box::new(TransportFailure::new(err, &peer)) })
         .service(client)
         .map_response(|resp: Response<hyper::body::Incoming>| {
             resp.map(|body| {
@@ -145,6 +152,160 @@ pub(crate) fn build(
         service,
         config.default_namespace.clone(),
     ))
+}
+
+/// The server a transport talks to, for its error messages.
+#[derive(Debug)]
+struct Peer {
+    /// The cluster URL.
+    server: String,
+    /// Whether the URL is `http://` (no TLS).
+    plain_http: bool,
+    /// Where the trusted CA certificates came from.
+    ca: String,
+}
+
+/// What kind of failure a [`TransportFailure`] is, for classification ([`crate::retry`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// TLS rejected the server's certificate (unknown issuer, name mismatch, expired...): no
+    /// retry can fix it.
+    UntrustedCertificate,
+    /// An `http://` URL names a server that speaks TLS: it answered the plain request with a
+    /// TLS alert or other non-HTTP bytes. No retry can fix it.
+    SpeaksTls,
+    /// Anything else (refused, reset, timed out, a failed handshake...): [`crate::retry`]
+    /// classifies it by its cause.
+    Other,
+}
+
+/// A request that failed below HTTP (connect, TLS, the connection itself), described for an
+/// operator: which server, what went wrong, and for a rejected certificate which CA was used.
+///
+/// Why it exists: hyper reports these as `client error (Connect)` and keeps the cause in its
+/// `source()` chain, which most messages (kube's `ServiceError: ...` among them) never show. The
+/// message here is complete, each cause once, so `source()` returns nothing (a chain printer
+/// would repeat it); the original error stays reachable through [`TransportFailure::cause`].
+#[derive(Debug)]
+pub struct TransportFailure {
+    kind: FailureKind,
+    message: String,
+    cause: hyper_util::client::legacy::Error,
+}
+
+impl TransportFailure {
+    fn new(cause: hyper_util::client::legacy::Error, peer: &Peer) -> Self {
+        let detail = match std::error::Error::source(&cause) {
+            Some(source) => crate::error::Chain(source).to_string(),
+            None => cause.to_string(),
+        };
+        let server = &peer.server;
+        let (kind, message) = if let Some(problem) =
+            find_cause(&cause, |e| match e.downcast_ref::<rustls::Error>() {
+                Some(rustls::Error::InvalidCertificate(c)) => Some(certificate_problem(c)),
+                _ => None,
+            }) {
+            (
+                FailureKind::UntrustedCertificate,
+                format!(
+                    "the server's TLS certificate was not trusted ({problem}): {detail}; \
+                     verified against {ca} (server {server})",
+                    ca = peer.ca
+                ),
+            )
+        } else if peer.plain_http
+            && find_cause(&cause, |e| {
+                e.downcast_ref::<hyper::Error>()
+                    .is_some_and(hyper::Error::is_parse)
+                    .then_some(())
+            })
+            .is_some()
+        {
+            (
+                FailureKind::SpeaksTls,
+                format!(
+                    "the server at {server} did not answer in HTTP ({detail}): it speaks TLS; \
+                     use https:// in the server URL"
+                ),
+            )
+        } else if cause.is_connect() {
+            (
+                FailureKind::Other,
+                format!("cannot connect to {server}: {detail}"),
+            )
+        } else {
+            (
+                FailureKind::Other,
+                format!("request to {server} failed: {detail}"),
+            )
+        };
+        Self {
+            kind,
+            message,
+            cause,
+        }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> FailureKind {
+        self.kind
+    }
+
+    /// The error hyper reported, whose causes the message already describes (for code that
+    /// inspects the cause chain; not for printing).
+    pub fn cause(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &self.cause
+    }
+}
+
+impl std::fmt::Display for TransportFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for TransportFailure {}
+
+/// The first `Some` that `found` returns for an error of `err`'s cause chain (including the
+/// errors wrapped in `io::Error`s, which their `source()` skips).
+fn find_cause<T>(
+    err: &(dyn std::error::Error + 'static),
+    found: impl Fn(&(dyn std::error::Error + 'static)) -> Option<T> + Copy,
+) -> Option<T> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cause {
+        if let Some(hit) = found(e) {
+            return Some(hit);
+        }
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            && let Some(hit) = find_cause(inner, found)
+        {
+            return Some(hit);
+        }
+        cause = e.source();
+    }
+    None
+}
+
+/// A few words on why rustls rejected a certificate.
+fn certificate_problem(err: &rustls::CertificateError) -> &'static str {
+    use rustls::CertificateError as C;
+    match err {
+        C::UnknownIssuer => "unknown issuer: it is not signed by a trusted CA",
+        C::NotValidForName | C::NotValidForNameContext { .. } => {
+            "name mismatch: it is not valid for the server's name"
+        }
+        C::Expired | C::ExpiredContext { .. } => "expired",
+        C::NotValidYet | C::NotValidYetContext { .. } => "not valid yet",
+        C::Revoked => "revoked",
+        C::BadSignature => {
+            "bad signature: it is not signed by the trusted CA of its issuer's name (another CA?)"
+        }
+        _ => "rejected",
+    }
 }
 
 /// The service under kube's client: requests in, boxed bodies out.

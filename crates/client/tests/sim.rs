@@ -506,6 +506,9 @@ async fn connect_should_bound_unary_calls_by_the_client_timeout() {
     );
 }
 
+#[path = "sim/errors.rs"]
+mod errors;
+
 #[path = "sim/http2.rs"]
 mod http2;
 

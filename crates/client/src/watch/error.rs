@@ -179,16 +179,10 @@ pub(crate) fn reason_of_status(status: &Status) -> &'static str {
 }
 
 fn chain_has_io_kind(err: &kube::Error, kind: std::io::ErrorKind) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = cause {
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && io.kind() == kind
-        {
-            return true;
-        }
-        cause = e.source();
-    }
-    false
+    crate::retry::any_cause(err, &|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == kind)
+    })
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@
 //! ```
 
 mod error;
+mod outage;
 mod state;
 
 use std::time::Duration;
@@ -41,6 +42,7 @@ use kube::Api;
 use serde::de::DeserializeOwned;
 
 pub use error::{Phase, WatchError};
+pub use outage::{OutageLog, OutageReport};
 
 use crate::backoff::FullJitter;
 use crate::timeouts::WatchTimeouts;
