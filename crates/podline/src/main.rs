@@ -30,7 +30,13 @@ fn main() -> ExitCode {
     match runtime.block_on(cli::dispatch(cli)) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // Each cause once: many errors (kube's among them) print their cause in their own
+            // message and return it from source() too, which `{:#}` would repeat.
+            let message = podline_client::error::once_each(
+                err.to_string(),
+                err.chain().skip(1).map(ToString::to_string),
+            );
+            eprintln!("error: {message}");
             ExitCode::from(cli::EXIT_ERROR)
         }
     }

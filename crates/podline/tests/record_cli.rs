@@ -85,7 +85,17 @@ fn a_client_timeout_not_shorter_than_the_server_timeout_stops_startup() {
 }
 
 fn spawn_recorder(kubeconfig: &std::path::Path, db: &std::path::Path) -> Child {
-    record_cmd(&[
+    spawn_recorder_cmd(kubeconfig, db)
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The command of [`spawn_recorder`] (1 s client timeout), to spawn differently.
+fn spawn_recorder_cmd(kubeconfig: &std::path::Path, db: &std::path::Path) -> Command {
+    let mut cmd = record_cmd(&[
         "--kubeconfig",
         kubeconfig.to_str().unwrap(),
         "--db",
@@ -96,12 +106,9 @@ fn spawn_recorder(kubeconfig: &std::path::Path, db: &std::path::Path) -> Child {
         "1s",
         "--watch-server-timeout",
         "60",
-    ])
-    .env_remove("KUBECONFIG")
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap()
+    ]);
+    cmd.stdout(Stdio::null());
+    cmd
 }
 
 async fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
@@ -333,5 +340,292 @@ async fn a_pod_the_recorder_cannot_decode_is_logged_by_name_and_the_daemon_keeps
             && warning.contains("pod status does not decode")
             && warning.contains("expected"),
         "the warning must name the pod and what is wrong: {warning}"
+    );
+}
+
+/// A kubeconfig naming `server`, without credentials.
+fn kubeconfig_for(server: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {{ server: \"{server}\" }}\ncontexts:\n- name: c\n  context: {{ cluster: c, user: u }}\nusers:\n- name: u\n  user: {{}}\n"
+    )
+}
+
+/// A port nothing listens on (bound, then closed).
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// Every flag of `podline record` is checked before it connects or opens the store: a bad value
+/// exits 64 at once with a message naming the flag and what is expected, the `--db` file is never
+/// created and the API server (a listener the test owns) never sees a connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bad_record_flag_stops_startup_before_any_connection_or_database() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let server = format!("http://{}", listener.local_addr().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, kubeconfig_for(&server)).unwrap();
+    let long_name = "a".repeat(64);
+    let elect = ["--leader-elect", "--leader-identity", "r0"];
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (
+            [&elect[..], &["--leader-elect-lease-duration", "abc"]].concat(),
+            vec!["--leader-elect-lease-duration=\"abc\"", "expected"],
+        ),
+        (
+            [
+                &elect[..],
+                &[
+                    "--leader-elect-lease-duration",
+                    "3s",
+                    "--leader-elect-renew-deadline",
+                    "5s",
+                ],
+            ]
+            .concat(),
+            vec!["--leader-elect", "renew deadline"],
+        ),
+        (
+            vec!["--leader-elect"],
+            vec!["--leader-identity", "POD_NAME"],
+        ),
+        (
+            [&elect[..], &["--lease-name", "Recorder_1"]].concat(),
+            vec!["--lease-name", "Recorder_1", "expected"],
+        ),
+        (
+            [&elect[..], &["--lease-namespace", "team_a"]].concat(),
+            vec!["--lease-namespace", "team_a", "expected"],
+        ),
+        (
+            vec!["--run-label", "bad key!"],
+            vec![
+                "--run-label",
+                "\"bad key!\"",
+                "expected a Kubernetes label key",
+            ],
+        ),
+        (
+            vec!["--run-label", "Example.com/run"],
+            vec!["--run-label", "prefix is not a DNS subdomain", "expected"],
+        ),
+        (
+            vec!["--run-label", "team/"],
+            vec!["--run-label", "1 to 63 characters", "expected"],
+        ),
+        (
+            vec!["--run-label", &long_name],
+            vec!["--run-label", "1 to 63 characters"],
+        ),
+        (
+            vec!["--run-label=-run"],
+            vec!["--run-label", "letter or digit", "expected"],
+        ),
+        (
+            vec!["--db", "mysql://h/db"],
+            vec!["--db", "unsupported scheme"],
+        ),
+        (
+            vec!["-n", "Team_A"],
+            vec!["--namespace", "Team_A", "expected"],
+        ),
+        (
+            vec!["--http2-ping-interval", "soon"],
+            vec!["soon", "expected"],
+        ),
+    ];
+    for (n, (flags, expected)) in cases.iter().enumerate() {
+        let db = dir.path().join(format!("case-{n}.db"));
+        let mut args = vec![
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        if !flags.contains(&"--db") {
+            args.extend(["--db", db.to_str().unwrap()]);
+        }
+        args.extend_from_slice(flags);
+        let mut child = record_cmd(&args)
+            .env_remove("KUBECONFIG")
+            .env_remove("POD_NAME")
+            .env_remove("HOSTNAME")
+            .env_remove("PODLINE_LEASE_DURATION")
+            .env_remove("PODLINE_LEASE_NAME")
+            .env_remove("POD_NAMESPACE")
+            .spawn()
+            .unwrap();
+        let status = wait_exit(&mut child, Duration::from_secs(10)).await;
+        if status.is_none() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        let status = status.unwrap_or_else(|| panic!("{flags:?} did not stop startup:\n{stderr}"));
+        assert_eq!(status.code(), Some(64), "{flags:?}:\n{stderr}");
+        for text in expected {
+            assert!(
+                stderr.contains(text),
+                "{flags:?}: no {text:?} in:\n{stderr}"
+            );
+        }
+        assert!(
+            !db.exists(),
+            "{flags:?}: the store was created before the flags were checked"
+        );
+        assert!(
+            matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "{flags:?}: podline connected to the API server before the flags were checked"
+        );
+    }
+}
+
+/// Spawns `cmd` and returns the child and its stderr lines as they come.
+fn spawn_with_lines(cmd: &mut Command) -> (Child, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// Waits (at most `within`) for a stderr line matching `found`; returns it, or everything read.
+async fn await_line(
+    lines: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    within: Duration,
+    found: impl Fn(&str) -> bool,
+) -> Result<String, String> {
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, lines.recv()).await {
+            Ok(Some(line)) if found(&line) => return Ok(line),
+            Ok(Some(line)) => {
+                seen.push_str(&line);
+                seen.push('\n');
+            }
+            Ok(None) | Err(_) => return Err(seen),
+        }
+    }
+}
+
+/// The recorder against an API server that is down from the start: it is not ready, and it says
+/// why at once, naming the server and the error (then at most every 10 s, with a count).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorder_whose_api_server_is_down_warns_at_once_naming_server_and_error() {
+    let port = closed_port();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        kubeconfig_for(&format!("http://127.0.0.1:{port}")),
+    )
+    .unwrap();
+    let db = dir.path().join("p.db");
+    let (mut child, mut lines) =
+        spawn_with_lines(spawn_recorder_cmd(&kubeconfig, &db).env_remove("KUBECONFIG"));
+    let warning = await_line(&mut lines, Duration::from_secs(10), |line| {
+        line.contains("WARN") && line.contains("cannot watch pods")
+    })
+    .await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let warning = warning.unwrap_or_else(|seen| panic!("no warning within 10 s:\n{seen}"));
+    assert!(
+        warning.contains(&format!("127.0.0.1:{port}"))
+            && warning.to_lowercase().contains("connection refused"),
+        "the warning must name the server and the error: {warning}"
+    );
+}
+
+/// `KUBECONFIG=` (empty) counts as unset, as for kubectl: `~/.kube/config` is used (here it
+/// names a closed port, which the recorder's warning then names) instead of failing on "".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_kubeconfig_variable_counts_as_unset() {
+    let port = closed_port();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join(".kube")).unwrap();
+    std::fs::write(
+        home.path().join(".kube").join("config"),
+        kubeconfig_for(&format!("http://127.0.0.1:{port}")),
+    )
+    .unwrap();
+    let db = home.path().join("p.db");
+    let mut cmd = record_cmd(&[
+        "--db",
+        db.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--watch-client-timeout",
+        "1s",
+        "--watch-server-timeout",
+        "60",
+    ]);
+    cmd.env("KUBECONFIG", "").env("HOME", home.path());
+    let (mut child, mut lines) = spawn_with_lines(&mut cmd);
+    let warning = await_line(&mut lines, Duration::from_secs(10), |line| {
+        line.contains("cannot watch pods") || line.starts_with("error:")
+    })
+    .await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let warning = warning.unwrap_or_else(|seen| panic!("nothing within 10 s:\n{seen}"));
+    assert!(
+        warning.contains("cannot watch pods") && warning.contains(&format!("127.0.0.1:{port}")),
+        "~/.kube/config was not used: {warning}"
+    );
+}
+
+/// A TLS server whose certificate another CA signed: the recorder exits non-zero saying the
+/// certificate was not trusted (not signed by that CA) and which CA it used, each cause printed once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_ca_stops_the_recorder_naming_the_certificate_problem_once() {
+    let sim = start_sim(podline_testkit::SimConfig::default().kubelet_enabled(false)).await;
+    let other = start_sim(podline_testkit::SimConfig::default().kubelet_enabled(false)).await;
+    let ca_data = |yaml: &str| {
+        yaml.lines()
+            .find_map(|line| line.trim().strip_prefix("certificate-authority-data: "))
+            .expect("a TLS sim's kubeconfig carries its CA")
+            .to_owned()
+    };
+    let yaml = sim.kubeconfig_yaml();
+    let wrong = yaml.replace(&ca_data(&yaml), &ca_data(&other.kubeconfig_yaml()));
+    assert_ne!(wrong, yaml);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("wrong-ca.kubeconfig");
+    std::fs::write(&kubeconfig, wrong).unwrap();
+    let mut child = spawn_recorder(&kubeconfig, &dir.path().join("p.db"));
+    let status = wait_exit(&mut child, Duration::from_secs(15))
+        .await
+        .expect("a rejected certificate must end the recorder");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "{stderr}");
+    let error = stderr
+        .lines()
+        .find(|line| line.starts_with("error:"))
+        .unwrap_or_else(|| panic!("no error line:\n{stderr}"));
+    assert!(
+        error.contains("certificate was not trusted")
+            && error.contains("not signed by")
+            && error.contains("certificate-authority-data")
+            && error.contains(kubeconfig.to_str().unwrap()),
+        "{error}"
+    );
+    assert_eq!(
+        error.matches("invalid peer certificate").count(),
+        1,
+        "{error}"
     );
 }

@@ -122,6 +122,9 @@ impl RecorderConfig {
     }
 }
 
+/// While the watch keeps failing, at most one warning per this long (the first one at once).
+const OUTAGE_WARN_EVERY: Duration = Duration::from_secs(10);
+
 /// A recorder bound to a cluster and a store. Create with [`Recorder::new`], serve
 /// [`Recorder::health`] over HTTP, then [`Recorder::run`] until shutdown.
 pub struct Recorder {
@@ -286,6 +289,7 @@ impl Recorder {
         }
         let mut events = std::pin::pin!(watch(api, config));
         let mut state = WatchState::default();
+        let mut outage = podline_client::watch::OutageLog::new(OUTAGE_WARN_EVERY);
         loop {
             let item = tokio::select! {
                 biased;
@@ -297,17 +301,32 @@ impl Recorder {
             };
             match item {
                 Some(Ok(event)) => {
+                    if let Some(failures) = outage.succeeded() {
+                        tracing::info!(cluster = %self.config.cluster, failures, "watching pods again");
+                    }
                     self.health.progress();
                     self.handle(event, queue, &mut state).await;
                     self.metrics.queue_depth(queue.depth());
                 }
                 Some(Err(err)) if err.is_fatal() => return Err(RecordError::Watch(err)),
-                Some(Err(err)) => self.routine_error(&err),
+                Some(Err(err)) => {
+                    if let Some(report) = outage.failed() {
+                        tracing::warn!(
+                            cluster = %self.config.cluster,
+                            failures = report.failures,
+                            reason = err.reason(),
+                            "cannot watch pods{}, retrying with backoff: {err}",
+                            if report.since_start { " since start" } else { "" },
+                        );
+                    }
+                    self.routine_error(&err);
+                }
                 None => return Err(RecordError::WatchEnded),
             }
         }
     }
 
+    /// Logs a non-fatal watch error at debug (outages are warned about by the caller).
     fn routine_error(&self, err: &WatchError) {
         self.health.set_watch_established(false);
         if err.is_gone() {

@@ -34,7 +34,9 @@ pub struct Cli {
 #[derive(Debug, Clone, clap::Args)]
 pub struct Global {
     /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
-    #[arg(long, global = true, env = "KUBECONFIG", value_name = "FILE")]
+    /// KUBECONFIG is read by the client, as kubectl reads it (a list of files; empty = unset),
+    /// not as this flag's value.
+    #[arg(long, global = true, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use (default: the current context).
     #[arg(long, global = true, value_name = "NAME")]

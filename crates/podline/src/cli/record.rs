@@ -152,9 +152,19 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(selector) => selector,
         Err(err) => return usage(err),
     };
-    let lifecycle = match LifecycleConfig::new(&args.run_label) {
+    let lifecycle = match check_run_label(&args.run_label)
+        .and_then(|()| LifecycleConfig::new(&args.run_label).map_err(|e| e.to_string()))
+    {
         Ok(lifecycle) => lifecycle,
         Err(err) => return usage(format!("--run-label: {err}")),
+    };
+    let db = match podline_store::DbTarget::parse(&args.db) {
+        Ok(db) => db,
+        Err(err) => return usage(format!("--db: {err}")),
+    };
+    let election = match election_plan(&args, global) {
+        Ok(election) => election,
+        Err(err) => return usage(err),
     };
 
     let connected = connect(&ConnectOptions {
@@ -165,9 +175,12 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         http2_ping,
     })
     .await?;
-    let store = podline_store::open(&args.db)
-        .await
-        .with_context(|| format!("cannot open the store --db {}", args.db))?;
+    let store = podline_store::open_with(
+        &db,
+        &podline_store::PoolSettings::for_read_write(db.backend()),
+    )
+    .await
+    .with_context(|| format!("cannot open the store --db {}", args.db))?;
     let listener = health::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on --listen {}", args.listen))?;
@@ -189,7 +202,7 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         "recording pods"
     );
 
-    let election = match elector(&args, &connected, RECORDER_LEASE) {
+    let election = match elector(election, &connected, RECORDER_LEASE) {
         Ok(election) => election,
         Err(err) => return usage(err),
     };
@@ -243,6 +256,10 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(ping) => ping,
         Err(err) => return usage(err),
     };
+    let election = match election_plan(&args, global) {
+        Ok(election) => election,
+        Err(err) => return usage(err),
+    };
     let connected = connect(&ConnectOptions {
         kubeconfig: global.kubeconfig.clone(),
         context: global.context.clone(),
@@ -254,7 +271,7 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     let listener = health::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on --listen {}", args.listen))?;
-    let election = match elector(&args, &connected, KFP_LEASE) {
+    let election = match elector(election, &connected, KFP_LEASE) {
         Ok(election) => election,
         Err(err) => return usage(err),
     };
@@ -283,33 +300,166 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// The leader elector for `--leader-elect` (`None` without it), on `--lease-name` or `lease`.
-fn elector(
-    args: &RecordArgs,
-    connected: &podline_client::connect::Connected,
-    lease: &str,
-) -> Result<Option<LeaderElector>, String> {
+/// What `--leader-elect` needs, checked before connecting.
+#[derive(Debug)]
+struct ElectionPlan {
+    identity: String,
+    lease_name: Option<String>,
+    lease_namespace: Option<String>,
+    timing: ElectionConfig,
+}
+
+/// Checks the `--leader-elect*` and `--lease-*` flags (and `-n`, which names the namespace the
+/// recorder watches and the Lease's default one); `None` without `--leader-elect`.
+fn election_plan(args: &RecordArgs, global: &Global) -> Result<Option<ElectionPlan>, String> {
+    if let Some(namespace) = &global.namespace {
+        check_dns_label("--namespace", namespace)?;
+    }
     if !args.leader_elect {
         return Ok(None);
     }
+    let timing = election_config(args)?;
     let identity = args
         .leader_identity
         .clone()
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_default();
-    let lease_namespace = args
-        .lease_namespace
-        .clone()
-        .unwrap_or_else(|| connected.namespace.clone());
+    if identity.is_empty() {
+        return Err(
+            "--leader-elect: this replica has no identity: set --leader-identity or POD_NAME \
+             (expected a name unique among the replicas, e.g. the pod's name)"
+                .to_owned(),
+        );
+    }
+    if let Some(name) = &args.lease_name {
+        check_dns_subdomain("--lease-name", name)?;
+    }
+    if let Some(namespace) = &args.lease_namespace {
+        check_dns_label("--lease-namespace", namespace)?;
+    }
+    Ok(Some(ElectionPlan {
+        identity,
+        lease_name: args.lease_name.clone(),
+        lease_namespace: args.lease_namespace.clone(),
+        timing,
+    }))
+}
+
+/// The leader elector for `--leader-elect` (`None` without it), on `--lease-name` or `lease`.
+fn elector(
+    plan: Option<ElectionPlan>,
+    connected: &podline_client::connect::Connected,
+    lease: &str,
+) -> Result<Option<LeaderElector>, String> {
+    let Some(plan) = plan else {
+        return Ok(None);
+    };
     LeaderElector::new(
         connected.client.clone(),
-        lease_namespace,
-        args.lease_name.clone().unwrap_or_else(|| lease.to_owned()),
-        identity,
-        election_config(args)?,
+        plan.lease_namespace
+            .unwrap_or_else(|| connected.namespace.clone()),
+        plan.lease_name.unwrap_or_else(|| lease.to_owned()),
+        plan.identity,
+        plan.timing,
     )
     .map(Some)
     .map_err(|err| format!("--leader-elect: {err} (set --leader-identity or POD_NAME)"))
+}
+
+/// What a label key must look like, for `--run-label` errors.
+const LABEL_KEY_EXPECTED: &str = "expected a Kubernetes label key: an optional DNS-subdomain \
+     prefix and '/', then a name of 1 to 63 characters (letters, digits, '-', '_', '.'; a letter \
+     or digit at both ends), e.g. workflows.argoproj.io/workflow or run";
+
+/// Checks that `--run-label` is a label key Kubernetes accepts (a pod can carry no other).
+fn check_run_label(key: &str) -> Result<(), String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "{key:?} is not a valid label key: {why} ({LABEL_KEY_EXPECTED})"
+        ))
+    };
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix
+        && dns_subdomain_problem(prefix).is_some()
+    {
+        return bad("its prefix is not a DNS subdomain");
+    }
+    if name.is_empty() || name.len() > 63 {
+        return bad("the name part must be 1 to 63 characters");
+    }
+    let alphanumeric_ends = name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !alphanumeric_ends
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return bad(
+            "the name part has other characters than letters, digits, '-', '_', '.', or does not start and end with a letter or digit",
+        );
+    }
+    Ok(())
+}
+
+/// Why `value` is not an RFC 1123 label (a namespace name), if it is not one.
+fn dns_label_problem(value: &str) -> Option<&'static str> {
+    if value.is_empty() || value.len() > 63 {
+        return Some("it must be 1 to 63 characters");
+    }
+    label_chars_problem(value)
+}
+
+/// Why `value` is not made of a-z, 0-9 and inner '-', if it is not.
+fn label_chars_problem(value: &str) -> Option<&'static str> {
+    if !value
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Some("it has characters other than a-z, 0-9 and '-'");
+    }
+    if value.starts_with('-') || value.ends_with('-') {
+        return Some("it starts or ends with '-'");
+    }
+    None
+}
+
+/// Why `value` is not an RFC 1123 subdomain (a Lease name, a label key prefix), if it is not one.
+fn dns_subdomain_problem(value: &str) -> Option<&'static str> {
+    if value.is_empty() || value.len() > 253 {
+        return Some("it must be 1 to 253 characters");
+    }
+    value.split('.').find_map(|part| {
+        if part.is_empty() {
+            Some("it has an empty part between dots")
+        } else {
+            label_chars_problem(part)
+        }
+    })
+}
+
+/// Checks a namespace flag.
+fn check_dns_label(flag: &str, value: &str) -> Result<(), String> {
+    match dns_label_problem(value) {
+        None => Ok(()),
+        Some(why) => Err(format!(
+            "{flag} {value:?} is not a valid namespace name: {why} (expected lower-case a-z, 0-9 \
+             and '-', starting and ending alphanumeric, at most 63 characters)"
+        )),
+    }
+}
+
+/// Checks a Lease name flag.
+fn check_dns_subdomain(flag: &str, value: &str) -> Result<(), String> {
+    match dns_subdomain_problem(value) {
+        None => Ok(()),
+        Some(why) => Err(format!(
+            "{flag} {value:?} is not a valid Lease name: {why} (expected lower-case a-z, 0-9, '-' \
+             and '.', starting and ending alphanumeric, at most 253 characters)"
+        )),
+    }
 }
 
 /// `--leader-elect`: stand by (ready, not recording) until this replica holds the Lease, then
