@@ -620,7 +620,9 @@ impl Launcher {
 }
 
 /// Awaits `fut`, turning a panic inside it into `Err(message)` instead of unwinding, so the
-/// caller can still clean up.
+/// caller can still clean up. This needs `panic = "unwind"` (Rust's default, which the workspace
+/// keeps: no profile sets `panic = "abort"`); under abort the process would die at once and
+/// `activeDeadlineSeconds` would be the only backstop.
 async fn catch_panic<T>(fut: impl Future<Output = T>) -> Result<T, String> {
     use futures::FutureExt as _;
     std::panic::AssertUnwindSafe(fut)

@@ -591,3 +591,27 @@ async fn all_containers_should_prefix_lines() {
     lines.sort_unstable();
     assert_eq!(lines, ["[main] hello", "[side] hello"]);
 }
+
+/// A configuration built in code is not bounded like the CLI's flags: timeouts of
+/// `Duration::MAX` must not panic on `Instant + d` (schedule, startup and overall deadlines, the
+/// derived activeDeadlineSeconds), and the run ends normally with its pod deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_timeouts_built_in_code_should_not_panic() {
+    let config = LaunchConfig {
+        schedule_timeout: Duration::MAX,
+        startup_timeout: Duration::MAX,
+        timeout: Some(Duration::MAX),
+        ..fast_config()
+    };
+    let (_sim, launcher, pods) = setup(config).await;
+    let result = launcher
+        .run(
+            &task(&[("exit-code", "3")]),
+            Arc::new(NullSink),
+            &Cancel::new(),
+        )
+        .await;
+    assert_eq!(result.exit_code, 3, "{result:?}");
+    assert!(result.deleted, "{result:?}");
+    assert!(no_pods_left(&pods).await);
+}
