@@ -14,6 +14,18 @@
 //!   is recorded once and a stale upsert never undoes it.
 //! - **Errors say whether to retry** ([`StoreError::is_retryable`]): a lost PostgreSQL connection
 //!   or a busy SQLite file is retried by the caller with backoff; the pool reconnects.
+//! - **Any text is stored exactly.** Every free-text value (names, phases, reasons, messages,
+//!   images, the watch key) is escaped on write and unescaped on read, losslessly: NUL (U+0000)
+//!   is stored as `␀0`, the escape character `␀` (U+2400) as `␀␀`, everything else unchanged. So
+//!   a termination message full of NULs is neither refused (PostgreSQL forbids NUL in TEXT) nor
+//!   cut (SQLite stopped at it), and no content makes a batch fail. Labels and annotations are
+//!   stored as JSON, which writes NUL as `\u0000`. Tools reading the tables directly see the
+//!   escaped form; migration 3 escaped the `␀` of rows written before.
+//! - **A SQLite file that stops being writable is survived**: a full disk, a read-only file
+//!   system or an I/O error is [`StoreError::Disk`] ("database disk is full (SQLITE_FULL) at
+//!   PATH"), retryable, and the connections that saw it are replaced, so the first retry after
+//!   the disk recovers succeeds; a database file deleted while open is noticed before the next
+//!   write and re-created and migrated (its old content is gone with it; a warning says so).
 //!
 //! Main types: [`DbTarget`] (parses `--db`), [`open`] (connect + migrate), [`SqlStore`] (the one
 //! SQL implementation, both backends through sqlx's `Any` driver), [`Store`] (the trait).
