@@ -35,9 +35,15 @@ def test_seed_dag_runs_50_of_50_with_409s_and_leaves_no_pod(
     assert sim.pods("experiment=seed") == []
 
 
-def test_outcomes_failure_skip_and_return_value(run_dag: Callable[..., DagRun], sim: Sim) -> None:
+def test_outcomes_failure_skip_return_value_template_keep_pod_and_quiet_logs(run_dag: Callable[..., DagRun], sim: Sim) -> None:
     run = run_dag("outcomes")
-    assert run.states == {"fails": "failed", "skipped": "skipped", "returns": "success"}, run.output[-4000:]
+    assert run.states == {
+        "fails": "failed",
+        "skipped": "skipped",
+        "returns": "success",
+        "kept": "success",
+        "quiet": "success",
+    }, run.output[-4000:]
     fails = run.log("fails")
     assert "about to fail" in fails
     # The AirflowException carries podline's failure report: exit code, phase.
@@ -49,7 +55,23 @@ def test_outcomes_failure_skip_and_return_value(run_dag: Callable[..., DagRun], 
     assert "exited with 99, listed in skip_on_exit_code" in skipped
     assert run.xcoms["returns"]["return_value"] == {"rows": 42, "table": "orders"}
     assert run.xcoms["returns"]["pod_name"].startswith("returns-")
-    assert sim.pods("dag_id=podline_outcomes") == []
+    assert "WORD=***" in run.log("quiet")
+    assert "hush-hush" not in run.log("quiet"), "get_logs=False: no container line in the log"
+    # keep_pod left the pod: built from the template, labelled like Airflow's, with the grace.
+    assert "template says yes" in run.log("kept")
+    left = sim.pods("dag_id=podline_outcomes")
+    assert [p.metadata.name for p in left] == [run.xcoms["kept"]["pod_name"]]
+    pod = left[0]
+    labels = pod.metadata.labels
+    assert labels["from-template"] == "yes"
+    assert labels["task_id"] == "kept"
+    assert labels["try_number"] == "1"
+    assert labels["kubernetes_pod_operator"] == "True"
+    assert labels["run_id"].startswith("manual__")
+    assert pod.spec.termination_grace_period_seconds == 7
+    assert [c.name for c in pod.spec.containers] == ["base"]
+    assert pod.status.phase == "Succeeded"
+    sim.core().delete_namespaced_pod(pod.metadata.name, "default")
 
 
 class Worker:

@@ -112,3 +112,20 @@ def test_kubernetes_pod_operator_defaults() -> None:
     assert {"image", "cmds", "arguments", "env_vars", "labels", "namespace"} <= set(
         op.template_fields
     )
+
+
+def test_in_cluster_hides_every_kubeconfig(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("KUBECONFIG", "/somewhere/config")
+    in_cluster = PodlineOperator(task_id="t", image="busybox", in_cluster=True)
+    env = in_cluster._environment(str(tmp_path))
+    assert "KUBECONFIG" not in env
+    assert env["HOME"] == str(tmp_path)
+    default = PodlineOperator(task_id="t", image="busybox")
+    assert default._environment(str(tmp_path))["KUBECONFIG"] == "/somewhere/config"
+
+
+def test_arguments_without_cmds_keep_the_images_entrypoint() -> None:
+    op = PodlineOperator(task_id="t", image="busybox", arguments=["--day", "{{ ds }}"])
+    assert op._template()["spec"]["containers"][0]["args"] == ["--day", "{{ ds }}"]
+    argv = op.run_request(op.task_instance_key(context())).argv("podline", Path("p"), Path("r"))
+    assert "--" not in argv

@@ -58,6 +58,22 @@ with DAG("podline_outcomes", schedule=None, start_date=START, catchup=False) as 
         do_xcom_push=True,
     )
 
+    # A template, keep_pod and a grace period: the test reads the pod that is left.
+    PodlineOperator(
+        task_id="kept",
+        pod_template_file=os.path.join(os.path.dirname(__file__), "..", "pod_template.yaml"),
+        cmds=["sh", "-c", "echo template says $FROM_TEMPLATE"],
+        on_finish_action="keep_pod",
+        termination_grace_period=7,
+    )
+    PodlineOperator(
+        task_id="quiet",
+        image="busybox:1.36",
+        cmds=["sh", "-c", "echo $WORD"],
+        env_vars={"WORD": "hush-hush"},  # the logged command line shows env values as ***
+        get_logs=False,
+    )
+
 with DAG("podline_on_kill", schedule=None, start_date=START, catchup=False) as on_kill:
     PodlineOperator(task_id="long", image="busybox:1.36", cmds=["sh", "-c", WAIT_FOR_GATE])
 
