@@ -74,6 +74,18 @@ def test_outcomes_failure_skip_return_value_template_keep_pod_and_quiet_logs(run
     sim.core().delete_namespaced_pod(pod.metadata.name, "default")
 
 
+def test_execution_timeout_stops_podline_and_deletes_the_pod(
+    run_dag: Callable[..., DagRun], sim: Sim
+) -> None:
+    run = run_dag("timeout")
+    assert run.states == {"too_slow": "failed"}, run.output[-4000:]
+    log = run.log("too_slow")
+    assert "waiting" in log
+    assert "Timeout" in log
+    assert run.xcoms["too_slow"]["pod_name"].startswith("too-slow-")
+    assert sim.pods("dag_id=podline_timeout") == [], "a timed-out task must not leave its pod"
+
+
 class Worker:
     """A dag.test() process (a worker) whose output is collected while it runs."""
 

@@ -7,7 +7,7 @@ runs as local processes, wait for a `go` file, so a test decides when they finis
 from __future__ import annotations
 
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 
 try:
     from airflow.sdk import DAG
@@ -76,6 +76,15 @@ with DAG("podline_outcomes", schedule=None, start_date=START, catchup=False) as 
 
 with DAG("podline_on_kill", schedule=None, start_date=START, catchup=False) as on_kill:
     PodlineOperator(task_id="long", image="busybox:1.36", cmds=["sh", "-c", WAIT_FOR_GATE])
+
+# Airflow's execution_timeout interrupts execute(): podline is stopped and deletes the pod.
+with DAG("podline_timeout", schedule=None, start_date=START, catchup=False) as timeout:
+    PodlineOperator(
+        task_id="too_slow",
+        image="busybox:1.36",
+        cmds=["sh", "-c", "echo waiting; sleep 300"],
+        execution_timeout=timedelta(seconds=3),
+    )
 
 with DAG("podline_reattach", schedule=None, start_date=START, catchup=False) as reattach:
     PodlineOperator(
