@@ -40,7 +40,12 @@ async fn list_faults(State(state): State<AppState>) -> Response {
     .into_response()
 }
 
-async fn add_faults(State(state): State<AppState>, body: String) -> Response {
+async fn add_faults(State(state): State<AppState>, req: axum::extract::Request) -> Response {
+    // Within the same body cap and read timeout as the API's own writes.
+    let body = match super::resources::read_raw_body(&state, req).await {
+        Ok(body) => String::from_utf8_lossy(&body.bytes).into_owned(),
+        Err(err) => return err.into_response(),
+    };
     match FaultPlan::parse(&body) {
         Ok(plan) => {
             let added = plan.rules.len();

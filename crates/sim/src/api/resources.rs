@@ -121,7 +121,7 @@ pub struct JsonBody {
 /// `limitedReadBody`: over the cap is 413 `Request entity too large: limit is N` (at once, unread,
 /// when the Content-Length announces it), and a body still incomplete after the read timeout is
 /// the 504 the real server's request timeout answers.
-async fn read_raw_body(state: &AppState, req: Request) -> Result<JsonBody, ApiError> {
+pub(super) async fn read_raw_body(state: &AppState, req: Request) -> Result<JsonBody, ApiError> {
     use http_body_util::BodyExt;
     let limits = state.body_limits();
     let too_large = || {

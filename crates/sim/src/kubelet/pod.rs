@@ -613,7 +613,7 @@ impl PodWork {
                 .transient_failures
                 .is_none_or(|n| c.pull_failures < n);
         if let (true, Some(kind)) = (fails, kind) {
-            c.pull_failures += 1;
+            c.pull_failures = c.pull_failures.saturating_add(1);
             let message = match kind {
                 ImageErrorKind::Unauthorized => {
                     image::unauthorized_message(&c.image, &image_ref.full, &image_ref.repository)
@@ -911,7 +911,9 @@ impl PodWork {
             finished: ctx.now,
             container_id: c.container_id.clone().unwrap_or_default(),
         }));
-        let backoff = ctx.cfg.backoff(ctx.cfg.restart_backoff, c.restarts + 1);
+        let backoff = ctx
+            .cfg
+            .backoff(ctx.cfg.restart_backoff, c.restarts.saturating_add(1));
         let secs = backoff.as_secs().max(1);
         c.state = CState::Waiting {
             reason: "CrashLoopBackOff",
@@ -956,7 +958,7 @@ impl PodWork {
         {
             return false;
         }
-        c.restarts += 1;
+        c.restarts = c.restarts.saturating_add(1);
         let message = format!("Container image \"{}\" already present on machine", c.image);
         fx.push(event(false, "Pulled", message, Component::Kubelet));
         self.start_container(idx, ctx.now, fx);

@@ -604,3 +604,27 @@ async fn a_body_that_never_finishes_should_time_out_with_504() {
     );
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_should_be_closed_after_the_idle_timeout() {
+    let sim = podline_testkit::start_sim(
+        config()
+            .header_read_timeout(Duration::from_secs(5))
+            .idle_timeout(Duration::from_millis(400)),
+    )
+    .await;
+    let mut kept = TcpStream::connect(sim.addr()).await.expect("connect");
+    let request = format!(
+        "GET /api/v1/namespaces/default/pods HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\n\r\n",
+        sim.token()
+    );
+    kept.write_all(request.as_bytes()).await.expect("write");
+    let mut buf = vec![0u8; 65536];
+    let n = kept.read(&mut buf).await.expect("read");
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    let took = closed_within(&mut kept, Duration::from_secs(4))
+        .await
+        .expect("an idle connection is closed after the idle timeout, before the header timeout");
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    sim.shutdown().await;
+}
