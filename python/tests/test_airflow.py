@@ -61,6 +61,7 @@ def test_outcomes_failure_skip_return_value_template_keep_pod_and_quiet_logs(run
     assert "template says yes" in run.log("kept")
     left = sim.pods("dag_id=podline_outcomes")
     assert [p.metadata.name for p in left] == [run.xcoms["kept"]["pod_name"]]
+    assert left[0].metadata.name.startswith("kept-"), "no name: the task id, as KPO"
     pod = left[0]
     labels = pod.metadata.labels
     assert labels["from-template"] == "yes"

@@ -129,3 +129,20 @@ def test_arguments_without_cmds_keep_the_images_entrypoint() -> None:
     assert op._template()["spec"]["containers"][0]["args"] == ["--day", "{{ ds }}"]
     argv = op.run_request(op.task_instance_key(context())).argv("podline", Path("p"), Path("r"))
     assert "--" not in argv
+
+
+def test_the_pod_name_comes_from_the_parameter_then_the_template_then_the_task(
+    tmp_path: Path,
+) -> None:
+    template = tmp_path / "pod.yaml"
+    template.write_text("metadata:\n  name: From_File\nspec:\n  containers: [{name: main}]\n")
+    key = PodlineOperator.task_instance_key(context())
+    op = PodlineOperator(task_id="t", image="busybox", pod_template_file=str(template))
+    assert op.run_request(key).name == "from-file"
+    assert op._template()["spec"]["containers"] == [{"name": "main"}]
+    named = PodlineOperator(task_id="t", image="b", name="Mine", pod_template_file=str(template))
+    assert named.run_request(key).name == "mine"
+    (tmp_path / "bad.yaml").write_text("- a list\n")
+    bad = PodlineOperator(task_id="t", image="b", pod_template_file=str(tmp_path / "bad.yaml"))
+    with pytest.raises(AirflowException, match="expected a Pod manifest"):
+        bad.run_request(key)

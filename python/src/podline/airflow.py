@@ -241,8 +241,10 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
         except ValueError as err:
             raise AirflowException(str(err)) from err
         name = self.name
-        if name is None and not self.pod_template_file:
-            name = key.task_id
+        if name is None:
+            # KubernetesPodOperator's order: the parameter, the template's name, the task id.
+            metadata = (self._user_template() or {}).get("metadata") or {}
+            name = metadata.get("name") or key.task_id
         return _mapping.RunRequest(
             image=self.image,
             cmds=[str(c) for c in self.cmds],
@@ -268,6 +270,13 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
         )
 
     def _template(self) -> dict[str, Any]:
+        return _mapping.pod_template(
+            self._user_template(),
+            arguments_only=self.arguments if not self.cmds else None,
+            termination_grace_period=self.termination_grace_period,
+        )
+
+    def _user_template(self) -> dict[str, Any] | None:
         user: dict[str, Any] | None = None
         if self.pod_template_file:
             import yaml
@@ -285,11 +294,7 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
                     f"pod_template_file {self.pod_template_file}: expected a Pod manifest "
                     "(a mapping)"
                 )
-        return _mapping.pod_template(
-            user,
-            arguments_only=self.arguments if not self.cmds else None,
-            termination_grace_period=self.termination_grace_period,
-        )
+        return user
 
     def _environment(self, home: str) -> dict[str, str]:
         env = dict(os.environ)
