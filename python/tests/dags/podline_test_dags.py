@@ -82,7 +82,7 @@ with DAG("podline_timeout", schedule=None, start_date=START, catchup=False) as t
     PodlineOperator(
         task_id="too_slow",
         image="busybox:1.36",
-        cmds=["sh", "-c", "echo waiting; sleep 300"],
+        cmds=["sh", "-c", "echo waiting; exec sleep 300"],
         execution_timeout=timedelta(seconds=3),
     )
 
