@@ -214,11 +214,12 @@ pub fn watch_timeout(timeout_seconds: Option<i64>) -> std::time::Duration {
     }
 }
 
-/// A list's `resourceVersion` checked like kube-apiserver 1.32 does: empty, `0` and decimal
-/// numbers are fine; anything else is the storage layer's `Invalid value` error, answered as
-/// 400 BadRequest (`invalid resource version: ...`) when the list is served from etcd (it has
-/// a `limit`) and as a bare 500 when the watch cache serves it.
-pub fn check_list_resource_version(rv: Option<&str>, from_etcd: bool) -> Result<(), ApiError> {
+/// A get's or list's `resourceVersion` checked like kube-apiserver 1.32 does: empty, `0` and
+/// decimal numbers are fine; anything else is the storage layer's `Invalid value` error,
+/// answered as 400 BadRequest (`invalid resource version: ...`) when the list is served from
+/// etcd (it has a `limit`) and as a bare 500 when the watch cache serves it (a get with a
+/// resourceVersion, a list without a limit).
+pub fn check_resource_version(rv: Option<&str>, from_etcd: bool) -> Result<(), ApiError> {
     let Some(rv) = rv.filter(|rv| !rv.is_empty() && *rv != "0") else {
         return Ok(());
     };

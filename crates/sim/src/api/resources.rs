@@ -81,8 +81,8 @@ async fn handle<K: ApiKind>(
         ("log", "get") if is_pod => super::logs::pod_log(&state, &info, query.as_deref()).await,
         ("", "list") => list::<K>(&state, &info, query.as_deref()),
         ("", "watch") => watch::watch::<K>(&state, &info, query.as_deref()),
-        ("", "get") => get::<K>(&state, &info),
-        ("status", "get") if K::HAS_STATUS => get::<K>(&state, &info),
+        ("", "get") => get::<K>(&state, &info, query.as_deref()),
+        ("status", "get") if K::HAS_STATUS => get::<K>(&state, &info, query.as_deref()),
         ("", "create") => {
             let body = read_create_body::<K>(&state, req).await?;
             create::<K>(&state, &info, query.as_deref(), body)
@@ -243,7 +243,13 @@ fn delete_options(query: Option<&str>, body: &JsonBody) -> Result<DeleteOptions,
     Ok(opts)
 }
 
-fn get<K: ApiKind>(state: &AppState, info: &RequestInfo) -> Result<Response, ApiError> {
+fn get<K: ApiKind>(
+    state: &AppState,
+    info: &RequestInfo,
+    query: Option<&str>,
+) -> Result<Response, ApiError> {
+    // A get with a resourceVersion is served by the watch cache, which parses it first.
+    query::check_resource_version(query::Query::new(query).get("resourceVersion"), false)?;
     let ns = key_namespace::<K>(info);
     match K::table(state.cluster()).get(&ns, &info.name) {
         Some(stored) => Ok(json_response(StatusCode::OK, stored.json())),
@@ -310,7 +316,7 @@ fn list<K: ApiKind>(
     // Paginated lists (and continues) go to etcd in kube-apiserver 1.32; the rest is served by
     // the watch cache, and the two word a bad resourceVersion differently.
     let from_etcd = resume.is_some() || (params.limit.is_some_and(|l| l > 0) && rv != Some("0"));
-    query::check_list_resource_version(rv, from_etcd)?;
+    query::check_resource_version(rv, from_etcd)?;
     let (items, snapshot_rv) = K::table(state.cluster()).snapshot(
         filter.namespace.as_deref(),
         resume.as_ref().map(|(_, key)| key),

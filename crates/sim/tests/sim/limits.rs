@@ -367,6 +367,19 @@ async fn a_bad_resource_version_on_list_and_watch_should_be_an_error() {
     .await;
     assert_eq!(status_of(&r).0, 500);
     assert_eq!(status_of(&r).2, detail);
+    let r = raw(
+        &sim,
+        Method::GET,
+        &format!("{PODS}/x?resourceVersion=abc"),
+        None,
+        "",
+    )
+    .await;
+    assert_eq!(
+        status_of(&r),
+        (500, String::new(), detail.to_owned()),
+        "a get too"
+    );
     // Numbers (and 0, and empty) are fine.
     for rv in ["0", "", "12"] {
         let r = raw(
