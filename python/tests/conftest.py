@@ -31,6 +31,9 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_HOME}/airflow.db"
 os.environ["PODLINE_TEST_DIR"] = str(_HOME / "gate")
 (_HOME / "gate").mkdir()
+# The workers' temporary files (a worker killed with SIGKILL leaves its own) go here too.
+(_HOME / "tmp").mkdir()
+os.environ["TMPDIR"] = str(_HOME / "tmp")
 
 FAULTS = """
 rules:
