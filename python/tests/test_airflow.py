@@ -30,8 +30,13 @@ def test_seed_dag_runs_50_of_50_with_409s_and_leaves_no_pod(
         assert log.index(hello) < log.index(f"line two of {i}")
         assert run.xcoms[f"seed_{i:02d}"]["pod_name"].startswith(f"seed-{i:02d}-")
         assert run.xcoms[f"seed_{i:02d}"]["pod_namespace"] == "default"
-    # The 409s happened and were retried (podline logs each retry).
-    assert "409" in run.output
+    # The 409s happened and were retried: podline logs each retry into the task log.
+    retries = [
+        line
+        for line in run.output.splitlines()
+        if "[podline]" in line and "retrying" in line and "409" in line
+    ]
+    assert len(retries) >= 3, "30% of 50 creates should have met a 409"
     assert sim.pods("experiment=seed") == []
 
 
