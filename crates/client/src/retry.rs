@@ -178,8 +178,10 @@ pub(crate) fn any_cause(
         {
             return true;
         }
-        if let Some(failure) = e.downcast_ref::<TransportFailure>()
-            && any_cause(failure.cause(), found)
+        if let Some(cause) = e
+            .downcast_ref::<TransportFailure>()
+            .and_then(TransportFailure::cause)
+            && any_cause(cause, found)
         {
             return true;
         }

@@ -134,6 +134,7 @@ pub(crate) fn build(
             .http2_keep_alive_while_idle(true)
             .build(connector);
 
+    let answered = peer.clone();
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer()?)
@@ -147,6 +148,7 @@ pub(crate) fn build(
                 Box::new(http_body_util::BodyExt::map_err(body, BoxError::from)) as Box<DynBody>
             })
         })
+        .and_then(move |resp| check_plain_answer(resp, answered.clone()))
         .boxed();
     Ok(kube::client::ClientBuilder::new(
         service,
@@ -191,7 +193,8 @@ pub enum FailureKind {
 pub struct TransportFailure {
     kind: FailureKind,
     message: String,
-    cause: hyper_util::client::legacy::Error,
+    /// What hyper reported (`None` when the failure is an answer, e.g. Go's 400 to plain HTTP).
+    cause: Option<hyper_util::client::legacy::Error>,
 }
 
 impl TransportFailure {
@@ -243,7 +246,22 @@ impl TransportFailure {
         Self {
             kind,
             message,
-            cause,
+            cause: Some(cause),
+        }
+    }
+
+    /// A plain-HTTP request that a TLS server answered with 400 and its "client sent an HTTP
+    /// request to an HTTPS server" text (Go's servers, kube-apiserver among them, do).
+    fn plain_http_to_tls(peer: &Peer, answer: &str) -> Self {
+        Self {
+            kind: FailureKind::SpeaksTls,
+            message: format!(
+                "the server at {server} answered 400 {answer:?}: it speaks TLS; use https:// \
+                 in the server URL",
+                server = peer.server,
+                answer = answer.trim()
+            ),
+            cause: None,
         }
     }
 
@@ -253,9 +271,9 @@ impl TransportFailure {
     }
 
     /// The error hyper reported, whose causes the message already describes (for code that
-    /// inspects the cause chain; not for printing).
-    pub fn cause(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
-        &self.cause
+    /// inspects the cause chain; not for printing). `None` when the server answered.
+    pub fn cause(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.cause.as_ref().map(|cause| cause as _)
     }
 }
 
@@ -266,6 +284,32 @@ impl std::fmt::Display for TransportFailure {
 }
 
 impl std::error::Error for TransportFailure {}
+
+/// Turns a TLS server's 400 answer to a plain-HTTP request into a [`TransportFailure`] (not
+/// worth retrying, and clearer than kube's "ApiError: ..."); every other answer passes unchanged.
+async fn check_plain_answer(
+    resp: Response<Box<DynBody>>,
+    peer: Arc<Peer>,
+) -> Result<Response<Box<DynBody>>, BoxError> {
+    if !peer.plain_http || resp.status() != http::StatusCode::BAD_REQUEST {
+        return Ok(resp);
+    }
+    let (parts, body) = resp.into_parts();
+    // Read whole, as kube reads every error answer whole to decode its Status anyway.
+    let bytes = http_body_util::BodyExt::collect(body).await?.to_bytes();
+    let text = String::from_utf8_lossy(&bytes);
+    if text
+        .to_ascii_lowercase()
+        .contains("http request to an https server")
+    {
+        return Err(Box::new(TransportFailure::plain_http_to_tls(&peer, &text)));
+    }
+    let body: Box<DynBody> = Box::new(http_body_util::BodyExt::map_err(
+        http_body_util::Full::new(bytes),
+        |never| -> BoxError { match never {} },
+    ));
+    Ok(Response::from_parts(parts, body))
+}
 
 /// The first `Some` that `found` returns for an error of `err`'s cause chain (including the
 /// errors wrapped in `io::Error`s, which their `source()` skips).

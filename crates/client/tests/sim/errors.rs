@@ -137,6 +137,59 @@ async fn an_http_url_to_a_tls_server_should_fail_at_once_saying_use_https() {
     assert_eq!(classify(&err), Disposition::Fatal { reason: "tls" });
 }
 
+/// A Go TLS server (kube-apiserver) answers a plain request with 400 "Client sent an HTTP request
+/// to an HTTPS server.": that too fails at once saying to use https://.
+#[tokio::test]
+async fn a_go_tls_servers_400_to_plain_http_should_say_use_https() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                // What Go's net/http writes, byte for byte, then it closes the connection.
+                let _ = conn
+                    .write_all(
+                        b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n",
+                    )
+                    .await;
+            });
+        }
+    });
+    let api = pods_with(
+        Kubeconfig::from_yaml(&kubeconfig_for(&server)).unwrap(),
+        ConfigSource::InCluster,
+    )
+    .await;
+    let params = kube::api::ListParams::default();
+    let outcome = retry_counted(&RetryPolicy::default(), "list pods", || api.list(&params)).await;
+    let err = outcome.result.unwrap_err();
+    let message = Chain(&err).to_string();
+    eprintln!("{message}");
+    assert_eq!(outcome.attempts, 1, "not retried: {message}");
+    assert!(
+        message.contains("speaks TLS") && message.contains("use https://"),
+        "{message}"
+    );
+    assert!(message.contains(&server), "names the URL: {message}");
+    assert_eq!(classify(&err), Disposition::Fatal { reason: "tls" });
+}
+
+/// A kubeconfig naming `server`, without credentials.
+fn kubeconfig_for(server: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {{ server: \"{server}\" }}\ncontexts:\n- name: c\n  context: {{ cluster: c, user: u }}\nusers:\n- name: u\n  user: {{}}\n"
+    )
+}
+
 /// Nothing listening: the message names the server and "connection refused", once.
 #[tokio::test]
 async fn a_refused_connection_should_name_the_server_and_the_cause_once() {
@@ -145,9 +198,7 @@ async fn a_refused_connection_should_name_the_server_and_the_cause_once() {
         listener.local_addr().unwrap().port()
     };
     let server = format!("http://127.0.0.1:{port}");
-    let yaml = format!(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {{ server: \"{server}\" }}\ncontexts:\n- name: c\n  context: {{ cluster: c, user: u }}\nusers:\n- name: u\n  user: {{}}\n"
-    );
+    let yaml = kubeconfig_for(&server);
     let api = pods_with(
         Kubeconfig::from_yaml(&yaml).unwrap(),
         ConfigSource::InCluster,
