@@ -139,10 +139,16 @@ impl KfpEnv {
         client_flag: Option<&str>,
     ) -> Result<(), KfpError> {
         let parse = |flag: &str, raw: &str| {
-            parse_duration(raw).map_err(|_| {
-                KfpError::Timeouts(format!(
-                    "{flag}={raw:?} is not a duration: expected seconds (\"60\") or a duration like \"90s\", \"30m\""
-                ))
+            parse_duration(raw).map_err(|err| {
+                KfpError::Timeouts(match err {
+                    // Over the parser's bound (365 days): say so, with the range.
+                    podline_client::timeouts::InvalidDuration::TooLong { .. } => {
+                        format!("{flag}={raw:?} is {err}")
+                    }
+                    _ => format!(
+                        "{flag}={raw:?} is not a duration: expected seconds (\"60\") or a duration like \"90s\", \"30m\""
+                    ),
+                })
             })
         };
         if let Some(raw) = server_flag {
@@ -196,6 +202,10 @@ mod tests {
             err.to_string().contains("--watch-client-timeout=\"soon\""),
             "{err}"
         );
+        let err = kfp
+            .override_watch_timeouts(Some("18446744073709551615"), None)
+            .expect_err("over the parser's bound");
+        assert!(err.to_string().contains("at most 365 days"), "{err}");
         let mut short = env(&[]);
         let err = short
             .override_watch_timeouts(Some("30"), None)
