@@ -5,9 +5,10 @@
 //! never fails because MLMD is down; calls then fail with `Unavailable`,
 //! which [`MlmdError::is_retryable`] classifies for the writer's retry loop.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::uri::PathAndQuery;
@@ -65,11 +66,21 @@ impl MlmdClientConfig {
 }
 
 /// The MLMD client. Cheap to clone; clones share the HTTP/2 connection and
-/// the call counter.
+/// the call counters.
 #[derive(Clone, Debug)]
 pub struct MlmdClient {
     grpc: tonic::client::Grpc<Channel>,
-    calls: Arc<AtomicU64>,
+    counts: Arc<CallCounts>,
+}
+
+/// RPCs sent, in all and per method: what the benchmark reports as MLMD
+/// calls and write transactions per pod, and what tests assert to prove a
+/// round trip is saved (e.g. one context creation per workflow).
+#[derive(Debug, Default)]
+struct CallCounts {
+    calls: AtomicU64,
+    writes: AtomicU64,
+    by_method: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 macro_rules! rpc {
@@ -119,14 +130,36 @@ impl MlmdClient {
         }
         Ok(MlmdClient {
             grpc,
-            calls: Arc::new(AtomicU64::new(0)),
+            counts: Arc::default(),
         })
     }
 
     /// How many RPCs this client (and its clones) sent: the benchmark's
     /// "MLMD calls per pod".
     pub fn calls(&self) -> u64 {
-        self.calls.load(Ordering::Relaxed)
+        self.counts.calls.load(Ordering::Relaxed)
+    }
+
+    /// How many write RPCs (`Put*`) this client (and its clones) sent. MLMD
+    /// runs each in one transaction (one disk sync on a SQLite or MySQL
+    /// store), so this is the number of write transactions asked for,
+    /// whether they committed or were rolled back (e.g. `AlreadyExists`).
+    pub fn writes(&self) -> u64 {
+        self.counts.writes.load(Ordering::Relaxed)
+    }
+
+    /// How many `method` RPCs (MLMD's name, e.g. `"PutContexts"`) this client
+    /// (and its clones) sent.
+    pub fn calls_to(&self, method: &str) -> u64 {
+        self.by_method().get(method).copied().unwrap_or(0)
+    }
+
+    fn by_method(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, u64>> {
+        // Only counters behind it: a poisoned lock still holds valid numbers.
+        self.counts
+            .by_method
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     async fn unary<Req, Resp>(
@@ -139,7 +172,11 @@ impl MlmdClient {
         Req: prost::Message + Send + Sync + 'static,
         Resp: prost::Message + Default + Send + Sync + 'static,
     {
-        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.counts.calls.fetch_add(1, Ordering::Relaxed);
+        if method.starts_with("Put") {
+            self.counts.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        *self.by_method().entry(method).or_default() += 1;
         let mut grpc = self.grpc.clone();
         let status = |s: tonic::Status| MlmdError::Rpc {
             method,
@@ -268,5 +305,7 @@ mod tests {
             .expect_err("nobody listens");
         assert!(err.is_retryable(), "{err}");
         assert_eq!(client.calls(), 1);
+        assert_eq!(client.calls_to("GetContextTypes"), 1);
+        assert_eq!(client.writes(), 0, "a read is not a write transaction");
     }
 }

@@ -7,7 +7,8 @@
 //! - [`sink`]: [`KfpSink`] turns pod events into records and pod markers,
 //!   waiting out MLMD outages, and cancels executions of vanished pods.
 //! - [`pipeline`]: [`pipeline::run`] drives the sink from a pod watch through
-//!   [`queue`], a per-pod keyed work queue, with parallel workers.
+//!   [`queue`], a per-pod keyed work queue of slim [`PodSnapshot`]s, with
+//!   parallel workers.
 //! - [`patch`]: the labels and annotations written back on the pod.
 //! - [`daemon`]: [`run_daemon`], KFP mode as `podline record --kfp` runs it,
 //!   reporting into the SQL recorder's health and metrics ([`Observability`]).
@@ -33,5 +34,6 @@ pub use daemon::{KfpError, Observability, mlmd_config, run_daemon};
 pub use patch::PodPatch;
 pub use pipeline::{PipelineConfig, run};
 pub use pod::{KfpPod, Skip, Warning, classify};
+pub use queue::PodSnapshot;
 pub use sink::{KfpSink, Outcome, SinkConfig, SinkStats};
-pub use writer::{KfpWriter, Recorded};
+pub use writer::{KfpWriter, Recorded, Written};

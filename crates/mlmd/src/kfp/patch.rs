@@ -32,6 +32,42 @@ pub struct OutputRef {
     pub r#type: String,
 }
 
+/// The contract's markers a pod carries now: its values of the labels and
+/// annotations a [`PodPatch`] writes, and nothing else.
+///
+/// Why: the work queue keeps this instead of the whole pod (whose labels,
+/// annotations and `ARGO_TEMPLATE` are tens of KB), and a patch only needs
+/// these keys to leave out what the pod has already
+/// ([`PodPatch::missing_from`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Markers {
+    /// The marker labels present (execution id, context id, written).
+    pub labels: BTreeMap<String, String>,
+    /// The marker annotations present (input and output artifact ids).
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Markers {
+    /// The markers among a pod's `labels` and `annotations`.
+    pub fn of(
+        labels: Option<&BTreeMap<String, String>>,
+        annotations: Option<&BTreeMap<String, String>>,
+    ) -> Markers {
+        let pick = |from: Option<&BTreeMap<String, String>>, keys: &[&str]| {
+            keys.iter()
+                .filter_map(|k| Some(((*k).to_owned(), from?.get(*k)?.clone())))
+                .collect()
+        };
+        Markers {
+            labels: pick(
+                labels,
+                &[EXECUTION_ID_LABEL, CONTEXT_ID_LABEL, WRITTEN_LABEL],
+            ),
+            annotations: pick(annotations, &[INPUT_IDS_ANNOTATION, OUTPUT_IDS_ANNOTATION]),
+        }
+    }
+}
+
 /// Labels and annotations to merge into the pod's metadata.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodPatch {
@@ -161,6 +197,29 @@ mod tests {
         assert_eq!(
             p.annotations[OUTPUT_IDS_ANNOTATION],
             r#"[{"id":9,"name":"model","uri":"minio://b/m","type":"Model"}]"#
+        );
+    }
+
+    #[test]
+    fn markers_should_keep_only_the_keys_a_patch_writes() {
+        let labels: BTreeMap<String, String> = [
+            (EXECUTION_ID_LABEL.to_owned(), "7".to_owned()),
+            ("app".to_owned(), "x".to_owned()),
+        ]
+        .into();
+        let annotations: BTreeMap<String, String> = [
+            (OUTPUT_IDS_ANNOTATION.to_owned(), "[]".to_owned()),
+            (COMPONENT_SPEC_ANNOTATION.to_owned(), "{...}".to_owned()),
+        ]
+        .into();
+        let m = Markers::of(Some(&labels), Some(&annotations));
+        assert_eq!(m.labels.len(), 1);
+        assert_eq!(m.annotations.len(), 1);
+        // What a patch leaves out is the same whether it looks at the pod or its markers.
+        let p = PodPatch::started(7, 3, &[]).merge(PodPatch::finished(&[]));
+        assert_eq!(
+            p.missing_from(Some(&m.labels), Some(&m.annotations)),
+            p.missing_from(Some(&labels), Some(&annotations))
         );
     }
 

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::keys::SELECTOR;
-use super::queue::{Job, PodQueue};
+use super::queue::{Job, PodQueue, PodSnapshot};
 use super::sink::{KfpSink, Outcome};
 
 /// How the pipeline runs.
@@ -41,7 +41,18 @@ pub struct PipelineConfig {
     pub workers: usize,
     /// How long shutdown waits for queued pods to be written.
     pub drain_timeout: Duration,
+    /// How long a pod first seen Pending waits in the queue for its next
+    /// snapshot before it is recorded NEW: a pod that starts sooner is
+    /// created RUNNING at once, saving a write transaction (see
+    /// [`PodQueue::with_pending_hold`]). Zero records Pending pods at once.
+    pub pending_hold: Duration,
 }
+
+/// Default [`PipelineConfig::pending_hold`]: most pods leave Pending
+/// (scheduling, image pull) within it, and nothing KFP reads needs a
+/// Pending pod's execution sooner (the cache server reads the execution id
+/// of finished pods, the UI shows Pending steps from the workflow).
+pub const DEFAULT_PENDING_HOLD: Duration = Duration::from_secs(10);
 
 /// Default number of workers: enough to overlap MLMD round trips, few
 /// enough not to queue up at MLMD's own thread pool.
@@ -55,6 +66,7 @@ impl PipelineConfig {
             namespace,
             workers: DEFAULT_WORKERS,
             drain_timeout: Duration::from_secs(20),
+            pending_hold: DEFAULT_PENDING_HOLD,
         }
     }
 }
@@ -71,7 +83,7 @@ pub async fn run(
         () = sink.wait_for_mlmd() => {}
         () = shutdown.cancelled() => return Ok(()),
     }
-    let queue = Arc::new(PodQueue::new());
+    let queue = Arc::new(PodQueue::with_pending_hold(config.pending_hold));
     let waiting = SharedWaiting::default();
     let mut workers = JoinSet::new();
     for _ in 0..config.workers.max(1) {
@@ -169,42 +181,53 @@ async fn work(sink: Arc<KfpSink>, queue: Arc<PodQueue>, waiting: SharedWaiting) 
     while let Some((uid, job)) = queue.next().await {
         let started = Instant::now();
         let outcome = sink
-            .handle_job(&job.pod, job.deleted, job.attempt < INPUT_WAITS)
+            .handle_snapshot(&job.pod, job.deleted, job.attempt < INPUT_WAITS)
             .await;
-        if let Outcome::Recorded {
-            recorded,
-            awaiting_inputs,
-            ..
-        } = outcome
-        {
-            metrics.write(
-                started.elapsed().as_secs_f64(),
-                1,
-                Some(job.queued_at.elapsed().as_secs_f64()),
-            );
-            // Downstream pods that finished first get their inputs now.
-            let outputs = recorded.outputs.iter().flatten().map(|o| o.uri.clone());
-            for (waiter, job) in lock(&waiting).wake(outputs) {
-                queue.retry(&waiter, job);
+        match outcome {
+            Outcome::Recorded {
+                recorded,
+                awaiting_inputs,
+                ..
+            } => {
+                metrics.write(
+                    started.elapsed().as_secs_f64(),
+                    1,
+                    Some(job.queued_at.elapsed().as_secs_f64()),
+                );
+                // Downstream pods that finished first get their inputs now.
+                let outputs = recorded.outputs.iter().flatten().map(|o| o.uri.clone());
+                for (waiter, job) in lock(&waiting).wake(outputs) {
+                    queue.retry(&waiter, job);
+                }
+                if awaiting_inputs {
+                    park(&queue, &waiting, &uid, job, &recorded.unlinked_inputs);
+                }
             }
-            if awaiting_inputs {
-                let delay = Duration::from_millis(500) * 2u32.pow(job.attempt);
-                let mut job = job;
-                job.attempt += 1;
-                lock(&waiting).park(&uid, job, &recorded.unlinked_inputs);
-                let (queue, waiting, uid) = (queue.clone(), waiting.clone(), uid.clone());
-                tokio::spawn(async move {
-                    tokio::time::sleep(delay).await;
-                    let job = lock(&waiting).take(&uid);
-                    if let Some(job) = job {
-                        queue.retry(&uid, job);
-                    }
-                });
+            Outcome::AwaitingInputs { unlinked_inputs } => {
+                park(&queue, &waiting, &uid, job, &unlinked_inputs);
             }
+            Outcome::Skipped(_) | Outcome::Failed(_) => {}
         }
         queue.done(&uid);
         metrics.queue_depth(queue.depth());
     }
+}
+
+/// Park a finished pod until an output with one of `uris` is recorded, or
+/// at the latest after its attempt's delay (0.5 s doubling).
+fn park(queue: &Arc<PodQueue>, waiting: &SharedWaiting, uid: &str, job: Job, uris: &[String]) {
+    let delay = Duration::from_millis(500) * 2u32.pow(job.attempt);
+    let mut job = job;
+    job.attempt += 1;
+    lock(waiting).park(uid, job, uris);
+    let (queue, waiting, uid) = (queue.clone(), waiting.clone(), uid.to_owned());
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let job = lock(&waiting).take(&uid);
+        if let Some(job) = job {
+            queue.retry(&uid, job);
+        }
+    });
 }
 
 /// Uids the vanished-pod sweep must leave alone, growing while it runs.
@@ -300,7 +323,16 @@ impl Watcher {
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(uid.clone());
         }
-        self.queue.push(&uid, pod, deleted);
+        // Only what the writer needs is queued; skipped pods not at all.
+        match PodSnapshot::of(&pod) {
+            Ok(snapshot) => self.queue.push(&uid, snapshot, deleted),
+            Err(_) => {
+                // E.g. `metadata_written` is on it now: an older snapshot
+                // still queued has nothing left to do either.
+                self.queue.discard(&uid);
+                self.sink.stats().skipped.inc();
+            }
+        }
     }
 
     /// A relist completed: pods missing from it vanished while nobody
@@ -349,8 +381,9 @@ mod tests {
     use super::*;
 
     fn job() -> Job {
+        let pod = crate::kfp::fixture::Step::new("ns", "wf", "s").pod(Some("u"));
         Job {
-            pod: Pod::default(),
+            pod: Arc::new(PodSnapshot::of(&pod).expect("a KFP pod")),
             deleted: false,
             queued_at: Instant::now(),
             attempt: 1,

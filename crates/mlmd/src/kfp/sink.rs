@@ -27,9 +27,10 @@ use prometheus_client::registry::Registry;
 use serde_json::Value as Json;
 use tracing::Instrument;
 
-use super::patch::PodPatch;
-use super::pod::{KfpPod, Skip, classify};
-use super::writer::{KfpWriter, Recorded, is_terminal, pod_uid_of};
+use super::patch::{Markers, PodPatch};
+use super::pod::{KfpPod, Skip};
+use super::queue::PodSnapshot;
+use super::writer::{KfpWriter, Recorded, Written, is_terminal, pod_uid_of};
 use crate::error::MlmdError;
 use crate::proto::GetContextTypesRequest;
 
@@ -68,8 +69,15 @@ pub enum Outcome {
         patched: bool,
         /// Finished, but some inputs' upstream artifacts are not in MLMD
         /// yet, so `metadata_written` was held back: handle the pod again
-        /// later (see [`KfpSink::handle_job`]).
+        /// later (see [`KfpSink::handle_snapshot`]).
         awaiting_inputs: bool,
+    },
+    /// Finished and new to the writer, but some inputs' upstream artifacts
+    /// are not in MLMD yet: nothing written, handle the pod again later
+    /// (see [`KfpSink::handle_snapshot`]).
+    AwaitingInputs {
+        /// The input URIs without an artifact yet.
+        unlinked_inputs: Vec<String>,
     },
     /// MLMD rejected the pod's data (not retryable): logged, stream goes on.
     Failed(String),
@@ -247,34 +255,42 @@ impl KfpSink {
 
     /// Handle one pod event. `deleted` for a DELETED event.
     pub async fn handle(&self, pod: &Pod, deleted: bool) -> Outcome {
-        self.handle_job(pod, deleted, false).await
-    }
-
-    /// [`KfpSink::handle`], and with `may_wait_for_inputs`, a finished pod
-    /// whose upstream artifacts are not recorded yet (its upstream pod is
-    /// still queued: a relist or backlog is written in no particular order)
-    /// does not get `metadata_written` yet: the caller handles it again
-    /// later, and the writer links the inputs then. Without it, the pod is
-    /// marked written with what could be linked.
-    pub async fn handle_job(&self, pod: &Pod, deleted: bool, may_wait_for_inputs: bool) -> Outcome {
-        let kfp = match classify(pod) {
-            Ok(kfp) => kfp,
+        match PodSnapshot::of(pod) {
+            Ok(snapshot) => self.handle_snapshot(&snapshot, deleted, false).await,
             Err(skip) => {
                 self.stats.skipped.inc();
-                return Outcome::Skipped(skip);
+                Outcome::Skipped(skip)
             }
-        };
+        }
+    }
+
+    /// [`KfpSink::handle`] for a pod already reduced to what the writer
+    /// needs (the work queue's entry). With `may_wait_for_inputs`, a
+    /// finished pod whose upstream artifacts are not recorded yet (its
+    /// upstream pod is still queued: a relist or backlog is written in no
+    /// particular order) is not written yet if the writer has not recorded
+    /// it ([`Outcome::AwaitingInputs`]), and does not get `metadata_written`
+    /// yet if it has (`awaiting_inputs`): the caller handles it again later,
+    /// and the writer links the inputs then. Without it, the pod is recorded
+    /// and marked written with what could be linked.
+    pub async fn handle_snapshot(
+        &self,
+        snapshot: &PodSnapshot,
+        deleted: bool,
+        may_wait_for_inputs: bool,
+    ) -> Outcome {
+        let kfp = snapshot.kfp.clone();
         let span = tracing::info_span!(
             "kfp_pod", namespace = %kfp.namespace, pod = %kfp.name, uid = %kfp.uid
         );
-        self.handle_kfp(pod, kfp, deleted, may_wait_for_inputs)
+        self.handle_kfp(&snapshot.markers, kfp, deleted, may_wait_for_inputs)
             .instrument(span)
             .await
     }
 
     async fn handle_kfp(
         &self,
-        pod: &Pod,
+        markers: &Markers,
         mut kfp: KfpPod,
         deleted: bool,
         may_wait_for_inputs: bool,
@@ -293,8 +309,23 @@ impl KfpSink {
                 kfp.namespace, kfp.name, w.field, w.message
             );
         }
-        let recorded = match self.record_with_retry(&kfp, deleted).await {
-            Ok(r) => r,
+        let written = if may_wait_for_inputs {
+            self.with_retry(|| self.writer.record_unless_inputs_missing(&kfp, deleted))
+                .await
+        } else {
+            self.record_with_retry(&kfp, deleted)
+                .await
+                .map(Written::Recorded)
+        };
+        let recorded = match written {
+            Ok(Written::Recorded(r)) => r,
+            Ok(Written::AwaitingInputs(unlinked_inputs)) => {
+                tracing::debug!(
+                    unlinked = ?unlinked_inputs,
+                    "finished before its upstream artifacts were recorded; writing it once they are"
+                );
+                return Outcome::AwaitingInputs { unlinked_inputs };
+            }
             Err(e) => {
                 self.stats.failed.inc();
                 self.health.metrics().store_error("rejected");
@@ -325,10 +356,7 @@ impl KfpSink {
             if let (Some(outputs), false) = (&recorded.outputs, awaiting_inputs) {
                 patch = patch.merge(PodPatch::finished(outputs));
             }
-            let missing = patch.missing_from(
-                pod.metadata.labels.as_ref(),
-                pod.metadata.annotations.as_ref(),
-            );
+            let missing = patch.missing_from(Some(&markers.labels), Some(&markers.annotations));
             if !missing.is_empty() {
                 patched = self.patch_pod(&kfp, &missing).await;
             }

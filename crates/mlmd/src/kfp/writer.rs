@@ -6,8 +6,19 @@
 //!   A restart at any point finds its earlier writes instead of duplicating them.
 //! - Each phase is one atomic `PutExecution` (execution, events, artifacts,
 //!   association, attributions), so there are no half-written steps.
-//! - Contexts are found with `GetContextByTypeAndName` (no full scans) and a
-//!   create that loses a race (AlreadyExists) re-reads.
+//! - Contexts are created first and looked up (`GetContextByTypeAndName`, no
+//!   full scans) only when the create says `AlreadyExists` (a restart, or the
+//!   name taken in another namespace). Resolving a context or a type is
+//!   single-flight: the workers that need the same one wait for the first,
+//!   so a backlog of N pods of one workflow makes one `PutContexts`, not N
+//!   racing ones answered `AlreadyExists`.
+//! - Write transactions per pod: one when the pod is first seen (NEW or
+//!   RUNNING, its inputs linked), one when it finishes (state, outputs,
+//!   output parameters, late inputs), both in one `PutExecution`; a pod
+//!   first seen finished costs one. [`KfpWriter::record_unless_inputs_missing`]
+//!   holds a finished pod back, writing nothing, while its upstream artifacts
+//!   are missing, so a backlog written out of order does not cost a second
+//!   write (`PutEvents`) per downstream pod.
 //! - `last_known_state` follows the pod: NEW/RUNNING, then COMPLETE, FAILED,
 //!   CACHED or CANCELED. A terminal state is written in the same transaction
 //!   as the outputs, so "terminal" means "outputs recorded".
@@ -17,7 +28,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::Hash;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::keys::{NO_TYPE, RUN_CONTEXT_TYPE};
 use super::patch::{InputRef, OutputRef};
@@ -42,6 +53,17 @@ pub struct Recorded {
     /// URIs of inputs not linked because no artifact has them yet (the
     /// upstream pod is not recorded yet: a later call links them).
     pub unlinked_inputs: Vec<String>,
+}
+
+/// What [`KfpWriter::record_unless_inputs_missing`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Recorded (see [`KfpWriter::record`]).
+    Recorded(Recorded),
+    /// Nothing written: the pod is finished and new to this writer, and
+    /// these input URIs have no artifact in MLMD yet (the upstream pod is
+    /// not recorded yet). Call again once they may have.
+    AwaitingInputs(Vec<String>),
 }
 
 /// Whether a state is final (outputs recorded with it).
@@ -130,11 +152,61 @@ struct Memo {
     artifacts: Bounded<String, i64>,
 }
 
+/// One resolution at a time per key: the first caller resolves (and
+/// memoizes), the others wait for it and then find the memo.
+///
+/// Why: 8 workers starting on a backlog of one workflow's pods would all
+/// miss the memo at once and race to create the same context (a 1000-pod
+/// backlog made 440 `PutContexts`, 338 of them answered `AlreadyExists`).
+#[derive(Debug, Default)]
+struct SingleFlight {
+    keys: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl SingleFlight {
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<tokio::sync::Mutex<()>>>> {
+        // A map of locks only; it stays consistent if a holder panicked.
+        self.keys.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn lock(&self, key: String) -> FlightGuard<'_> {
+        let cell = self.keys().entry(key.clone()).or_default().clone();
+        let guard = cell.lock_owned().await;
+        FlightGuard {
+            flights: self,
+            key,
+            guard: Some(guard),
+        }
+    }
+}
+
+/// Held while resolving a key; forgets the key when nobody waits for it.
+struct FlightGuard<'a> {
+    flights: &'a SingleFlight,
+    key: String,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for FlightGuard<'_> {
+    fn drop(&mut self) {
+        self.guard.take();
+        let mut keys = self.flights.keys();
+        // Only the map holds it: no waiter (waiters clone it under this lock).
+        if keys
+            .get(&self.key)
+            .is_some_and(|cell| Arc::strong_count(cell) == 1)
+        {
+            keys.remove(&self.key);
+        }
+    }
+}
+
 /// The KFP metadata writer over an [`MlmdClient`].
 #[derive(Debug)]
 pub struct KfpWriter {
     client: MlmdClient,
     memo: Mutex<Memo>,
+    flights: SingleFlight,
 }
 
 impl KfpWriter {
@@ -150,6 +222,7 @@ impl KfpWriter {
                 pods: Bounded::new(pod_cache),
                 artifacts: Bounded::new(pod_cache),
             }),
+            flights: SingleFlight::default(),
         }
     }
 
@@ -174,6 +247,49 @@ impl KfpWriter {
     /// finished). A restart costs one more read per pod (`AlreadyExists`, then
     /// `GetExecutionsByExternalIds`).
     pub async fn record(&self, pod: &KfpPod, deleted: bool) -> Result<Recorded, MlmdError> {
+        self.record_with(pod, deleted, None).await
+    }
+
+    /// [`KfpWriter::record`], except that a finished pod this writer has
+    /// not recorded yet, some of whose inputs have no upstream artifact in
+    /// MLMD yet, is not written at all ([`Written::AwaitingInputs`]): its
+    /// single write comes once the inputs can be linked in it. (Recorded
+    /// at once, it would need a second write to link them.)
+    pub async fn record_unless_inputs_missing(
+        &self,
+        pod: &KfpPod,
+        deleted: bool,
+    ) -> Result<Written, MlmdError> {
+        let new_to_us = self.memo().pods.get(&pod.uid).is_none();
+        if new_to_us && is_terminal(pod.state(deleted)) && !pod.inputs.is_empty() {
+            let inputs = self.resolve_inputs(pod).await?;
+            if inputs.len() < pod.inputs.len() {
+                let unlinked = pod
+                    .inputs
+                    .iter()
+                    .filter(|i| !inputs.iter().any(|l| l.name == i.name))
+                    .map(|i| i.uri.clone())
+                    .collect();
+                return Ok(Written::AwaitingInputs(unlinked));
+            }
+            return self
+                .record_with(pod, deleted, Some(inputs))
+                .await
+                .map(Written::Recorded);
+        }
+        self.record_with(pod, deleted, None)
+            .await
+            .map(Written::Recorded)
+    }
+
+    /// [`KfpWriter::record`] with the pod's inputs already resolved, when
+    /// the caller did.
+    async fn record_with(
+        &self,
+        pod: &KfpPod,
+        deleted: bool,
+        resolved: Option<Vec<InputRef>>,
+    ) -> Result<Recorded, MlmdError> {
         let target = pod.state(deleted);
         let context = self.run_context(&pod.namespace, &pod.workflow).await?;
         let context_id = context.id.ok_or(MlmdError::MissingField {
@@ -183,7 +299,7 @@ impl KfpWriter {
         let memo = self.memo().pods.get(&pod.uid).cloned();
         let mut memo = match memo {
             Some(m) => m,
-            None => self.first_sight(pod, &context, target).await?,
+            None => self.first_sight(pod, &context, target, resolved).await?,
         };
         let current = state_of(&memo.execution);
         if is_terminal(current) {
@@ -279,6 +395,7 @@ impl KfpWriter {
         pod: &KfpPod,
         context: &Context,
         target: ExecutionState,
+        resolved: Option<Vec<InputRef>>,
     ) -> Result<PodMemo, MlmdError> {
         // A pod phase 1 of KFP's own writer labelled: adopt its execution
         // (never for cache hits, whose label points at the original run's),
@@ -310,7 +427,10 @@ impl KfpWriter {
                 });
             }
         }
-        let inputs = self.resolve_inputs(pod).await?;
+        let inputs = match resolved {
+            Some(inputs) => inputs,
+            None => self.resolve_inputs(pod).await?,
+        };
         let type_id = self.execution_type(&pod.component_version).await?;
         let created = if is_terminal(target) {
             let mut execution = execution_proto(pod, type_id, target);
@@ -682,77 +802,89 @@ impl KfpWriter {
             .collect())
     }
 
-    /// The run context of a workflow: found by type and name, created if
-    /// missing (a lost race re-reads). When the name is taken by the same
-    /// workflow name in another namespace, `<namespace>.<workflow>` is used.
+    /// The run context of a workflow: created if missing, else found by
+    /// type and name. When the name is taken by the same workflow name in
+    /// another namespace, `<namespace>.<workflow>` is used. Single-flight:
+    /// concurrent callers for one workflow make one resolution.
     pub async fn run_context(&self, namespace: &str, workflow: &str) -> Result<Context, MlmdError> {
         let key = (namespace.to_owned(), workflow.to_owned());
         if let Some(c) = self.memo().contexts.get(&key) {
             return Ok(c.clone());
         }
+        let _flight = self
+            .flights
+            .lock(format!("context\0{namespace}\0{workflow}"))
+            .await;
+        if let Some(c) = self.memo().contexts.get(&key) {
+            return Ok(c.clone());
+        }
+        let context = self.resolve_context(namespace, workflow).await?;
+        self.memo().contexts.insert(key, context.clone());
+        Ok(context)
+    }
+
+    /// Create the run context, or find it when the create says it exists.
+    /// Creating first costs one call for a new workflow (the common case)
+    /// and two for one recorded before this process started.
+    async fn resolve_context(&self, namespace: &str, workflow: &str) -> Result<Context, MlmdError> {
         let ours = context_external_id(namespace, workflow);
         let type_id = self.context_type().await?;
         let names = [workflow.to_owned(), format!("{namespace}.{workflow}")];
         for name in &names {
-            for _attempt in 0..3 {
-                let found = self
-                    .client
-                    .get_context_by_type_and_name(GetContextByTypeAndNameRequest {
-                        type_name: Some(RUN_CONTEXT_TYPE.into()),
-                        context_name: Some(name.clone()),
-                        type_version: None,
-                    })
-                    .await?
-                    .context;
-                if let Some(found) = found {
-                    let owner = found.external_id.as_deref();
-                    if owner.is_none() || owner == Some(ours.as_str()) {
-                        let found = writable_context(found);
-                        self.memo().contexts.insert(key, found.clone());
-                        return Ok(found);
-                    }
-                    // Same workflow name, another namespace: next name.
-                    break;
+            let mut context = Context {
+                type_id: Some(type_id),
+                name: Some(name.clone()),
+                external_id: Some(ours.clone()),
+                properties: [
+                    ("pipeline_name".to_owned(), Value::string(workflow)),
+                    ("run_id".to_owned(), Value::string(workflow)),
+                ]
+                .into(),
+                custom_properties: [("namespace".to_owned(), Value::string(namespace))].into(),
+                ..Default::default()
+            };
+            match self
+                .client
+                .put_contexts(PutContextsRequest {
+                    contexts: vec![context.clone()],
+                })
+                .await
+            {
+                Ok(r) => {
+                    context.id = r.context_ids.first().copied();
+                    return Ok(context);
                 }
-                let mut context = Context {
-                    type_id: Some(type_id),
-                    name: Some(name.clone()),
-                    external_id: Some(ours.clone()),
-                    properties: [
-                        ("pipeline_name".to_owned(), Value::string(workflow)),
-                        ("run_id".to_owned(), Value::string(workflow)),
-                    ]
-                    .into(),
-                    custom_properties: [("namespace".to_owned(), Value::string(namespace))].into(),
-                    ..Default::default()
-                };
-                match self
-                    .client
-                    .put_contexts(PutContextsRequest {
-                        contexts: vec![context.clone()],
-                    })
-                    .await
-                {
-                    Ok(r) => {
-                        context.id = r.context_ids.first().copied();
-                        self.memo().contexts.insert(key, context.clone());
-                        return Ok(context);
-                    }
-                    // Lost a race (or our external id exists under the
-                    // other name): look again.
-                    Err(e) if e.is_already_exists() => continue,
-                    Err(e) => return Err(e),
+                // Taken: by us before a restart, by KFP's own writer (no
+                // external id), or by the same workflow name in another
+                // namespace; or our external id is taken under the other name.
+                Err(e) if e.is_already_exists() => {}
+                Err(e) => return Err(e),
+            }
+            let found = self
+                .client
+                .get_context_by_type_and_name(GetContextByTypeAndNameRequest {
+                    type_name: Some(RUN_CONTEXT_TYPE.into()),
+                    context_name: Some(name.clone()),
+                    type_version: None,
+                })
+                .await?
+                .context;
+            if let Some(found) = found {
+                let owner = found.external_id.as_deref();
+                if owner.is_none() || owner == Some(ours.as_str()) {
+                    return Ok(writable_context(found));
                 }
             }
+            // Someone else's name: the next one.
         }
-        // Both names belong to others or kept racing: find ours by external id.
+        // Both names belong to others: find ours by external id.
         let found = self
             .client
             .get_contexts_by_external_ids(GetContextsByExternalIdsRequest {
                 external_ids: vec![ours],
             })
             .await;
-        let found = or_empty(found)?
+        or_empty(found)?
             .contexts
             .into_iter()
             .next()
@@ -761,12 +893,14 @@ impl KfpWriter {
                 method: "PutContexts",
                 code: tonic::Code::AlreadyExists,
                 message: format!("no free KfpRun context name for {namespace}/{workflow}"),
-            })?;
-        self.memo().contexts.insert(key, found.clone());
-        Ok(found)
+            })
     }
 
     async fn context_type(&self) -> Result<i64, MlmdError> {
+        if let Some(id) = self.memo().context_type {
+            return Ok(id);
+        }
+        let _flight = self.flights.lock("context-type".to_owned()).await;
         if let Some(id) = self.memo().context_type {
             return Ok(id);
         }
@@ -796,6 +930,10 @@ impl KfpWriter {
         if let Some(&id) = self.memo().execution_types.get(&name) {
             return Ok(id);
         }
+        let _flight = self.flights.lock(format!("execution-type\0{name}")).await;
+        if let Some(&id) = self.memo().execution_types.get(&name) {
+            return Ok(id);
+        }
         let id = self
             .client
             .put_execution_type(PutExecutionTypeRequest {
@@ -818,6 +956,10 @@ impl KfpWriter {
     }
 
     async fn artifact_type(&self, name: &str) -> Result<i64, MlmdError> {
+        if let Some(&id) = self.memo().artifact_types.get(name) {
+            return Ok(id);
+        }
+        let _flight = self.flights.lock(format!("artifact-type\0{name}")).await;
         if let Some(&id) = self.memo().artifact_types.get(name) {
             return Ok(id);
         }
