@@ -982,9 +982,20 @@ async fn a_full_disk_is_survived_and_every_pod_recorded_once_space_is_back() {
             FullJitter::try_new(Duration::from_millis(50), retry_cap, 2.0).unwrap();
     })
     .await;
+    let listener = podline_record::health::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop_http = CancellationToken::new();
+    let http = tokio::spawn(podline_record::health::serve(
+        listener,
+        rec.health.clone(),
+        stop_http.clone(),
+    ));
     create_pods(&sim, "a", 30).await;
     assert_store_equals_truth(&sim, &store, 30, Duration::from_secs(20)).await;
     assert!(rec.health.readiness().is_ready());
+    assert!(readyz(addr).await.starts_with("HTTP/1.1 200"));
 
     let filler = fs.fill();
     create_pods(&sim, "b", 120).await;
@@ -1006,6 +1017,11 @@ async fn a_full_disk_is_survived_and_every_pod_recorded_once_space_is_back() {
     }
     tokio::time::sleep(Duration::from_millis(500)).await; // the writer keeps failing meanwhile
     assert!(store_not_writable(&rec.health), "still full");
+    let not_ready = readyz(addr).await;
+    assert!(
+        not_ready.starts_with("HTTP/1.1 503") && not_ready.contains("store not writable"),
+        "{not_ready}"
+    );
     assert!(store.health().await.is_err(), "the disk really is full");
 
     std::fs::remove_file(filler).unwrap();
@@ -1024,8 +1040,23 @@ async fn a_full_disk_is_survived_and_every_pod_recorded_once_space_is_back() {
         "ready again only after {:?}",
         freed.elapsed()
     );
+    assert!(readyz(addr).await.starts_with("HTTP/1.1 200"));
     assert_store_equals_truth(&sim, &store, 150, Duration::from_secs(20)).await;
     rec.stop().await.unwrap();
+    stop_http.cancel();
+    http.await.unwrap().unwrap();
+}
+
+/// `GET /readyz` on the recorder's health server; the whole HTTP response.
+async fn readyz(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /readyz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
 }
 
 /// Issue 16: the SQLite file deleted under a running recorder. The store re-creates and
