@@ -36,7 +36,7 @@
 //! | LIST page hangs or fails (5xx) | timeout / error status (a frozen HTTP/2 connection: the failed PING) | back off, retry the same page | `Err(ClientTimeout { phase: List })` / `Err(ListFailed)` |
 //! | 410 in-stream ERROR, 410 on watch start, 410 on LIST continue | Status 410 | re-list | `Err(..{gone})`, `Init`, `InitApply`..., `InitDone` |
 //! | `resume_from` RV too old (after a restart) | 410 | re-list | as above |
-//! | 401 / 403 / 404 / 400 / 422, or a rejected TLS certificate | HTTP error status / TLS error | stop | `Err(e)` with `e.is_fatal()`, then the stream ends |
+//! | 401 / 403 / 404 / 400 / 422, a rejected TLS certificate, or the wrong scheme (`http://` to a TLS server, `https://` to a plain one) | HTTP error status / TLS error | stop | `Err(e)` with `e.is_fatal()`, then the stream ends |
 //!
 //! Every row is covered by a unit test of the step function in paused time
 //! (`watch::state::tests`); the sim's faults exercise them over real sockets in `tests/` (the

@@ -15,7 +15,7 @@
 //! | 408, client-side timeouts | `Retry` | `timeout` |
 //! | connection refused / reset, TLS handshake I/O, truncated body | `Retry` | `transport` |
 //! | 400, 401, 403, 404, 405, 410, 415, 422 | `Fatal` | `bad_request`, `unauthorized`, `forbidden`, `not_found`, `method_not_allowed`, `gone`, `unsupported_media_type`, `invalid` |
-//! | the server's TLS certificate is rejected, or an `http://` URL names a TLS server | `Fatal` | `tls` |
+//! | the server's TLS certificate is rejected, an `http://` URL names a TLS server or an `https://` URL a plain-HTTP one | `Fatal` | `tls` |
 //! | any other status, undecodable bodies, bad config | `Fatal` | `client_error`, `server_error`, `unexpected_status`, `decode`, `config`, `auth` |
 //!
 //! 410 is fatal here because a *unary* call cannot fix it by repeating itself; the watch handles
@@ -200,11 +200,16 @@ fn is_bad_certificate(err: &(dyn std::error::Error + 'static)) -> bool {
     })
 }
 
-/// Whether an `http://` URL reached a TLS server: no retry fixes that either.
+/// Whether an `http://` URL reached a TLS server, or an `https://` URL a plain-HTTP one: no
+/// retry fixes that either.
 fn speaks_tls(err: &(dyn std::error::Error + 'static)) -> bool {
     any_cause(err, &|e| {
-        e.downcast_ref::<TransportFailure>()
-            .is_some_and(|f| f.kind() == FailureKind::SpeaksTls)
+        e.downcast_ref::<TransportFailure>().is_some_and(|f| {
+            matches!(
+                f.kind(),
+                FailureKind::SpeaksTls | FailureKind::SpeaksPlainHttp
+            )
+        })
     })
 }
 

@@ -177,6 +177,9 @@ pub enum FailureKind {
     /// An `http://` URL names a server that speaks TLS: it answered the plain request with a
     /// TLS alert or other non-HTTP bytes. No retry can fix it.
     SpeaksTls,
+    /// An `https://` URL names a plain-HTTP server: it answered the TLS handshake with HTTP
+    /// (rustls: a record of an invalid content type). No retry can fix it.
+    SpeaksPlainHttp,
     /// Anything else (refused, reset, timed out, a failed handshake...): [`crate::retry`]
     /// classifies it by its cause.
     Other,
@@ -230,6 +233,25 @@ impl TransportFailure {
                 format!(
                     "the server at {server} did not answer in HTTP ({detail}): it speaks TLS; \
                      use https:// in the server URL"
+                ),
+            )
+        } else if !peer.plain_http
+            && find_cause(&cause, |e| {
+                matches!(
+                    e.downcast_ref::<rustls::Error>(),
+                    Some(rustls::Error::InvalidMessage(
+                        rustls::InvalidMessage::InvalidContentType
+                    ))
+                )
+                .then_some(())
+            })
+            .is_some()
+        {
+            (
+                FailureKind::SpeaksPlainHttp,
+                format!(
+                    "the server at {server} did not answer the TLS handshake in TLS ({detail}): \
+                     it speaks plain HTTP; use http:// in the server URL"
                 ),
             )
         } else if cause.is_connect() {

@@ -137,6 +137,36 @@ async fn an_http_url_to_a_tls_server_should_fail_at_once_saying_use_https() {
     assert_eq!(classify(&err), Disposition::Fatal { reason: "tls" });
 }
 
+/// The reverse: `https://` in front of a plain-HTTP server, which answers the TLS handshake in
+/// HTTP. The call fails at once, says to use http://, and no retry policy repeats it.
+#[tokio::test]
+async fn an_https_url_to_a_plain_http_server_should_fail_at_once_saying_use_http() {
+    let sim = start_sim(SimConfig::default().tls(false).kubelet_enabled(false)).await;
+    let http = sim.url();
+    let https = http.replacen("http://", "https://", 1);
+    let yaml = sim.kubeconfig_yaml().replace(&http, &https);
+    assert!(yaml.contains(&https));
+    let api = pods_with(
+        Kubeconfig::from_yaml(&yaml).unwrap(),
+        ConfigSource::InCluster,
+    )
+    .await;
+    let started = Instant::now();
+    let params = kube::api::ListParams::default();
+    let outcome = retry_counted(&RetryPolicy::default(), "list pods", || api.list(&params)).await;
+    let err = outcome.result.unwrap_err();
+    let message = Chain(&err).to_string();
+    eprintln!("{message}");
+    assert_eq!(outcome.attempts, 1, "not retried: {message}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(
+        message.contains("speaks plain HTTP") && message.contains("use http://"),
+        "{message}"
+    );
+    assert!(message.contains(&https), "names the URL: {message}");
+    assert_eq!(classify(&err), Disposition::Fatal { reason: "tls" });
+}
+
 /// A Go TLS server (kube-apiserver) answers a plain request with 400 "Client sent an HTTP request
 /// to an HTTPS server.": that too fails at once saying to use https://.
 #[tokio::test]
