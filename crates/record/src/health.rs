@@ -10,6 +10,11 @@
 //!   last periodic probe ([`probe_store`]: a real write, bounded in time) did; so a database that
 //!   went away is noticed within one probe interval even when the recorder is idle.
 //!
+//! A SQLite disk that fills up (or goes read-only) makes every write fail, so the store part
+//! turns false at the first failed write; the store replaces the connections that saw the fault,
+//! so the first write (or probe) after the disk recovers succeeds and readiness comes back within
+//! one retry period (the writer's backoff, at most its cap) without a restart.
+//!
 //! `/healthz` is liveness: it answers as long as the runtime serves requests.
 
 use std::net::SocketAddr;
