@@ -304,4 +304,30 @@ mod tests {
         guard.fault(DiskFault::Moved);
         assert!(guard.take_migrate());
     }
+
+    #[test]
+    fn a_connection_stuck_in_a_transaction_should_be_retired() {
+        let dir = tempfile::tempdir().unwrap();
+        let guard = DiskGuard::new(dir.path().join("x.db"));
+        let err = guard.classify(StoreError::Unavailable {
+            op: "apply",
+            source: sqlx::Error::InvalidSavePointStatement,
+        });
+        assert!(matches!(err, StoreError::Unavailable { .. }), "{err:?}");
+        assert!(err.is_retryable());
+        assert!(
+            !guard.keeps(Duration::from_millis(1)),
+            "replaced, not reused"
+        );
+        assert!(!guard.take_migrate());
+        // Other errors change nothing.
+        let dir2 = tempfile::tempdir().unwrap();
+        let other = DiskGuard::new(dir2.path().join("y.db"));
+        let err = other.classify(StoreError::Query {
+            op: "apply",
+            source: sqlx::Error::RowNotFound,
+        });
+        assert!(matches!(err, StoreError::Query { .. }), "{err:?}");
+        assert!(other.keeps(Duration::from_secs(60)));
+    }
 }
