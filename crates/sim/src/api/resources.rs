@@ -170,11 +170,14 @@ pub(super) async fn read_raw_body(state: &AppState, req: Request) -> Result<Json
     let bytes = tokio::time::timeout(limits.read_timeout, read)
         .await
         .map_err(|_| {
-            ApiError::new(
+            // kube-apiserver's request-timeout filter: `NewTimeoutError(..., 0)`, empty details.
+            let mut err = ApiError::new(
                 504,
                 "Timeout",
                 "Timeout: request did not complete within requested timeout - context deadline exceeded",
-            )
+            );
+            err.details = Some(Box::default());
+            err
         })??;
     Ok(JsonBody { bytes, media_type })
 }
