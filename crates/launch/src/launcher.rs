@@ -272,17 +272,28 @@ impl Launcher {
             tracing::info!(pod = %built.name, "reattached to the running pod of this task");
             pod
         } else {
-            let create = create::create_idempotent(&api, &built, &cfg.create);
+            // Panic-guarded too: a create that panicked may still have created the pod.
+            let create = catch_panic(create::create_idempotent(&api, &built, &cfg.create));
             tokio::select! {
                 created = create => match created {
-                    Ok(c) => {
+                    Ok(Ok(c)) => {
                         result.timings.time_to_created_ms =
                             Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
                         result.retries = c.attempts.saturating_sub(1);
                         result.adopted = c.adopted;
                         c.pod
                     }
-                    Err(err) => return finish_early(result, err),
+                    Ok(Err(err)) => return finish_early(result, err),
+                    Err(panic) => {
+                        tracing::error!(pod = %built.name, panic = %panic, "the create panicked; cleaning up the pod");
+                        result.deleted = self.delete_if_ours(&api, &built).await;
+                        result.exit_code = exit::LOST;
+                        result.error = Some(format!(
+                            "internal error while creating pod {}: {panic} (a bug in podline)",
+                            built.name
+                        ));
+                        return result;
+                    }
                 },
                 () = cancel.cancelled() => {
                     // The create may have gone through: delete the pod if it is ours.
