@@ -500,3 +500,148 @@ async fn pods_should_be_written_to_mlmd_in_parallel() {
         "pods were written one at a time: {served}"
     );
 }
+
+/// Step `i` of a chain in `workflow`: every step but the first consumes the previous one's output.
+fn chain_step(workflow: &str, i: usize) -> Step {
+    let mut step = Step::new(NS, workflow, &format!("s{i}"));
+    step.component_spec = Some(component_spec("Step", &[("out", "Dataset")]));
+    if i > 0 {
+        let previous = Step::new(NS, workflow, &format!("s{}", i - 1));
+        step.inputs = vec![("in".into(), previous.key("out"))];
+    }
+    step.outputs_on_pod = Some(vec![("out".into(), step.key("out"))]);
+    step
+}
+
+/// MLMD writes that touch executions (creating, updating, linking events).
+fn execution_writes(client: &MlmdClient) -> u64 {
+    [
+        "PutExecution",
+        "PutExecutions",
+        "PutEvents",
+        "PutLineageSubgraph",
+    ]
+    .iter()
+    .map(|m| client.calls_to(m))
+    .sum()
+}
+
+/// The 8 workers used to race to create each workflow's context (a 1000-pod backlog made 440
+/// `PutContexts`, 338 answered AlreadyExists, and 1,048 lookups for 100 contexts), and linked
+/// the inputs of pods written before their upstream with a second write (`PutEvents`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_of_one_workflow_should_make_one_context_and_one_write_per_pod() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let (_sim, kube) = sim().await;
+    // The backlog: 40 finished pods of one workflow, listed at start.
+    let mut pods = Vec::new();
+    for i in 0..40 {
+        let step = chain_step("wf-backlog", i);
+        let uid = run_step(&kube, &step, None, "Succeeded").await;
+        pods.push((step.pod_name.clone(), uid, false));
+    }
+    let (sink, task) = spawn_sink(&kube, &server.config());
+    await_recorded(&kube, &server.config(), &pods).await;
+    task.abort();
+    let client = sink.writer().client();
+    assert_eq!(client.calls_to("PutContexts"), 1, "one context creation");
+    assert_eq!(
+        client.calls_to("GetContextByTypeAndName"),
+        0,
+        "no lookups of a context this process created"
+    );
+    assert_eq!(client.calls_to("PutExecutionType"), 1);
+    assert_eq!(
+        execution_writes(client),
+        40,
+        "one write transaction per finished pod, inputs linked in it"
+    );
+    // Every INPUT link is there: 39 consumers, each linked to its upstream's output.
+    let q = python_json(
+        "kfp_query.py",
+        &[server.port.to_string(), "wf-backlog".into()],
+    );
+    let inputs = q["executions"]
+        .as_array()
+        .expect("executions")
+        .iter()
+        .flat_map(|e| e["events"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["type"] == "INPUT")
+        .count();
+    assert_eq!(inputs, 39, "{q:#}");
+    assert_eq!(q["counts"]["executions"], 40);
+}
+
+/// A pod's whole life seen live (Pending, then Running, then Succeeded) used to cost three
+/// write transactions (NEW, RUNNING, outputs); a Pending pod is now held until it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_seen_pending_running_and_finished_should_cost_two_writes() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let (_sim, kube) = sim().await;
+    let (sink, task) = spawn_sink(&kube, &server.config());
+    let api: Api<Pod> = Api::namespaced(kube.clone(), NS);
+    let steps: Vec<Step> = (0..8).map(|i| chain_step("wf-live", i)).collect();
+    let mut pods = Vec::new();
+    for step in &steps {
+        let pod = api
+            .create(&PostParams::default(), &step.pod(None))
+            .await
+            .expect("create pod");
+        pods.push((step.pod_name.clone(), pod.metadata.uid.expect("uid"), false));
+    }
+    // The sink has seen every pod Pending.
+    let metrics = sink.health().metrics().clone();
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            let text = metrics.render();
+            let seen = watch_events(&text, "apply") + watch_events(&text, "init_apply");
+            async move { seen >= 8 }
+        })
+        .await,
+        "the Pending pods were not all seen"
+    );
+    let status = |phase: &str| Patch::Merge(json!({"status": {"phase": phase}}));
+    let mlmd = MlmdClient::new(&server.config()).expect("client");
+    for (step, (_, uid, _)) in steps.iter().zip(&pods) {
+        api.patch_status(&step.pod_name, &PatchParams::default(), &status("Running"))
+            .await
+            .expect("running");
+        assert!(
+            wait_until(Duration::from_secs(20), || async {
+                state_in_mlmd(&mlmd, uid).await == Some(ExecutionState::Running)
+            })
+            .await,
+            "{} not recorded RUNNING",
+            step.pod_name
+        );
+        api.patch_status(
+            &step.pod_name,
+            &PatchParams::default(),
+            &status("Succeeded"),
+        )
+        .await
+        .expect("finished");
+    }
+    await_recorded(&kube, &server.config(), &pods).await;
+    task.abort();
+    let client = sink.writer().client();
+    assert_eq!(
+        execution_writes(client),
+        16,
+        "two write transactions per pod: created RUNNING, then finished"
+    );
+    assert_eq!(client.calls_to("PutContexts"), 1);
+}
+
+/// The sum of the `watch_events` counters of `kind` in a metrics text.
+fn watch_events(text: &str, kind: &str) -> u64 {
+    text.lines()
+        .filter(|l| l.contains("watch_events") && l.contains(&format!("\"{kind}\"")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}

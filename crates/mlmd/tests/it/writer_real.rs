@@ -353,3 +353,50 @@ fn assert_train_has_its_input_and_output(server: &MlmdServer, workflow: &str) {
         .collect();
     assert_eq!(kinds, ["INPUT", "OUTPUT"], "{train_exec:#}");
 }
+
+/// Eight workers needing one workflow's context at once used to make eight `PutContexts` (seven
+/// answered AlreadyExists, each then looked up): now the first resolves it, the others wait.
+#[tokio::test]
+async fn concurrent_callers_should_resolve_a_context_once() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let client = MlmdClient::new(&server.config()).expect("client");
+    let writer = KfpWriter::new(client.clone(), 100, 100);
+    // Warm the context type, so that only the context itself is resolved below.
+    writer.run_context("ns", "warm").await.expect("warm");
+    let (puts, lookups) = (
+        client.calls_to("PutContexts"),
+        client.calls_to("GetContextByTypeAndName"),
+    );
+    let all = futures::future::join_all((0..8).map(|_| writer.run_context("ns", "wf"))).await;
+    let ids: Vec<Option<i64>> = all.into_iter().map(|c| c.expect("context").id).collect();
+    assert!(
+        ids[0].is_some() && ids.iter().all(|id| *id == ids[0]),
+        "{ids:?}"
+    );
+    assert_eq!(client.calls_to("PutContexts") - puts, 1, "one creation");
+    assert_eq!(
+        client.calls_to("GetContextByTypeAndName") - lookups,
+        0,
+        "created, so never looked up"
+    );
+
+    // A restarted writer (memo lost): one create answered AlreadyExists, one lookup, for all eight.
+    let fresh_client = MlmdClient::new(&server.config()).expect("client");
+    let fresh = KfpWriter::new(fresh_client.clone(), 100, 100);
+    fresh.run_context("ns", "warm").await.expect("warm");
+    let (puts, lookups) = (
+        fresh_client.calls_to("PutContexts"),
+        fresh_client.calls_to("GetContextByTypeAndName"),
+    );
+    let again = futures::future::join_all((0..8).map(|_| fresh.run_context("ns", "wf"))).await;
+    for c in again {
+        assert_eq!(c.expect("context").id, ids[0]);
+    }
+    assert_eq!(fresh_client.calls_to("PutContexts") - puts, 1);
+    assert_eq!(
+        fresh_client.calls_to("GetContextByTypeAndName") - lookups,
+        1
+    );
+}
