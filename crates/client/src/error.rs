@@ -69,3 +69,42 @@ pub fn once_each(top: String, causes: impl IntoIterator<Item = String>) -> Strin
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that prints its source in its message and returns it from `source()`.
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer: {0}")]
+    struct Outer(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("inner: {0}")]
+    struct Inner(#[source] std::io::Error);
+
+    #[test]
+    fn chain_should_print_each_cause_once() {
+        let err = Outer(Inner(std::io::Error::other("disk on fire")));
+        assert_eq!(Chain(&err).to_string(), "outer: inner: disk on fire");
+        let quiet = std::io::Error::other(InvalidBackoff::ZeroBase);
+        assert_eq!(
+            Chain(&quiet).to_string(),
+            "backoff base must be greater than zero"
+        );
+    }
+
+    #[test]
+    fn once_each_should_add_only_new_causes() {
+        let joined = once_each(
+            "cannot watch pods".into(),
+            [
+                "LIST failed: refused".into(),
+                "refused".into(),
+                String::new(),
+                "closed".into(),
+            ],
+        );
+        assert_eq!(joined, "cannot watch pods: LIST failed: refused: closed");
+    }
+}

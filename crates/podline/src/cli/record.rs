@@ -34,6 +34,7 @@ pub struct RecordArgs {
     #[arg(
         long,
         env = "PODLINE_DB",
+        hide_env_values = true,
         default_value = "podline.db",
         value_name = "DB"
     )]
@@ -180,7 +181,7 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         &podline_store::PoolSettings::for_read_write(db.backend()),
     )
     .await
-    .with_context(|| format!("cannot open the store --db {}", args.db))?;
+    .with_context(|| format!("cannot open the store --db {db}"))?;
     let listener = health::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on --listen {}", args.listen))?;
@@ -193,7 +194,7 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     tracing::info!(
         cluster = %connected.cluster_url,
         namespace = namespace.as_deref().unwrap_or("(all)"),
-        db = %args.db,
+        db = %db,
         listen = %args.listen,
         server_timeout = ?timeouts.server,
         client_timeout = ?timeouts.client,
@@ -634,6 +635,50 @@ mod tests {
         assert_eq!(kfp.args.mlmd_address.as_deref(), Some("h:1"));
         assert!(Harness::try_parse_from(["x", "--kfp"]).unwrap().args.kfp);
         assert_eq!(h.args.watch_server_timeout.as_deref(), Some("30"));
+    }
+
+    #[test]
+    fn run_label_must_be_a_kubernetes_label_key() {
+        let name63 = "a".repeat(63);
+        let prefixed = format!("example.com/{name63}");
+        for good in [
+            "workflows.argoproj.io/workflow",
+            "podline.io/run",
+            "run",
+            "A_b.c-9",
+            name63.as_str(),
+            prefixed.as_str(),
+        ] {
+            assert_eq!(check_run_label(good), Ok(()), "{good}");
+        }
+        let name64 = "a".repeat(64);
+        for bad in [
+            "",
+            "/run",
+            "a/b/c",
+            "Example.com/run",
+            "team/",
+            "a b",
+            "-run",
+            "run.",
+            name64.as_str(),
+        ] {
+            let err = check_run_label(bad).unwrap_err();
+            assert!(
+                err.contains("expected a Kubernetes label key"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn namespace_and_lease_names_are_checked_like_the_api_server() {
+        assert_eq!(dns_label_problem("team-a"), None);
+        assert!(dns_label_problem("Team").is_some());
+        assert!(dns_label_problem(&"a".repeat(64)).is_some());
+        assert_eq!(dns_subdomain_problem("podline-recorder.team-a"), None);
+        assert!(dns_subdomain_problem("a..b").is_some());
+        assert!(dns_subdomain_problem("recorder_1").is_some());
     }
 
     #[test]
