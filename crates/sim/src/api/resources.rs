@@ -240,8 +240,9 @@ fn delete_options(query: Option<&str>, body: &JsonBody) -> Result<DeleteOptions,
     if opts.grace_period_seconds.is_none() {
         opts.grace_period_seconds = params.grace_period_seconds;
     }
+    // kube-apiserver's `BeforeDelete`: a negative grace period is treated as 1 s.
     if opts.grace_period_seconds.is_some_and(|g| g < 0) {
-        opts.grace_period_seconds = Some(0);
+        opts.grace_period_seconds = Some(1);
     }
     Ok(opts)
 }

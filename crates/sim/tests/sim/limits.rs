@@ -641,3 +641,25 @@ async fn an_idle_keep_alive_connection_should_be_closed_after_the_idle_timeout()
     assert!(took >= Duration::from_millis(300), "{took:?}");
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_negative_grace_period_on_delete_should_be_treated_as_one_second() {
+    let sim = sim_without_kubelet().await;
+    let created = post_pod(
+        &sim,
+        &pod_with_spec("bound", json!({"nodeName": "node-1"}), json!({})),
+    )
+    .await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let r = raw(
+        &sim,
+        Method::DELETE,
+        &format!("{PODS}/bound?gracePeriodSeconds=-5"),
+        None,
+        "",
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json()["metadata"]["deletionGracePeriodSeconds"], 1);
+    sim.shutdown().await;
+}
