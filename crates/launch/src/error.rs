@@ -203,6 +203,29 @@ pub enum LaunchError {
         /// Last waiting reason/message, if any.
         detail: Option<String>,
     },
+    /// The run's overall timeout expired before the pod started.
+    #[error(
+        "pod {pod} did not start before the run's overall timeout of {timeout:?} expired{}",
+        fmt_detail(detail)
+    )]
+    TimeoutBeforeStart {
+        /// Pod name.
+        pod: String,
+        /// The overall limit.
+        timeout: Duration,
+        /// Last scheduler or waiting message, if any.
+        detail: Option<String>,
+    },
+    /// The pod started, and was still running when the run's overall timeout expired.
+    #[error(
+        "pod {pod} timed out: still running when the run's overall timeout of {timeout:?} expired"
+    )]
+    TimeoutWhileRunning {
+        /// Pod name.
+        pod: String,
+        /// The overall limit.
+        timeout: Duration,
+    },
     /// The image can never be pulled (not found, invalid name, unauthorized).
     #[error("pod {pod}: container {container} cannot start: {reason}: {message}")]
     ImageError {
@@ -319,7 +342,9 @@ impl LaunchError {
             }
             LaunchError::ScheduleTimeout { .. }
             | LaunchError::StartupTimeout { .. }
+            | LaunchError::TimeoutBeforeStart { .. }
             | LaunchError::ImageError { .. } => exit::START_FAILED,
+            LaunchError::TimeoutWhileRunning { .. } => exit::TIMED_OUT,
             LaunchError::ForeignPod { .. } | LaunchError::AmbiguousReattach { .. } => {
                 exit::NAME_CLASH
             }

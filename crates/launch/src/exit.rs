@@ -10,9 +10,10 @@
 //! | 0..=255 | the main container's exit code |
 //! | 2 | usage or configuration error (bad flag, env var, template) — nothing was created |
 //! | 3 | the API server rejected the create (400/401/403/404/422) or retries ran out |
-//! | 4 | the pod did not start: schedule/startup timeout or a permanent image error |
+//! | 4 | the pod did not start: schedule/startup timeout, a permanent image error, or the overall timeout expired first |
 //! | 5 | a foreign pod already has the name (left untouched), or `--reattach` is ambiguous |
 //! | 6 | the pod was lost (deleted by someone else) or the API failed for good mid-run |
+//! | 124 | the pod started but was still running when the overall timeout expired (pod deleted); as coreutils' `timeout` |
 //! | 130 | interrupted by SIGINT (pod deleted) |
 //! | 143 | interrupted by SIGTERM (pod deleted) |
 
@@ -26,6 +27,9 @@ pub const START_FAILED: u8 = 4;
 pub const NAME_CLASH: u8 = 5;
 /// The pod vanished, or the API failed for good after the pod was created.
 pub const LOST: u8 = 6;
+/// The pod started and ran past the overall timeout; 124 as coreutils' `timeout(1)` exits, so
+/// scripts that already know that convention read it the same way.
+pub const TIMED_OUT: u8 = 124;
 /// Interrupted by SIGINT (128 + 2), like a shell.
 pub const SIGINT: u8 = 130;
 /// Interrupted by SIGTERM (128 + 15), like a shell.

@@ -9,6 +9,7 @@ use kube::Api;
 use kube::api::ListParams;
 use podline_client::retry::RetryPolicy;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -42,6 +43,17 @@ pub enum CancelReason {
     Interrupt,
     /// SIGTERM.
     Terminate,
+}
+
+impl CancelReason {
+    /// The process exit code of a run cancelled for this reason: [`exit::SIGINT`] (130) or
+    /// [`exit::SIGTERM`] (143), as a shell reports a process killed by the signal.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            CancelReason::Interrupt => exit::SIGINT,
+            CancelReason::Terminate => exit::SIGTERM,
+        }
+    }
 }
 
 /// Everything that shapes a run besides the task itself.
@@ -129,18 +141,17 @@ impl Cancel {
         self.token.is_cancelled()
     }
 
+    /// Why it was cancelled (None: not cancelled). The first reason given wins.
+    pub fn reason(&self) -> Option<CancelReason> {
+        self.reason.get().copied()
+    }
+
     fn signal(&self) -> &'static str {
         match self.reason.get() {
             Some(CancelReason::Interrupt) => "SIGINT",
             _ => "SIGTERM",
         }
     }
-}
-
-/// How the watched part of a run ended.
-enum Stop {
-    Finished,
-    Failed(LaunchError),
 }
 
 impl Launcher {
@@ -222,6 +233,13 @@ impl Launcher {
             .await
     }
 
+    /// A launch as a sequence of stages, each a method with one job:
+    ///
+    /// 1. [`Self::obtain_pod`]: reattach to the task's live pod, or create one (subscribed to
+    ///    the shared watch first, when there is one);
+    /// 2. [`Self::follow`]: await the start, follow the logs while awaiting the completion,
+    ///    report; under a panic guard, so that
+    /// 3. [`Self::clean_up`]: the delete runs whatever happened in 2.
     async fn run_built(
         &self,
         mut built: BuiltPod,
@@ -230,98 +248,33 @@ impl Launcher {
         cancel: &Cancel,
         mut result: TaskResult,
     ) -> TaskResult {
-        let cfg = &self.config;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &built.namespace);
         let started = Instant::now();
         result.timings.clock_started = Some(started.into_std());
-        let overall = cfg.timeout.map(|t| wait::deadline_after(started, t));
+        let overall = self.config.timeout.map(|timeout| Overall {
+            at: wait::deadline_after(started, timeout),
+            timeout,
+        });
 
-        // 1. Reattach or create.
-        let mut reattached = None;
-        if cfg.reattach
-            && let Some(task_id) = &spec.task_id
-        {
-            match self.find_live(&api, task_id).await {
-                Ok(found) => reattached = found,
-                Err(err) => return finish_early(result, err),
-            }
-        }
-        // Subscribed before the create, so the shared watch can't miss the pod's first event.
-        let mut shared_state = match (&self.shared_watches, &reattached) {
-            (Some(shared), None) => Some(shared.subscribe(&built.namespace, &built.name)),
-            _ => None,
+        let Some((pod, subscribed)) = self
+            .obtain_pod(&api, &mut built, spec, cancel, started, &mut result)
+            .await
+        else {
+            return result;
         };
-        let created_pod = if let Some(pod) = reattached {
-            built.name = pod.metadata.name.clone().unwrap_or_default();
-            built.launch_id = pod
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LAUNCH_ID_LABEL).cloned())
-                .unwrap_or_default();
-            built.main_container = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.containers.first())
-                .map(|c| c.name.clone())
-                .unwrap_or_default();
-            result.pod = built.name.clone();
-            result.launch_id = built.launch_id.clone();
-            result.main_container = built.main_container.clone();
-            result.reattached = true;
-            tracing::info!(pod = %built.name, "reattached to the running pod of this task");
-            pod
-        } else {
-            // Panic-guarded too: a create that panicked may still have created the pod.
-            let create = catch_panic(create::create_idempotent(&api, &built, &cfg.create));
-            tokio::select! {
-                created = create => match created {
-                    Ok(Ok(c)) => {
-                        result.timings.time_to_created_ms =
-                            Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
-                        result.retries = c.attempts.saturating_sub(1);
-                        result.adopted = c.adopted;
-                        c.pod
-                    }
-                    Ok(Err(err)) => return finish_early(result, err),
-                    Err(panic) => {
-                        tracing::error!(pod = %built.name, panic = %panic, "the create panicked; cleaning up the pod");
-                        result.deleted = self.delete_if_ours(&api, &built).await;
-                        result.exit_code = exit::LOST;
-                        result.error = Some(format!(
-                            "internal error while creating pod {}: {panic} (a bug in podline)",
-                            built.name
-                        ));
-                        return result;
-                    }
-                },
-                () = cancel.cancelled() => {
-                    // The create may have gone through: delete the pod if it is ours.
-                    result.deleted = self.delete_if_ours(&api, &built).await;
-                    let err = LaunchError::Interrupted { pod: built.name.clone(), signal: cancel.signal() };
-                    return finish_early(result, err);
-                }
-            }
-        };
-        result.absorb_pod(&created_pod);
-
-        // 2-5 run under a panic guard: a bug there must not skip step 6 and leave the pod
-        // running with nobody watching it (a panic would otherwise unwind past the delete, or,
-        // with many tasks, end the task's spawned future with its pod left behind).
-        let mut state = shared_state
-            .take()
+        let mut state = subscribed
             .unwrap_or_else(|| podwatch::spawn(self.client.clone(), &built.namespace, &built.name));
-        let followed = self.follow(
-            &built,
-            &api,
-            &created_pod,
-            &mut state,
-            sink,
-            cancel,
+
+        // A bug in `follow` must not skip the clean-up and leave the pod running with nobody
+        // watching it (a panic would otherwise unwind past the delete, or, with many tasks, end
+        // the task's spawned future with its pod left behind).
+        let run = Run {
+            built: &built,
+            api: &api,
             started,
             overall,
-            &mut result,
-        );
+        };
+        let followed = self.follow(&run, &pod, &mut state, sink, cancel, &mut result);
         if let Err(panic) = catch_panic(followed).await {
             tracing::error!(pod = %built.name, panic = %panic, "the launch panicked; cleaning up the pod");
             result.exit_code = exit::LOST;
@@ -330,101 +283,186 @@ impl Launcher {
                 built.name
             ));
         }
-        let succeeded = result.succeeded();
-
-        // 6. Clean up.
-        // A pod that is still pending or running (start failure, timeout, signal) is deleted
-        // unless `keep`: a leftover would start or keep running with nobody watching.
-        let still_live = !current_pod(&state).as_ref().is_some_and(wait::is_finished);
-        let delete = if still_live {
-            cfg.on_finish != OnFinish::Keep
-        } else {
-            cfg.on_finish.should_delete(succeeded)
-        };
-        if delete && !current_gone(&state) {
-            result.deleted =
-                cleanup::delete_pod(&api, &built.name, cfg.delete_grace, &cfg.calls).await;
-        }
+        self.clean_up(&run, &state, &mut result).await;
         result
     }
 
-    /// Steps 2 to 5 of a run: await start, follow logs while awaiting completion, collect the
-    /// logs, fill the report. Step 6 (the delete) is the caller's, so that it happens even if
-    /// this panics.
-    #[allow(clippy::too_many_arguments)]
+    /// Stage 1: the pod to follow, reattached or created, and (with shared watches) its state
+    /// channel, subscribed before the create so the shared watch cannot miss the pod's first
+    /// event. `None` when the run ends here; `result` then says why.
+    async fn obtain_pod(
+        &self,
+        api: &Api<Pod>,
+        built: &mut BuiltPod,
+        spec: &TaskSpec,
+        cancel: &Cancel,
+        started: Instant,
+        result: &mut TaskResult,
+    ) -> Option<(Pod, Option<watch::Receiver<PodState>>)> {
+        let reattached = match (self.config.reattach, &spec.task_id) {
+            (true, Some(task_id)) => match self.find_live(api, task_id).await {
+                Ok(found) => found,
+                Err(err) => {
+                    *result = finish_early(std::mem::take(result), err);
+                    return None;
+                }
+            },
+            _ => None,
+        };
+        if let Some(pod) = reattached {
+            adopt_reattached(built, &pod, result);
+            result.absorb_pod(&pod);
+            // Watched alone (see `sharing_pod_watches`).
+            return Some((pod, None));
+        }
+        let subscribed = self
+            .shared_watches
+            .as_ref()
+            .map(|shared| shared.subscribe(&built.namespace, &built.name));
+        let pod = self.create(api, built, cancel, started, result).await?;
+        result.absorb_pod(&pod);
+        Some((pod, subscribed))
+    }
+
+    /// Creates the pod (idempotent, retried). On a cancel or a panic during the create, the
+    /// pod is deleted if it is ours, as the create may have gone through.
+    async fn create(
+        &self,
+        api: &Api<Pod>,
+        built: &BuiltPod,
+        cancel: &Cancel,
+        started: Instant,
+        result: &mut TaskResult,
+    ) -> Option<Pod> {
+        // Panic-guarded too: a create that panicked may still have created the pod.
+        let create = catch_panic(create::create_idempotent(api, built, &self.config.create));
+        tokio::select! {
+            created = create => match created {
+                Ok(Ok(c)) => {
+                    result.timings.time_to_created_ms = Some(elapsed_ms(started));
+                    result.retries = c.attempts.saturating_sub(1);
+                    result.adopted = c.adopted;
+                    Some(c.pod)
+                }
+                Ok(Err(err)) => {
+                    *result = finish_early(std::mem::take(result), err);
+                    None
+                }
+                Err(panic) => {
+                    tracing::error!(pod = %built.name, panic = %panic, "the create panicked; cleaning up the pod");
+                    result.deleted = self.delete_if_ours(api, built).await;
+                    result.exit_code = exit::LOST;
+                    result.error = Some(format!(
+                        "internal error while creating pod {}: {panic} (a bug in podline)",
+                        built.name
+                    ));
+                    None
+                }
+            },
+            () = cancel.cancelled() => {
+                result.deleted = self.delete_if_ours(api, built).await;
+                let err = interrupted(&built.name, cancel);
+                *result = finish_early(std::mem::take(result), err);
+                None
+            }
+        }
+    }
+
+    /// Stage 2: await the start, follow the logs while awaiting the completion, collect the
+    /// logs, fill the report. The delete is the caller's ([`Self::clean_up`]), so that it
+    /// happens even if this panics.
     async fn follow(
         &self,
-        built: &BuiltPod,
-        api: &Api<Pod>,
-        created_pod: &Pod,
+        run: &Run<'_>,
+        pod: &Pod,
         state: &mut watch::Receiver<PodState>,
         sink: Arc<dyn LogSink>,
         cancel: &Cancel,
-        started: Instant,
-        overall: Option<Instant>,
         result: &mut TaskResult,
     ) {
-        let cfg = &self.config;
-        // 2. Await start on the pod watch.
-        let stop = self.await_start(built, state, cancel, overall).await;
-        let mut log_tasks = Vec::new();
-        let stop = match stop {
-            Some(failure) => failure,
-            None => {
-                result.timings.time_to_running_ms =
-                    Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
-                // 3. Follow logs while awaiting completion.
-                let containers: Vec<(String, Option<String>)> = match cfg.logs {
-                    LogMode::None => vec![],
-                    LogMode::Main => vec![(built.main_container.clone(), None)],
-                    LogMode::AllContainers => current_pod(state)
-                        .as_ref()
-                        .or(Some(created_pod))
-                        .and_then(|p| p.spec.as_ref())
-                        .map(|s| {
-                            s.containers
-                                .iter()
-                                .map(|c| (c.name.clone(), Some(c.name.clone())))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                };
-                for (container, prefix) in containers {
-                    log_tasks.push(tokio::spawn(
-                        logs::follow(
-                            api.clone(),
-                            built.name.clone(),
-                            container,
-                            prefix,
-                            sink.clone(),
-                            state.clone(),
-                            cfg.log.clone(),
-                        )
-                        .in_current_span(),
-                    ));
-                }
-                self.await_completion(built, state, cancel, overall).await
-            }
+        let built = run.built;
+        let mut starting = AwaitStart {
+            pod: &built.name,
+            tracker: StartTracker::new(
+                &built.name,
+                &built.main_container,
+                self.config.schedule_timeout,
+                self.config.startup_timeout,
+                Instant::now(),
+            ),
+            overall: run.overall,
         };
-
-        // 4. Collect logs (bounded: the follower gives up after post_termination).
-        let finished = matches!(stop, Stop::Finished);
-        for task in log_tasks {
-            if finished {
-                if let Ok(n) = task.await {
-                    result.log_reconnects += n;
-                }
-            } else {
-                task.abort();
-            }
+        let mut outcome = await_stage(&mut starting, &built.name, state, cancel).await;
+        if outcome.is_ok() {
+            result.timings.time_to_running_ms = Some(elapsed_ms(run.started));
+            let followers = self.follow_logs(run, pod, state, sink);
+            let mut running = AwaitCompletion {
+                pod: &built.name,
+                overall: run.overall,
+            };
+            outcome = await_stage(&mut running, &built.name, state, cancel).await;
+            result.log_reconnects += collect_logs(followers, outcome.is_ok()).await;
         }
+        self.report(built, state, outcome, result).await;
+    }
 
-        // 5. Report.
+    /// Starts one log follower per container the [`LogMode`] asks for.
+    fn follow_logs(
+        &self,
+        run: &Run<'_>,
+        pod: &Pod,
+        state: &watch::Receiver<PodState>,
+        sink: Arc<dyn LogSink>,
+    ) -> Vec<JoinHandle<u32>> {
+        let built = run.built;
+        let containers: Vec<(String, Option<String>)> = match self.config.logs {
+            LogMode::None => vec![],
+            LogMode::Main => vec![(built.main_container.clone(), None)],
+            LogMode::AllContainers => current_pod(state)
+                .as_ref()
+                .or(Some(pod))
+                .and_then(|p| p.spec.as_ref())
+                .map(|s| {
+                    s.containers
+                        .iter()
+                        .map(|c| (c.name.clone(), Some(c.name.clone())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        containers
+            .into_iter()
+            .map(|(container, prefix)| {
+                tokio::spawn(
+                    logs::follow(
+                        run.api.clone(),
+                        built.name.clone(),
+                        container,
+                        prefix,
+                        sink.clone(),
+                        state.clone(),
+                        self.config.log.clone(),
+                    )
+                    .in_current_span(),
+                )
+            })
+            .collect()
+    }
+
+    /// Fills the result from the pod's last state and how the run ended: the main container's
+    /// exit code after a completion, the error's code otherwise; Warning events on failure.
+    async fn report(
+        &self,
+        built: &BuiltPod,
+        state: &watch::Receiver<PodState>,
+        outcome: Result<(), LaunchError>,
+        result: &mut TaskResult,
+    ) {
         if let Some(pod) = current_pod(state) {
             result.absorb_pod(&pod);
         }
-        match stop {
-            Stop::Finished => match result.container_exit_code() {
+        match outcome {
+            Ok(()) => match result.container_exit_code() {
                 Some(code) => result.exit_code = exit::from_container(code),
                 None if result.phase == "Succeeded" => result.exit_code = 0,
                 None => {
@@ -437,7 +475,7 @@ impl Launcher {
                     ));
                 }
             },
-            Stop::Failed(err) => {
+            Err(err) => {
                 result.exit_code = err.exit_code();
                 result.error = Some(err.to_string());
             }
@@ -447,126 +485,25 @@ impl Launcher {
         }
     }
 
-    /// Runs the start state machine on the pod watch. `None` = started.
-    async fn await_start(
+    /// Stage 3: a pod that is still pending or running (start failure, timeout, signal, a
+    /// panic) is deleted unless `keep`, as a leftover would start or keep running with nobody
+    /// watching; a finished one as `on_finish` says.
+    async fn clean_up(
         &self,
-        built: &BuiltPod,
-        state: &mut watch::Receiver<PodState>,
-        cancel: &Cancel,
-        overall: Option<Instant>,
-    ) -> Option<Stop> {
+        run: &Run<'_>,
+        state: &watch::Receiver<PodState>,
+        result: &mut TaskResult,
+    ) {
         let cfg = &self.config;
-        let mut tracker = StartTracker::new(
-            &built.name,
-            &built.main_container,
-            cfg.schedule_timeout,
-            cfg.startup_timeout,
-            Instant::now(),
-        );
-        loop {
-            // The step reads the pod in place (no clone per event); the channel's read lock is
-            // held only for this synchronous block.
-            let step = {
-                let s = state.borrow_and_update();
-                if let Some(message) = &s.fatal {
-                    return Some(Stop::Failed(LaunchError::Watch {
-                        pod: built.name.clone(),
-                        message: message.clone(),
-                    }));
-                }
-                if s.gone {
-                    return Some(Stop::Failed(LaunchError::PodGone {
-                        pod: built.name.clone(),
-                    }));
-                }
-                s.pod.as_ref().map(|pod| tracker.step(pod, Instant::now()))
-            };
-            match step {
-                Some(StartStep::Started) => return None,
-                Some(StartStep::Failed(err)) => return Some(Stop::Failed(err)),
-                Some(StartStep::Wait { .. }) | None => {}
-            }
-            let deadline = tracker
-                .deadline()
-                .unwrap_or_else(|| wait::deadline_after(Instant::now(), cfg.startup_timeout));
-            let deadline = overall.map_or(deadline, |o| o.min(deadline));
-            tokio::select! {
-                changed = state.changed() => {
-                    if changed.is_err() {
-                        return Some(Stop::Failed(LaunchError::Watch {
-                            pod: built.name.clone(),
-                            message: "the pod watch ended".into(),
-                        }));
-                    }
-                }
-                () = tokio::time::sleep_until(deadline) => {
-                    return Some(Stop::Failed(tracker.timed_out()));
-                }
-                () = cancel.cancelled() => {
-                    return Some(Stop::Failed(LaunchError::Interrupted {
-                        pod: built.name.clone(),
-                        signal: cancel.signal(),
-                    }));
-                }
-            }
-        }
-    }
-
-    /// Waits for a terminal phase.
-    async fn await_completion(
-        &self,
-        built: &BuiltPod,
-        state: &mut watch::Receiver<PodState>,
-        cancel: &Cancel,
-        overall: Option<Instant>,
-    ) -> Stop {
-        loop {
-            {
-                let s = state.borrow_and_update();
-                if s.pod.as_ref().is_some_and(wait::is_finished) {
-                    return Stop::Finished;
-                }
-                if s.gone {
-                    return Stop::Failed(LaunchError::PodGone {
-                        pod: built.name.clone(),
-                    });
-                }
-                if let Some(message) = &s.fatal {
-                    return Stop::Failed(LaunchError::Watch {
-                        pod: built.name.clone(),
-                        message: message.clone(),
-                    });
-                }
-            }
-            let timeout = async {
-                match overall {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                changed = state.changed() => {
-                    if changed.is_err() {
-                        return Stop::Failed(LaunchError::Watch {
-                            pod: built.name.clone(),
-                            message: "the pod watch ended".into(),
-                        });
-                    }
-                }
-                () = timeout => {
-                    return Stop::Failed(LaunchError::StartupTimeout {
-                        pod: built.name.clone(),
-                        timeout: self.config.timeout.unwrap_or_default(),
-                        detail: Some("the overall --timeout expired while the task ran".into()),
-                    });
-                }
-                () = cancel.cancelled() => {
-                    return Stop::Failed(LaunchError::Interrupted {
-                        pod: built.name.clone(),
-                        signal: cancel.signal(),
-                    });
-                }
-            }
+        let still_live = !current_pod(state).as_ref().is_some_and(wait::is_finished);
+        let delete = if still_live {
+            cfg.on_finish != OnFinish::Keep
+        } else {
+            cfg.on_finish.should_delete(result.succeeded())
+        };
+        if delete && !current_gone(state) {
+            result.deleted =
+                cleanup::delete_pod(run.api, &run.built.name, cfg.delete_grace, &cfg.calls).await;
         }
     }
 
@@ -628,6 +565,204 @@ impl Launcher {
             Err(_) => tracing::debug!("reading the pod's events timed out"),
         }
     }
+}
+
+/// What every stage of one launch refers to once the pod is known.
+struct Run<'a> {
+    built: &'a BuiltPod,
+    api: &'a Api<Pod>,
+    /// When the launch began (the timings count from here).
+    started: Instant,
+    /// The overall timeout, if any.
+    overall: Option<Overall>,
+}
+
+/// A run's overall timeout and the instant it expires.
+#[derive(Debug, Clone, Copy)]
+struct Overall {
+    at: Instant,
+    timeout: Duration,
+}
+
+/// A stage that waits on the pod's state channel; [`await_stage`] drives it.
+trait Awaited {
+    /// What the latest state means: `None` to keep waiting, else how the stage ended.
+    fn judge(&mut self, state: &PodState) -> Option<Result<(), LaunchError>>;
+    /// When waiting gives up (None: never).
+    fn deadline(&self) -> Option<Instant>;
+    /// The failure once [`Awaited::deadline`] passed.
+    fn expired(&self) -> LaunchError;
+}
+
+/// Waiting for the pod to start: the [`StartTracker`] under the run's overall timeout.
+struct AwaitStart<'a> {
+    pod: &'a str,
+    tracker: StartTracker,
+    overall: Option<Overall>,
+}
+
+impl Awaited for AwaitStart<'_> {
+    fn judge(&mut self, state: &PodState) -> Option<Result<(), LaunchError>> {
+        if let Some(err) = lost(self.pod, state) {
+            return Some(Err(err));
+        }
+        match self.tracker.step(state.pod.as_ref()?, Instant::now()) {
+            StartStep::Started => Some(Ok(())),
+            StartStep::Failed(err) => Some(Err(err)),
+            StartStep::Wait { .. } => None,
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        earliest(self.tracker.deadline(), self.overall.map(|o| o.at))
+    }
+
+    fn expired(&self) -> LaunchError {
+        match self.overall {
+            Some(o) if self.tracker.deadline().is_none_or(|d| o.at <= d) => {
+                LaunchError::TimeoutBeforeStart {
+                    pod: self.pod.to_owned(),
+                    timeout: o.timeout,
+                    detail: self.tracker.detail().map(str::to_owned),
+                }
+            }
+            _ => self.tracker.timed_out(),
+        }
+    }
+}
+
+/// Waiting for a started pod to finish, under the run's overall timeout.
+struct AwaitCompletion<'a> {
+    pod: &'a str,
+    overall: Option<Overall>,
+}
+
+impl Awaited for AwaitCompletion<'_> {
+    fn judge(&mut self, state: &PodState) -> Option<Result<(), LaunchError>> {
+        if state.pod.as_ref().is_some_and(wait::is_finished) {
+            return Some(Ok(()));
+        }
+        lost(self.pod, state).map(Err)
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.overall.map(|o| o.at)
+    }
+
+    fn expired(&self) -> LaunchError {
+        LaunchError::TimeoutWhileRunning {
+            pod: self.pod.to_owned(),
+            timeout: self.overall.map(|o| o.timeout).unwrap_or_default(),
+        }
+    }
+}
+
+/// The one wait loop of a launch: judges each new state of the pod until the stage ends, its
+/// deadline passes, the watch ends or the run is cancelled.
+async fn await_stage(
+    stage: &mut impl Awaited,
+    pod: &str,
+    state: &mut watch::Receiver<PodState>,
+    cancel: &Cancel,
+) -> Result<(), LaunchError> {
+    loop {
+        // The stage reads the pod in place (no clone per event); the channel's read lock is
+        // held only for this synchronous call.
+        if let Some(ended) = stage.judge(&state.borrow_and_update()) {
+            return ended;
+        }
+        let deadline = stage.deadline();
+        let expiry = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = state.changed() => {
+                if changed.is_err() {
+                    return Err(LaunchError::Watch {
+                        pod: pod.to_owned(),
+                        message: "the pod watch ended".into(),
+                    });
+                }
+            }
+            () = expiry => return Err(stage.expired()),
+            () = cancel.cancelled() => return Err(interrupted(pod, cancel)),
+        }
+    }
+}
+
+/// Why the pod can no longer be followed, if it can't: the watch failed for good, or the pod is
+/// gone.
+fn lost(pod: &str, state: &PodState) -> Option<LaunchError> {
+    if let Some(message) = &state.fatal {
+        return Some(LaunchError::Watch {
+            pod: pod.to_owned(),
+            message: message.clone(),
+        });
+    }
+    state.gone.then(|| LaunchError::PodGone {
+        pod: pod.to_owned(),
+    })
+}
+
+/// The earlier of two optional instants.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn interrupted(pod: &str, cancel: &Cancel) -> LaunchError {
+    LaunchError::Interrupted {
+        pod: pod.to_owned(),
+        signal: cancel.signal(),
+    }
+}
+
+/// Milliseconds since `started`, for the timings.
+fn elapsed_ms(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Takes the reattached pod's name, launch id and main container as this run's.
+fn adopt_reattached(built: &mut BuiltPod, pod: &Pod, result: &mut TaskResult) {
+    built.name = pod.metadata.name.clone().unwrap_or_default();
+    built.launch_id = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LAUNCH_ID_LABEL).cloned())
+        .unwrap_or_default();
+    built.main_container = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .map(|c| c.name.clone())
+        .unwrap_or_default();
+    result.pod = built.name.clone();
+    result.launch_id = built.launch_id.clone();
+    result.main_container = built.main_container.clone();
+    result.reattached = true;
+    tracing::info!(pod = %built.name, "reattached to the running pod of this task");
+}
+
+/// Waits for the log followers after a completion (bounded: a follower gives up after
+/// `post_termination`), or stops them after a failure; returns their reconnects.
+async fn collect_logs(followers: Vec<JoinHandle<u32>>, finished: bool) -> u32 {
+    let mut reconnects = 0;
+    for follower in followers {
+        if finished {
+            if let Ok(n) = follower.await {
+                reconnects += n;
+            }
+        } else {
+            follower.abort();
+        }
+    }
+    reconnects
 }
 
 /// Awaits `fut`, turning a panic inside it into `Err(message)` instead of unwinding, so the

@@ -1,11 +1,12 @@
-//! One watch per launched pod (field selector `metadata.name=<pod>`), or one per namespace shared
-//! by many tasks ([`SharedPodWatches`]), published as the latest [`PodState`] on a
-//! `tokio::sync::watch` channel.
+//! The pod watch of a launch: one [`Feed`] loop turns a watch of pods into the latest
+//! [`PodState`] of each pod a task follows, on a `tokio::sync::watch` channel per pod.
 //!
-//! Awaiting start, following logs and awaiting completion all read this one channel, so a task
-//! costs one watch connection instead of a polling loop per stage. The watch re-lists and
-//! resumes by itself (with backoff) when the connection breaks; only a pod that is really gone
-//! (deleted, or missing after a re-list) is reported as [`PodState::gone`].
+//! Awaiting start, following logs and awaiting completion all read that one channel, so a task
+//! costs no polling loop per stage. A feed watches either one pod ([`spawn`], field selector
+//! `metadata.name=<pod>`) or every pod podline launched in a namespace, shared by many tasks
+//! ([`SharedPodWatches`]); both route events with the same rules ([`Subscribers::route`]). The
+//! watch re-lists and resumes by itself (with backoff) when the connection breaks; only a pod
+//! that is really gone (deleted, or missing after a re-list) is reported as [`PodState::gone`].
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -33,8 +34,9 @@ pub struct PodState {
     pub fatal: Option<String>,
 }
 
-/// Starts watching pod `namespace/name` in the background. The task ends when the receiver is
-/// dropped or the pod is gone.
+/// Starts watching pod `namespace/name` alone, in the background. The feed ends when the
+/// receiver (and every clone of it) is dropped, when the pod is gone, or when the watch fails
+/// for good.
 pub fn spawn(
     client: kube::Client,
     namespace: &str,
@@ -42,31 +44,15 @@ pub fn spawn(
 ) -> tokio::sync::watch::Receiver<PodState> {
     let api: Api<WatchedPod> = Api::namespaced(client, namespace);
     let mut subscribers = Subscribers::default();
-    let rx = subscribers.add(name);
+    let (rx, tx) = subscribers.add(name);
+    let feed = Feed {
+        subscribers: Arc::new(Mutex::new(subscribers)),
+        lifetime: Lifetime::WhileFollowed(tx),
+    };
     let cfg = WatchConfig::default().fields(&format!("metadata.name={name}"));
-    let pod_name = name.to_owned();
-    let span = tracing::debug_span!("pod_watch", pod = %pod_name);
     tokio::spawn(
-        async move {
-            let mut stream = std::pin::pin!(watch::watch(api, cfg));
-            loop {
-                let next = {
-                    // Gone or failed for good: the pod's channel was dropped by `route`.
-                    let Some(tx) = subscribers.pods.get(&pod_name) else {
-                        return;
-                    };
-                    tokio::select! {
-                        next = stream.next() => next,
-                        () = tx.closed() => return,
-                    }
-                };
-                let Some(item) = next else { return };
-                if subscribers.route(item) == Routed::Ended {
-                    return;
-                }
-            }
-        }
-        .instrument(span),
+        feed.run(api, cfg)
+            .instrument(tracing::debug_span!("pod_watch", pod = %name)),
     );
     rx
 }
@@ -113,7 +99,7 @@ impl SharedPodWatches {
     }
 }
 
-/// The pods one namespace's shared watch serves, and what it has learnt.
+/// The pods one feed serves, and what it has learnt.
 #[derive(Debug, Default)]
 struct Subscribers {
     /// Per pod name, the channel its task reads.
@@ -124,14 +110,60 @@ struct Subscribers {
     fatal: Option<String>,
 }
 
-/// One namespace's shared watch; the task ends when the last handle is dropped.
+/// How long a [`Feed`] keeps watching.
+enum Lifetime {
+    /// One pod's feed: until nobody reads the pod's channel (this is a clone of its sender, to
+    /// notice that while the watch is quiet) or the pod is gone.
+    WhileFollowed(tokio::sync::watch::Sender<PodState>),
+    /// A shared feed: until its task is aborted (the last [`Hub`] handle dropped); a moment
+    /// with no subscriber does not end it.
+    UntilAborted,
+}
+
+/// The one loop behind every pod watch of the launcher: reads the watch and routes each item to
+/// the channel of the pod it concerns ([`Subscribers::route`]).
+struct Feed {
+    subscribers: Arc<Mutex<Subscribers>>,
+    lifetime: Lifetime,
+}
+
+impl Feed {
+    /// Watches until the watch fails for good or the [`Lifetime`] is over.
+    async fn run(self, api: Api<WatchedPod>, cfg: WatchConfig) {
+        let mut stream = std::pin::pin!(watch::watch(api, cfg));
+        let unfollowed = async {
+            match &self.lifetime {
+                Lifetime::WhileFollowed(tx) => tx.closed().await,
+                Lifetime::UntilAborted => std::future::pending().await,
+            }
+        };
+        let mut unfollowed = std::pin::pin!(unfollowed);
+        loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                () = &mut unfollowed => return,
+            };
+            let Some(item) = item else { return };
+            let mut subscribers = lock(&self.subscribers);
+            if subscribers.route(item) == Routed::Ended {
+                return;
+            }
+            // Gone: `route` dropped the pod's channel.
+            if matches!(self.lifetime, Lifetime::WhileFollowed(_)) && subscribers.pods.is_empty() {
+                return;
+            }
+        }
+    }
+}
+
+/// One namespace's shared feed; its task ends when the last handle is dropped.
 #[derive(Debug, Clone)]
 struct Hub {
     subscribers: Arc<Mutex<Subscribers>>,
     _task: Arc<AbortOnDrop>,
 }
 
-/// Aborts the watch task when the last [`Hub`] handle goes.
+/// Aborts the feed's task when the last [`Hub`] handle goes.
 #[derive(Debug)]
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -151,9 +183,13 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Hub {
     fn start(api: Api<WatchedPod>) -> Self {
         let subscribers = Arc::new(Mutex::new(Subscribers::default()));
+        let feed = Feed {
+            subscribers: subscribers.clone(),
+            lifetime: Lifetime::UntilAborted,
+        };
         let cfg = WatchConfig::default().labels(crate::spec::LAUNCH_ID_LABEL);
         let task = tokio::spawn(
-            feed(api, cfg, subscribers.clone())
+            feed.run(api, cfg)
                 .instrument(tracing::debug_span!("shared_pod_watch")),
         );
         Hub {
@@ -166,7 +202,7 @@ impl Hub {
         let mut subs = lock(&self.subscribers);
         // Forget the pods whose tasks are done (their receivers are gone).
         subs.pods.retain(|_, tx| !tx.is_closed());
-        subs.add(name)
+        subs.add(name).0
     }
 }
 
@@ -180,8 +216,15 @@ enum Routed {
 }
 
 impl Subscribers {
-    /// The state channel of pod `name` (told at once if the watch already failed for good).
-    fn add(&mut self, name: &str) -> tokio::sync::watch::Receiver<PodState> {
+    /// The state channel of pod `name` (told at once if the watch already failed for good), and
+    /// its sender.
+    fn add(
+        &mut self,
+        name: &str,
+    ) -> (
+        tokio::sync::watch::Receiver<PodState>,
+        tokio::sync::watch::Sender<PodState>,
+    ) {
         let fatal = self.fatal.clone();
         let tx = self.pods.entry(name.to_owned()).or_insert_with(|| {
             tokio::sync::watch::channel(PodState {
@@ -190,9 +233,8 @@ impl Subscribers {
             })
             .0
         });
-        tx.subscribe()
+        (tx.subscribe(), tx.clone())
     }
-
     /// Routes one watch item to the channel of the pod it concerns. A pod is gone on DELETED,
     /// or when a re-list no longer has a pod seen before; its channel is then dropped, so the
     /// channels left are the pods still followed.
@@ -250,16 +292,5 @@ impl Subscribers {
             }
         }
         Routed::Continue
-    }
-}
-
-/// The shared watch's loop: routes each event to its pod's channel, with the same meaning as a
-/// per-pod watch (see [`Subscribers::route`]).
-async fn feed(api: Api<WatchedPod>, cfg: WatchConfig, subscribers: Arc<Mutex<Subscribers>>) {
-    let mut stream = std::pin::pin!(watch::watch(api, cfg));
-    while let Some(item) = stream.next().await {
-        if lock(&subscribers).route(item) == Routed::Ended {
-            return;
-        }
     }
 }

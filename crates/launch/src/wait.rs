@@ -245,6 +245,11 @@ impl StartTracker {
         }
     }
 
+    /// The last scheduler or waiting message seen, if any (for timeout reports).
+    pub fn detail(&self) -> Option<&str> {
+        self.last_detail.as_deref()
+    }
+
     /// The main container's name (the one whose exit code is the task's).
     pub fn main_container(&self) -> &str {
         &self.main_container

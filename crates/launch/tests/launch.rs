@@ -615,3 +615,58 @@ async fn huge_timeouts_built_in_code_should_not_panic() {
     assert!(result.deleted, "{result:?}");
     assert!(no_pods_left(&pods).await);
 }
+
+/// Issue 19: the overall timeout expiring while the pod is still pending (a slow image pull,
+/// within the startup timeout) is a start failure (exit 4) that names the overall timeout, not
+/// the startup timeout it did not reach, and the pod is deleted.
+#[tokio::test]
+async fn an_overall_timeout_while_pending_should_say_the_pod_did_not_start_and_delete_it() {
+    let config = LaunchConfig {
+        timeout: Some(Duration::from_millis(800)),
+        ..fast_config()
+    };
+    let (sim, launcher, pods) = setup(config).await;
+    let result = launcher
+        .run(
+            &task(&[("pull-delay", "60s")]),
+            Arc::new(NullSink),
+            &Cancel::new(),
+        )
+        .await;
+    assert_eq!(result.exit_code, exit::START_FAILED, "{result:?}");
+    let error = result.error.clone().unwrap();
+    assert!(
+        error.contains("did not start before the run's overall timeout of 800ms"),
+        "{error}"
+    );
+    assert_eq!(result.timings.time_to_running_ms, None);
+    assert!(result.deleted);
+    assert!(no_pods_left(&pods).await);
+    assert_eq!(sim.ground_truth().len(), 1);
+}
+
+/// Issue 19: a pod that started and then ran past the overall timeout is reported as timed out
+/// while running (exit 124), not as "did not start" (exit 4), and is deleted.
+#[tokio::test]
+async fn an_overall_timeout_while_running_should_report_a_timeout_and_delete_the_pod() {
+    let config = LaunchConfig {
+        timeout: Some(Duration::from_secs(1)),
+        ..fast_config()
+    };
+    let (sim, launcher, pods) = setup(config).await;
+    let result = launcher
+        .run(
+            &task(&[("duration", "60s")]),
+            Arc::new(NullSink),
+            &Cancel::new(),
+        )
+        .await;
+    assert_eq!(result.exit_code, exit::TIMED_OUT, "{result:?}");
+    let error = result.error.clone().unwrap();
+    assert!(error.contains("still running"), "{error}");
+    assert!(!error.contains("did not start"), "{error}");
+    assert!(result.timings.time_to_running_ms.is_some(), "{result:?}");
+    assert!(result.deleted);
+    assert!(no_pods_left(&pods).await);
+    assert_eq!(sim.ground_truth().len(), 1);
+}
