@@ -629,3 +629,42 @@ async fn a_wrong_ca_stops_the_recorder_naming_the_certificate_problem_once() {
         "{error}"
     );
 }
+
+/// `--listen` on an address in use fails before the recorder connects or creates its store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_address_in_use_fails_before_any_connection_or_database() {
+    let api = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    api.set_nonblocking(true).unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        kubeconfig_for(&format!("http://{}", api.local_addr().unwrap())),
+    )
+    .unwrap();
+    let db = dir.path().join("p.db");
+    let listen = taken.local_addr().unwrap().to_string();
+    let out = record_cmd(&[
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--listen",
+        &listen,
+    ])
+    .env_remove("KUBECONFIG")
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on --listen {listen}")),
+        "{stderr}"
+    );
+    assert!(!db.exists(), "the store was created first");
+    assert!(
+        matches!(api.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "podline connected to the API server first"
+    );
+}

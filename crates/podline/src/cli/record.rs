@@ -168,6 +168,10 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Err(err) => return usage(err),
     };
 
+    // Bound first: an address in use fails before anything is connected or created.
+    let listener = health::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on --listen {}", args.listen))?;
     let connected = connect(&ConnectOptions {
         kubeconfig: global.kubeconfig.clone(),
         context: global.context.clone(),
@@ -182,9 +186,6 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     )
     .await
     .with_context(|| format!("cannot open the store --db {db}"))?;
-    let listener = health::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on --listen {}", args.listen))?;
 
     let namespace = (!args.all_namespaces).then(|| connected.namespace.clone());
     let mut config = RecorderConfig::new(connected.cluster_url.to_string(), namespace.clone());
@@ -261,6 +262,10 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(election) => election,
         Err(err) => return usage(err),
     };
+    // Bound first: an address in use fails before anything is connected or created.
+    let listener = health::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on --listen {}", args.listen))?;
     let connected = connect(&ConnectOptions {
         kubeconfig: global.kubeconfig.clone(),
         context: global.context.clone(),
@@ -269,9 +274,6 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         http2_ping,
     })
     .await?;
-    let listener = health::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on --listen {}", args.listen))?;
     let election = match elector(election, &connected, KFP_LEASE) {
         Ok(election) => election,
         Err(err) => return usage(err),
