@@ -28,8 +28,11 @@
 //! With [`KubeletConfig::exec`] a container with a `command` or `args` runs as a local process
 //! instead (see `exec.rs`).
 //!
-//! One task drives all pods: per-pod state machines ([`pod`]) and a single timer wheel
-//! (`DelayQueue`), so 100k pods cost memory, not threads or tasks.
+//! One task drives all pods: per-pod state machines (`pod.rs`) and a single timer wheel
+//! (`DelayQueue`), so 100k pods cost memory, not threads or tasks. Any delay a pod asks for is
+//! armed, however long (`activeDeadlineSeconds` up to 68 years, annotations, grace periods):
+//! past the wheel's two-year limit it is chained in one-year hops. A step that panics all the
+//! same fails that one pod (reason `SimKubeletError`) and the others keep running.
 
 mod config;
 mod exec;

@@ -7,6 +7,12 @@
 //! [`hyper_util::server::conn::auto`] builder serves the connection, and every request carries its
 //! connection's [`ConnCtl`], so a fault can reset, kill or freeze the connection a request rides
 //! on (over HTTP/2 that is every request multiplexed on it).
+//!
+//! No connection is held forever by a client that stalls: like kube-apiserver's Go server, the
+//! TLS handshake, the first request and each HTTP/1.1 request's headers (from their first byte)
+//! get bounded times ([`SimConfig::tls_handshake_timeout`], [`SimConfig::header_read_timeout`]:
+//! 32 s by default), and an idle HTTP/1.1 keep-alive connection closes after
+//! [`SimConfig::idle_timeout`] (90 s). Request bodies are bounded in the handlers (413, 504).
 
 mod conn;
 mod kubeconfig;
