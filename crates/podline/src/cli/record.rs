@@ -3,8 +3,10 @@
 //! `/metrics`, `/healthz` and `/readyz`, optionally as one of several replicas (`--leader-elect`).
 //!
 //! Exit codes: 0 after SIGTERM/Ctrl-C (queue flushed); 64 for a bad flag or environment value
-//! (the message names it); non-zero with a clear message when the watch fails in a way no retry
-//! can fix (401, 403, a missing namespace).
+//! (the message names it and what is expected), checked before anything is bound, connected or
+//! created (a value of a type clap parses itself, such as a malformed `--listen`, exits 2 as every
+//! clap error does); non-zero with a clear message when the watch fails in a way no retry can fix
+//! (401, 403, a missing namespace, a rejected certificate).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -39,7 +41,8 @@ pub struct RecordArgs {
         value_name = "DB"
     )]
     pub db: String,
-    /// The label whose value names a pod's run (pods without it fall back to podline.io/run).
+    /// The label whose value names a pod's run (pods without it fall back to podline.io/run):
+    /// a Kubernetes label key, `[DNS-subdomain/]name` with a name of at most 63 characters.
     #[arg(long, default_value = DEFAULT_RUN_LABEL, value_name = "LABEL")]
     pub run_label: String,
     /// Address for /metrics, /healthz and /readyz.
