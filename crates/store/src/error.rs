@@ -13,6 +13,30 @@ pub enum StoreError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A reader was pointed at a SQLite file that does not exist (readers never create one: a
+    /// typo must not leave an empty store behind and report "no runs").
+    #[error("the SQLite store {path} does not exist (a reader never creates one)")]
+    Missing {
+        /// The file looked for, absolute.
+        path: String,
+    },
+    /// A reader could not open a SQLite store in WAL mode because it cannot create the
+    /// shared-memory file next to it (`<file>-shm`): the directory is not writable for this
+    /// user (a read-only mount, another owner). SQLite needs that file even to read.
+    #[error(
+        "cannot read the SQLite store {path}: it is in WAL mode, and even a reader must create \
+         {path}-shm next to it, but the directory {dir} is not writable for this user; make the \
+         directory writable, run as a user who may write there, or copy the store (with its \
+         -wal file) to a writable directory ({detail})"
+    )]
+    SharedMemory {
+        /// The database file.
+        path: String,
+        /// Its directory.
+        dir: String,
+        /// What SQLite said.
+        detail: String,
+    },
     /// Connecting to the database failed.
     #[error("cannot open {target}")]
     Connect {
@@ -129,6 +153,40 @@ impl StoreError {
         }
     }
 
+    /// A read-only SQLite open that failed because SQLite cannot create the `-shm` file (the
+    /// directory is not writable) as [`StoreError::SharedMemory`]; anything else unchanged.
+    pub(crate) fn unreadable_sqlite(target: &crate::DbTarget, err: StoreError) -> StoreError {
+        let crate::DbTarget::Sqlite { path } = target else {
+            return err;
+        };
+        let StoreError::Query { source, .. } = &err else {
+            return err;
+        };
+        let sqlx::Error::Database(db) = source else {
+            return err;
+        };
+        // CANTOPEN (14), READONLY_CANTINIT (8 | 5 << 8), READONLY_DIRECTORY (8 | 6 << 8): the
+        // -shm file could not be made.
+        let code = db.code().and_then(|code| code.parse::<i64>().ok());
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+        let Some(dir) = absolute.parent() else {
+            return err;
+        };
+        // The file exists (a reader checks first), so an open failing with no -shm file next to
+        // it is SQLite failing to create that file.
+        let mut shm = absolute.clone().into_os_string();
+        shm.push("-shm");
+        if !matches!(code, Some(14 | 1288 | 1544)) || std::path::Path::new(&shm).exists() {
+            return err;
+        }
+        let shown = |p: &std::path::Path| crate::Redacted::new(&p.to_string_lossy()).to_string();
+        StoreError::SharedMemory {
+            path: shown(&absolute),
+            dir: shown(dir),
+            detail: db.message().to_owned(),
+        }
+    }
+
     /// Whether retrying the same call later may succeed: lost connections, pool exhaustion,
     /// database restarts, lock contention, serialization failures, a full disk. The recorder
     /// retries these with backoff and keeps its queue; anything else is reported as fatal.
@@ -141,6 +199,8 @@ impl StoreError {
             | StoreError::Unavailable { .. }
             | StoreError::Disk { .. } => true,
             StoreError::InvalidTarget { .. }
+            | StoreError::Missing { .. }
+            | StoreError::SharedMemory { .. }
             | StoreError::SchemaTooNew { .. }
             | StoreError::SchemaTooOld { .. }
             | StoreError::Corrupt { .. } => false,
@@ -151,6 +211,8 @@ impl StoreError {
     pub fn reason(&self) -> &'static str {
         match self {
             StoreError::InvalidTarget { .. } => "invalid_target",
+            StoreError::Missing { .. } => "missing",
+            StoreError::SharedMemory { .. } => "shared_memory",
             StoreError::Connect { .. } => "connect",
             StoreError::Migrate { .. } => "migrate",
             StoreError::SchemaTooNew { .. } => "schema_too_new",

@@ -124,14 +124,8 @@ impl DbTarget {
                     reason: "the path is not valid UTF-8".to_owned(),
                 })?;
                 if read_only && !absolute.is_file() {
-                    return Err(StoreError::InvalidTarget {
-                        value: shown(),
-                        reason: format!(
-                            "the SQLite store {} does not exist (a reader never creates one; \
-                             `podline record --db {}` creates it, or `podline demo` makes a sample)",
-                            Redacted::new(&absolute.to_string_lossy()),
-                            Redacted::new(&path.to_string_lossy()),
-                        ),
+                    return Err(StoreError::Missing {
+                        path: Redacted::new(&absolute.to_string_lossy()).to_string(),
                     });
                 }
                 let mode = if read_only { "ro" } else { "rwc" };

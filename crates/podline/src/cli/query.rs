@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use jiff::Timestamp;
-use podline_store::{PodFilter, PodKey, PodRecord, RunFilter, RunSummary, Store};
+use podline_store::{PodFilter, PodKey, PodRecord, RunFilter, RunSummary, Store, StoreError};
 use serde::Serialize;
 
 use crate::cli::{EXIT_ERROR, Global, Output};
@@ -17,9 +17,11 @@ use crate::cli::{EXIT_ERROR, Global, Output};
 #[derive(Debug, Clone, clap::Args)]
 pub struct DbArgs {
     /// The store to read: a SQLite file path (or sqlite://PATH) or postgres://USER@HOST/DB.
+    /// The value may hold a password, so `--help` never shows the environment's value.
     #[arg(
         long,
         env = "PODLINE_DB",
+        hide_env_values = true,
         default_value = "podline.db",
         value_name = "DB"
     )]
@@ -62,15 +64,25 @@ pub struct ShowArgs {
     pub pod: String,
 }
 
-async fn open(db: &DbArgs) -> anyhow::Result<std::sync::Arc<dyn Store>> {
-    podline_store::open(&db.db)
-        .await
-        .with_context(|| format!("cannot open the store --db {}", db.db))
+/// Opens the store for reading only (queries and the UI): nothing is created, migrated or
+/// written, so `--db typo.db` fails instead of leaving an empty store behind. The target is
+/// shown redacted; a missing file says how to make one.
+pub(crate) async fn open_read_only(db: &DbArgs) -> anyhow::Result<std::sync::Arc<dyn Store>> {
+    let shown = podline_store::Redacted::new(&db.db);
+    match podline_store::open_read_only(&db.db).await {
+        Ok(store) => Ok(store),
+        Err(err @ StoreError::Missing { .. }) => Err(anyhow::anyhow!(
+            "{err}; `podline record --db {shown}` creates it (or `podline demo --db FILE` makes a \
+             sample store)"
+        )
+        .context(format!("cannot open the store --db {shown}"))),
+        Err(err) => Err(err).with_context(|| format!("cannot open the store --db {shown}")),
+    }
 }
 
 /// `podline runs`.
 pub async fn runs(args: RunsArgs, global: &Global) -> anyhow::Result<ExitCode> {
-    let store = open(&args.db).await?;
+    let store = open_read_only(&args.db).await?;
     let runs = store
         .runs(&RunFilter {
             namespace: global.namespace.clone(),
@@ -84,7 +96,7 @@ pub async fn runs(args: RunsArgs, global: &Global) -> anyhow::Result<ExitCode> {
 
 /// `podline pods`.
 pub async fn pods(args: PodsArgs, global: &Global) -> anyhow::Result<ExitCode> {
-    let store = open(&args.db).await?;
+    let store = open_read_only(&args.db).await?;
     let pods = store
         .pods(&PodFilter {
             run: args.run,
@@ -99,7 +111,7 @@ pub async fn pods(args: PodsArgs, global: &Global) -> anyhow::Result<ExitCode> {
 
 /// `podline show POD`.
 pub async fn show(args: ShowArgs, global: &Global) -> anyhow::Result<ExitCode> {
-    let store = open(&args.db).await?;
+    let store = open_read_only(&args.db).await?;
     let namespace = global.namespace.as_deref().unwrap_or("default");
     let key = PodKey::parse(&args.pod, namespace);
     match store.pod(&key).await? {
@@ -213,15 +225,21 @@ pub fn render_pod(pod: &PodRecord, output: Output) -> anyhow::Result<String> {
         return Ok(text);
     }
     let mut out = String::new();
-    let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-    let _ = writeln!(out, "Pod:        {}/{}", pod.namespace, pod.name);
-    let _ = writeln!(out, "UID:        {}", pod.uid);
+    let dash = |v: &Option<String>| v.as_deref().map_or_else(|| "-".into(), printable);
+    let _ = writeln!(
+        out,
+        "Pod:        {}/{}",
+        printable(&pod.namespace),
+        printable(&pod.name)
+    );
+    let _ = writeln!(out, "UID:        {}", printable(&pod.uid));
     let _ = writeln!(out, "Run:        {}", dash(&pod.run));
     let _ = writeln!(out, "Owner:      {}", dash(&pod.owner));
     let _ = writeln!(out, "Node:       {}", dash(&pod.node));
     let phase = dash(&pod.phase);
     match &pod.reason {
         Some(reason) => {
+            let reason = printable(reason);
             let _ = writeln!(out, "Phase:      {phase} ({reason})");
         }
         None => {
@@ -229,7 +247,7 @@ pub fn render_pod(pod: &PodRecord, output: Output) -> anyhow::Result<String> {
         }
     }
     if let Some(message) = &pod.message {
-        let _ = writeln!(out, "Message:    {message}");
+        let _ = writeln!(out, "Message:    {}", printable(message));
     }
     let _ = writeln!(out, "\nTimeline:");
     let start = pod.transitions.first().map(|t| t.at);
@@ -238,6 +256,7 @@ pub fn render_pod(pod: &PodRecord, output: Output) -> anyhow::Result<String> {
     for (at, what) in events {
         let offset =
             start.map_or_else(String::new, |s| format!("+{}", human(at.duration_since(s))));
+        let what = printable(&what);
         let _ = writeln!(out, "  {:<22} {:>9}  {what}", at.to_string(), offset);
     }
     if !pod.containers.is_empty() {
@@ -315,8 +334,11 @@ fn human(d: jiff::SignedDuration) -> String {
 }
 
 /// Left-aligned columns separated by three spaces, like kubectl.
+/// Every cell goes through [`printable`]: pod-controlled text never reaches the terminal raw.
 fn table(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
-    let rows: Vec<Vec<String>> = rows.collect();
+    let rows: Vec<Vec<String>> = rows
+        .map(|row| row.iter().map(|cell| printable(cell)).collect())
+        .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -339,6 +361,31 @@ fn table(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
     line(header.to_vec());
     for row in &rows {
         line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+/// `text` safe to print on a terminal: every control character (C0 including newline and ESC,
+/// DEL, C1) is written as a visible escape (`\n`, `\t`, `\r`, else `\u{1b}`), so a pod's
+/// image, message, reason or label cannot move the cursor, recolour, retitle or inject lines
+/// into an operator's terminal (as kubectl has done since CVE-2021-25743). Human output only:
+/// JSON and YAML stay faithful, their serializers escape on their own.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for ch in text.chars() {
+        match ch {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            // char::is_control: exactly C0, DEL and C1.
+            ch if ch.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(ch));
+            }
+            ch => out.push(ch),
+        }
     }
     out
 }
@@ -406,6 +453,37 @@ mod tests {
         assert!(text.contains("+5.0s"), "{text}");
         assert!(text.contains("Phase:      Failed (Error)"), "{text}");
         assert!(text.contains("terminated"), "{text}");
+    }
+
+    #[test]
+    fn human_output_should_escape_terminal_control_characters_and_json_stay_faithful() {
+        let evil = "\u{1b}]0;owned\u{7}\u{1b}[2J\r\nFAKE\u{7f}\u{9b}31m";
+        let mut pod = record();
+        pod.reason = Some(evil.into());
+        pod.message = Some(evil.into());
+        pod.containers[0].image = evil.into();
+        pod.containers[0].reason = Some(evil.into());
+        pod.run = Some(evil.into());
+        for text in [
+            render_pod(&pod, Output::Table).unwrap(),
+            render_pods(std::slice::from_ref(&pod), Output::Table).unwrap(),
+            render_pods(std::slice::from_ref(&pod), Output::Wide).unwrap(),
+        ] {
+            assert!(
+                !text.chars().any(|c| c.is_control() && c != '\n'),
+                "raw control characters: {text:?}"
+            );
+            assert!(!text.contains("\nFAKE"), "an injected line: {text}");
+            assert!(text.contains("\\u{1b}]0;owned\\u{7}"), "{text}");
+            assert!(text.contains("\\r\\nFAKE\\u{7f}\\u{9b}31m"), "{text}");
+        }
+        let json = render_pod(&pod, Output::Json).unwrap();
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back["message"], evil, "JSON keeps the exact text");
+        assert!(!json.contains('\u{1b}'), "serde escapes it: {json}");
+        let yaml = render_pod(&pod, Output::Yaml).unwrap();
+        assert!(!yaml.contains('\u{1b}'), "YAML escapes it too: {yaml:?}");
+        assert_eq!(printable("plain ünïcode"), "plain ünïcode");
     }
 
     #[test]

@@ -19,9 +19,29 @@ pub struct UiArgs {
     /// annotations to anyone who can connect, with no authentication.
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub listen: SocketAddr,
+    /// Serve this host name too (repeatable). Only localhost, 127.0.0.1, [::1] and the
+    /// --listen address are served otherwise: any other Host header gets 403, so a web page
+    /// cannot read the UI by pointing its own name at this address (DNS rebinding).
+    #[arg(long = "allowed-host", value_name = "HOST", value_parser = parse_host)]
+    pub allowed_hosts: Vec<String>,
     /// How often live pages ask the store what changed.
     #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = parse_poll)]
     pub poll: Duration,
+}
+
+/// An `--allowed-host` value: a host name or address, optionally with a port (ignored).
+fn parse_host(s: &str) -> Result<String, String> {
+    let host = s.trim();
+    let bad = host.is_empty()
+        || host
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '/' | '@' | '?' | '#'));
+    if bad {
+        return Err(format!(
+            "{s:?} is not a host name (expected e.g. podline.example.com or 10.0.0.5:8080)"
+        ));
+    }
+    Ok(host.to_owned())
 }
 
 /// A poll interval: the client crate's strict, bounded durations (`500ms`, `2s`; at most 365
@@ -37,9 +57,7 @@ fn parse_poll(s: &str) -> Result<Duration, String> {
 /// `podline ui`: opens the store read-only and serves until Ctrl-C or SIGTERM. Prints the
 /// address it serves on (useful with `--listen 127.0.0.1:0`) as its first line.
 pub async fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
-    let store = podline_store::open_read_only(&args.db.db)
-        .await
-        .with_context(|| format!("cannot open the store --db {} for reading", args.db.db))?;
+    let store = crate::cli::query::open_read_only(&args.db).await?;
     if !args.listen.ip().is_loopback() {
         warn_exposed(args.listen);
     }
@@ -49,13 +67,16 @@ pub async fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
     let addr = listener.local_addr().context("reading the bound address")?;
     println!(
         "podline ui: serving http://{addr}/ (store {}, read-only; JSON under /api/)",
-        args.db.db
+        podline_store::Redacted::new(&args.db.db)
     );
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     podline_ui::serve(
         listener,
-        podline_ui::UiConfig::new(store).poll(args.poll),
+        podline_ui::UiConfig::new(store)
+            .poll(args.poll)
+            .allow_hosts(args.allowed_hosts)
+            .host_hint("start podline ui with --allowed-host NAME to serve another name"),
         shutdown,
     )
     .await

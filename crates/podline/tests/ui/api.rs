@@ -230,7 +230,8 @@ fn a_missing_store_should_fail_with_a_message_and_write_nothing() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("no such store file"), "{stderr}");
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    assert!(stderr.contains("podline record --db"), "{stderr}");
     assert!(!db.exists(), "the ui never creates a store");
 }
 
@@ -247,5 +248,83 @@ async fn a_non_loopback_address_should_be_warned_about_loudly() {
     assert!(
         text.contains("WARNING") && text.contains("NOT a loopback address"),
         "{text}"
+    );
+}
+
+/// `GET url` with this `Host` header: (status, body).
+async fn get_with_host(url: &str, host: &str) -> (u16, String) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let request = http::Request::builder()
+        .uri(url)
+        .header(http::header::HOST, host)
+        .body(Empty::new())
+        .unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(20), client.request(request))
+        .await
+        .expect("no answer within 20 s")
+        .unwrap();
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn only_loopback_names_the_listen_address_and_allowed_hosts_should_be_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    write_pod(&db, running_pod("uid-1", "train-1", "r1")).await;
+    let ui = UiServer::start_with(
+        &db,
+        &[
+            "--listen",
+            "127.0.0.2:0",
+            "--allowed-host",
+            "podline.example.com",
+        ],
+    );
+    let port = ui.url.rsplit(':').next().unwrap().to_owned();
+    for path in ["/api/counts", "/api/pods/uid-1", "/", "/pods/uid-1"] {
+        let url = format!("{}{path}", ui.url);
+        for host in [
+            "localhost".to_owned(),
+            format!("localhost:{port}"),
+            format!("LocalHost:{port}"),
+            format!("127.0.0.1:{port}"),
+            "[::1]".to_owned(),
+            format!("[::1]:{port}"),
+            format!("127.0.0.2:{port}"),
+            "podline.example.com".to_owned(),
+            "podline.example.com:8443".to_owned(),
+        ] {
+            let (status, body) = get_with_host(&url, &host).await;
+            assert_eq!(status, 200, "{path} Host {host}: {body}");
+        }
+        // DNS rebinding: an attacker's name pointed at this address.
+        for host in [
+            "evil.example".to_owned(),
+            format!("evil.example:{port}"),
+            format!("localhost.evil.example:{port}"),
+            "podline.example.com.evil.example".to_owned(),
+            format!("127.0.0.3:{port}"),
+            String::new(),
+        ] {
+            let (status, body) = get_with_host(&url, &host).await;
+            assert_eq!(status, 403, "{path} Host {host:?}: {body}");
+            assert!(
+                body.contains("DNS rebinding") && body.contains("--allowed-host"),
+                "{body}"
+            );
+            assert!(!body.contains("train-1"), "{body}");
+        }
+    }
+    let err = std::process::Command::new(BIN)
+        .args(["ui", "--allowed-host", "a b", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&err.stderr);
+    assert!(
+        !err.status.success() && stderr.contains("--allowed-host"),
+        "{stderr}"
     );
 }

@@ -58,6 +58,9 @@ pub struct UiServer {
     child: Child,
     /// `http://127.0.0.1:PORT`, no trailing slash.
     pub url: String,
+    /// Its first line on stdout ("podline ui: serving http://... (store ...)").
+    #[allow(dead_code)] // read by tests/secrets.rs, which shares this file
+    pub first_line: String,
     /// What it printed on stderr (filled when it has exited).
     pub stderr: Option<std::process::ChildStderr>,
 }
@@ -96,7 +99,12 @@ impl UiServer {
             .trim_end_matches('/')
             .to_owned();
         let stderr = child.stderr.take();
-        UiServer { child, url, stderr }
+        UiServer {
+            child,
+            url,
+            first_line: line,
+            stderr,
+        }
     }
 }
 

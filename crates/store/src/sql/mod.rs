@@ -117,7 +117,9 @@ impl SqlStore {
         settings: &PoolSettings,
     ) -> Result<Self, StoreError> {
         let store = Self::connect_mode(target, settings, Access::ReadOnly).await?;
-        schema::check_readable(&store.pool).await?;
+        schema::check_readable(&store.pool)
+            .await
+            .map_err(|err| StoreError::unreadable_sqlite(target, err))?;
         Ok(store)
     }
 

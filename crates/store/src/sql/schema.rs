@@ -209,8 +209,9 @@ pub(crate) async fn check_readable(pool: &AnyPool) -> Result<(), StoreError> {
             .await
         {
             Ok(version) => version,
-            // No schema table: an empty file or not a podline store.
-            Err(sqlx::Error::Database(_)) => 0,
+            // No schema table: an empty file or not a podline store. Any other database error
+            // (a file SQLite cannot open, a lock) is reported as it is, not as "version 0".
+            Err(sqlx::Error::Database(db)) if is_missing_table(db.as_ref()) => 0,
             Err(source) => return Err(StoreError::Query { op: "open", source }),
         };
     let needed = latest_version();
@@ -224,6 +225,12 @@ pub(crate) async fn check_readable(pool: &AnyPool) -> Result<(), StoreError> {
         return Err(StoreError::SchemaTooOld { found, needed });
     }
     Ok(())
+}
+
+/// Whether a database error says the table does not exist (SQLite "no such table", PostgreSQL
+/// 42P01 undefined_table).
+fn is_missing_table(db: &dyn sqlx::error::DatabaseError) -> bool {
+    db.code().as_deref() == Some("42P01") || db.message().starts_with("no such table")
 }
 
 /// Starts a transaction that excludes other writers from the start: SQLite `BEGIN IMMEDIATE`

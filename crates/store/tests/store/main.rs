@@ -1185,7 +1185,7 @@ async fn opening_a_missing_or_unmigrated_sqlite_file_read_only_should_say_what_t
         .await
         .err()
         .expect("a missing store file is an error");
-    assert!(err.to_string().contains("no such store file"), "{err}");
+    assert!(err.to_string().contains("does not exist"), "{err}");
     assert!(!missing.exists(), "a reader never creates the file");
 
     let empty = dir.path().join("empty.db");
