@@ -272,7 +272,8 @@ async fn serve_connection(
     // sends nothing at all, or half an HTTP/2 preface).
     let first_request = async {
         tokio::time::sleep(timeouts.header_read).await;
-        if ctl.requests() == 0 {
+        // A frozen connection stays open (see `ConnCtl::freeze`), whatever it sent.
+        if ctl.requests() == 0 && !ctl.is_frozen() {
             tracing::debug!("sim: no request within the header timeout; closing");
             return;
         }

@@ -60,6 +60,14 @@ struct HeaderSleep {
     sleep: Pin<Box<tokio::time::Sleep>>,
 }
 
+impl HeaderSleep {
+    /// How often an idle (or frozen) connection is looked at again: the header timeout, but
+    /// never so short that the timer spins.
+    fn step(&self) -> Duration {
+        self.header.max(Duration::from_millis(10))
+    }
+}
+
 impl Future for HeaderSleep {
     type Output = ();
 
@@ -80,11 +88,17 @@ impl Future for HeaderSleep {
                 None => (
                     self.idle_until,
                     self.idle_until
-                        .min(now.checked_add(self.header).unwrap_or(self.idle_until)),
+                        .min(now.checked_add(self.step()).unwrap_or(self.idle_until)),
                 ),
             };
+            let mut wake = wake;
             if now >= due {
-                return Poll::Ready(());
+                if !self.ctl.is_frozen() {
+                    return Poll::Ready(());
+                }
+                // A frozen connection must look like a frozen proxy: it never closes on its
+                // own. Look again later (it may be killed, never thawed).
+                wake = now + Duration::from_secs(1);
             }
             let wake = tokio::time::Instant::from_std(wake);
             self.sleep.as_mut().reset(wake);

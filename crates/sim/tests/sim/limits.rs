@@ -663,3 +663,37 @@ async fn a_negative_grace_period_on_delete_should_be_treated_as_one_second() {
     assert_eq!(r.json()["metadata"]["deletionGracePeriodSeconds"], 1);
     sim.shutdown().await;
 }
+
+/// A frozen connection stands for a frozen proxy: the header and idle timers must not close it.
+#[tokio::test]
+async fn a_frozen_idle_connection_should_stay_open_past_the_timeouts() {
+    use podline_sim::{FaultAction, FaultRule, FaultVerb};
+    let sim = podline_testkit::start_sim(
+        config()
+            .header_read_timeout(Duration::from_millis(200))
+            .idle_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::Freeze { after_ms: Some(50) })
+            .verb(FaultVerb::List)
+            .resource("pods"),
+    );
+    let mut conn = TcpStream::connect(sim.addr()).await.expect("connect");
+    let request = format!(
+        "GET {PODS} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\n\r\n",
+        sim.token()
+    );
+    conn.write_all(request.as_bytes()).await.expect("write");
+    let mut buf = vec![0u8; 65536];
+    let n = conn.read(&mut buf).await.expect("read");
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    assert!(
+        closed_within(&mut conn, Duration::from_millis(1500))
+            .await
+            .is_none(),
+        "still open"
+    );
+    assert_eq!(sim.frozen_connections(), 1);
+    sim.shutdown().await;
+}
