@@ -1,0 +1,109 @@
+//! Parsing flag values (`KEY=VALUE`, resource lists) and pod templates (YAML or JSON).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::is_quantity;
+use crate::error::SpecError;
+
+/// Parses `KEY=VALUE` (for `--env`, `--label`, `--annotation`, `--node-selector`). The value
+/// may be empty and may contain `=`.
+pub fn parse_key_value(
+    flag: &'static str,
+    example: &'static str,
+    s: &str,
+) -> Result<(String, String), SpecError> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(SpecError::NotKeyValue {
+            flag,
+            value: s.to_owned(),
+            example,
+        }),
+    }
+}
+
+/// Parses `cpu=500m,memory=1Gi` for `--requests` / `--limits`.
+pub fn parse_resources(flag: &'static str, s: &str) -> Result<BTreeMap<String, String>, SpecError> {
+    let mut out = BTreeMap::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = parse_key_value(flag, "cpu=500m,memory=1Gi", part)?;
+        if !is_quantity(&v) {
+            return Err(SpecError::InvalidQuantity {
+                flag,
+                value: part.to_owned(),
+            });
+        }
+        out.insert(k, v);
+    }
+    if out.is_empty() {
+        return Err(SpecError::NotKeyValue {
+            flag,
+            value: s.to_owned(),
+            example: "cpu=500m,memory=1Gi",
+        });
+    }
+    Ok(out)
+}
+
+/// Parses a pod template from YAML or JSON text (JSON is valid YAML, but serde_json gives
+/// better messages for JSON files, so it is tried first when the text looks like JSON).
+pub fn parse_template(path: &str, text: &str) -> Result<Pod, SpecError> {
+    let parsed = if text.trim_start().starts_with('{') {
+        serde_json::from_str::<Pod>(text).map_err(|e| e.to_string())
+    } else {
+        serde_saphyr::from_str::<Pod>(text).map_err(|e| e.to_string())
+    };
+    parsed.map_err(|message| SpecError::TemplateParse {
+        path: path.to_owned(),
+        message,
+    })
+}
+
+/// Reads and parses a pod template file.
+pub fn load_template(path: &std::path::Path) -> Result<Pod, SpecError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| SpecError::TemplateRead {
+        path: shown.clone(),
+        source,
+    })?;
+    parse_template(&shown, &text)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_template_should_parse_and_garbage_should_name_the_file() {
+        let pod = parse_template(
+            "t.json",
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(pod.metadata.name.as_deref(), Some("x"));
+        let err = parse_template("bad.yaml", "spec: [1, 2")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("bad.yaml"), "{err}");
+    }
+
+    #[test]
+    fn key_value_parsing_should_name_the_flag() {
+        assert_eq!(
+            parse_key_value("--env", "--env K=V", "A=b=c").unwrap(),
+            ("A".into(), "b=c".into())
+        );
+        assert_eq!(
+            parse_key_value("--env", "--env K=V", "A=").unwrap(),
+            ("A".into(), String::new())
+        );
+        let err = parse_key_value("--env", "--env K=V", "novalue")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--env") && err.contains("novalue"), "{err}");
+        assert!(parse_key_value("--label", "--label k=v", "=v").is_err());
+    }
+}
