@@ -76,6 +76,96 @@ async fn sigterm_during_run_should_delete_the_pod_and_exit_143() {
     assert!(sim.ground_truth().iter().all(|p| p.deleted_at.is_some()));
 }
 
+/// Signals `podline run --count 3` once its three pods run, and returns its exit code and
+/// stderr, after checking that no pod outlived the run.
+async fn signal_a_count_run(signal: &str) -> (Option<i32>, String) {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
+    let child = podline(kubeconfig.path())
+        .args(["run", "--image", "busybox", "--count", "3"])
+        .args(["--annotation", "sim.podline.io/duration=60s"])
+        .args(["--", "sleep", "60"])
+        .spawn()
+        .unwrap();
+    let running = wait_until(Duration::from_secs(20), || async {
+        pods.list(&ListParams::default()).await.is_ok_and(|l| {
+            l.items
+                .iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .count()
+                == 3
+        })
+    })
+    .await;
+    assert!(running, "the pods never ran");
+    let pid = child.id().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("podline did not exit after the signal")
+        .unwrap();
+    let empty = wait_until(Duration::from_secs(10), || async {
+        pods.list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.is_empty())
+    })
+    .await;
+    assert!(empty, "pods outlived the {signal} run");
+    assert_eq!(sim.ground_truth().len(), 3);
+    assert!(sim.ground_truth().iter().all(|p| p.deleted_at.is_some()));
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 19: Ctrl-C (SIGINT) during `run --count` deletes every pod and exits 130, like a
+/// shell; it used to exit 143 whatever the signal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_during_a_count_run_should_delete_the_pods_and_exit_130() {
+    let (code, stderr) = signal_a_count_run("-INT").await;
+    assert_eq!(code, Some(130), "stderr: {stderr}");
+}
+
+/// SIGTERM during `run --count` deletes every pod and exits 143.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_count_run_should_delete_the_pods_and_exit_143() {
+    let (code, stderr) = signal_a_count_run("-TERM").await;
+    assert_eq!(code, Some(143), "stderr: {stderr}");
+}
+
+/// Issue 19: a pod that started and then ran past `--timeout` is deleted and the run exits 124
+/// saying it timed out while running (it used to exit 4, "did not start").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_timeout_while_running_should_exit_124_and_delete_the_pod() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
+    let out = podline(kubeconfig.path())
+        .args(["run", "--image", "busybox", "--timeout", "2s"])
+        .args(["--annotation", "sim.podline.io/duration=60s"])
+        .args(["--", "sleep", "60"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(124), "stderr: {stderr}");
+    assert!(stderr.contains("still running"), "{stderr}");
+    assert!(!stderr.contains("did not start"), "{stderr}");
+    let empty = wait_until(Duration::from_secs(10), || async {
+        pods.list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.is_empty())
+    })
+    .await;
+    assert!(empty, "the pod outlived the timed-out run");
+}
+
 /// Done-when 8 at the binary level: exit code and stdout are the container's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_code_and_stdout_should_be_the_containers() {

@@ -29,7 +29,9 @@ Exit codes:
   0-255  the main container's exit code (137 = killed, e.g. OOM)
   2      usage or configuration error (bad flag, env var, template); nothing created
   3      the API server rejected the create (400/401/403/404/422) or create retries ran out
-  4      the pod did not start: schedule/startup timeout or a permanent image error
+  4      the pod did not start: schedule/startup timeout, a permanent image error, or --timeout
+         expired before it started (pod deleted)
+  124    the pod started but was still running when --timeout expired (pod deleted), as timeout(1)
   5      a pod not created by this run holds the name (left untouched), or --reattach is ambiguous
   6      the pod was lost (deleted by someone else) or the API failed for good mid-run
   130    interrupted by SIGINT (pod deleted)      143  interrupted by SIGTERM (pod deleted)
@@ -141,7 +143,8 @@ pub struct RunArgs {
     /// Limit for the containers to start once the pod is scheduled.
     #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_STARTUP_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
     pub startup_timeout: Duration,
-    /// Overall limit for the run; the pod is deleted when it expires.
+    /// Overall limit for the run; the pod is deleted when it expires (exit 4 if it had not
+    /// started, 124 if it was running).
     #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_TIMEOUT", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
     /// Reconnect the log stream when no line arrived for this long.
@@ -407,7 +410,7 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
             Ok(t) => t,
             Err(e) => return usage(anyhow::anyhow!("-f {}: cannot read: {e}", path.display())),
         };
-        match podline_launch::many::parse_tasks(&path.display().to_string(), &text) {
+        match podline_launch::spec::parse_tasks(&path.display().to_string(), &text) {
             Ok(mut specs) => {
                 let base = args.task_spec(global)?;
                 for s in &mut specs {
@@ -449,8 +452,9 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
             Output::Yaml => print!("{}", serde_saphyr::to_string(&summary)?),
             Output::Table | Output::Wide => print!("{}", summary.table()),
         }
-        if cancel.is_cancelled() {
-            return Ok(ExitCode::from(exit::SIGTERM));
+        // The signal decides the code: SIGINT 130, SIGTERM 143 (the pods are deleted either way).
+        if let Some(reason) = cancel.reason() {
+            return Ok(ExitCode::from(reason.exit_code()));
         }
         return Ok(if summary.failed == 0 {
             ExitCode::SUCCESS
