@@ -17,10 +17,10 @@ use crate::cli::{EXIT_ERROR, Global, Output};
 #[derive(Debug, Clone, clap::Args)]
 pub struct DbArgs {
     /// The store to read: a SQLite file path (or sqlite://PATH) or postgres://USER@HOST/DB.
-    /// The value may hold a password, so `--help` never shows the environment's value.
     #[arg(
         long,
         env = "PODLINE_DB",
+        // It may hold a password: `--help` names the variable, never its value.
         hide_env_values = true,
         default_value = "podline.db",
         value_name = "DB"

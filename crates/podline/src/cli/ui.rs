@@ -89,7 +89,9 @@ fn warn_exposed(addr: SocketAddr) {
     let message = format!(
         "podline ui listens on {addr}, which is NOT a loopback address: anyone who can reach it \
          can read every recorded pod name, label, annotation and message (there is no \
-         authentication). Use --listen 127.0.0.1:PORT unless that is what you want."
+         authentication). Use --listen 127.0.0.1:PORT unless that is what you want. Browsers \
+         are served only under localhost, the listen address and names given with \
+         --allowed-host."
     );
     // Printed, not logged: it must show whatever the log level.
     eprintln!("WARNING: {message}");
