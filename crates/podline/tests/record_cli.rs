@@ -350,6 +350,25 @@ fn kubeconfig_for(server: &str) -> String {
     )
 }
 
+/// `line` without the terminal colour codes tracing writes around field names.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // ESC [ ... letter
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A port nothing listens on (bound, then closed).
 fn closed_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -542,9 +561,12 @@ async fn a_recorder_whose_api_server_is_down_warns_at_once_naming_server_and_err
     child.kill().unwrap();
     child.wait().unwrap();
     let warning = warning.unwrap_or_else(|seen| panic!("no warning within 10 s:\n{seen}"));
+    let warning = strip_ansi(&warning);
     assert!(
         warning.contains(&format!("127.0.0.1:{port}"))
-            && warning.to_lowercase().contains("connection refused"),
+            && warning.to_lowercase().contains("connection refused")
+            && warning.contains("since start")
+            && warning.contains("failures=1"),
         "the warning must name the server and the error: {warning}"
     );
 }

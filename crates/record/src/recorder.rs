@@ -301,7 +301,10 @@ impl Recorder {
             };
             match item {
                 Some(Ok(event)) => {
-                    if let Some(failures) = outage.succeeded() {
+                    // Init only announces a LIST; any other event means the server answered.
+                    if !matches!(event, Event::Init)
+                        && let Some(failures) = outage.succeeded()
+                    {
                         tracing::info!(cluster = %self.config.cluster, failures, "watching pods again");
                     }
                     self.health.progress();
