@@ -52,9 +52,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "{pods} pods in {secs:.2} s: {:.0} pods/s, {:.2} MLMD calls per pod",
+        "{pods} pods in {secs:.2} s: {:.0} pods/s, {:.2} MLMD calls and {:.2} write transactions per pod",
         pods as f64 / secs,
-        client.calls() as f64 / pods as f64
+        client.calls() as f64 / pods as f64,
+        client.writes() as f64 / pods as f64
     );
     let _ = child.kill();
     Ok(())

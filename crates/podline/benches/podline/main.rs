@@ -95,6 +95,7 @@ pub struct Sizes {
     launch_rss_many_pods: usize,
     store_pods: usize,
     mlmd_pods: usize,
+    mlmd_rss_pods: usize,
     record_backlog_pods: usize,
     record_latency_seconds: u64,
     record_rss_small: usize,
@@ -116,6 +117,7 @@ impl Sizes {
                 launch_rss_many_pods: 1_000,
                 store_pods: 5_000,
                 mlmd_pods: 300,
+                mlmd_rss_pods: 2_000,
                 record_backlog_pods: 4_000,
                 record_latency_seconds: 3,
                 record_rss_small: 2_000,
@@ -134,6 +136,7 @@ impl Sizes {
                 launch_rss_many_pods: 10_000,
                 store_pods: 25_000,
                 mlmd_pods: 2_000,
+                mlmd_rss_pods: 10_000,
                 record_backlog_pods: 20_000,
                 record_latency_seconds: 10,
                 record_rss_small: 10_000,
@@ -250,7 +253,7 @@ async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             None => {
                 eprintln!("benchmarking KFP mode into MLMD...");
                 rows.extend(
-                    mlmd::run_all(sizes.mlmd_pods)
+                    mlmd::run_all(&sizes)
                         .await
                         .context("MLMD benchmark")?,
                 );
@@ -259,7 +262,10 @@ async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                      patches) into the real MLMD (`ml-metadata` behind crates/mlmd/tests/mlmd_server.py, \
                      Python gRPC, one store lock); 32 pods driven at a time, 9 of 10 consuming the \
                      previous pod's output; a pod counts once `metadata_written` is on it. \
-                     Kubeflow's writer: about 10 pods/s against the same server."
+                     Write transactions are the `Put*` RPCs podline's MLMD client sent (MLMD runs \
+                     each in one transaction), types and contexts included. The RSS row is a \
+                     `podline record --kfp` child process. Kubeflow's writer: about 10 pods/s \
+                     against the same server."
                         .into(),
                 );
             }
