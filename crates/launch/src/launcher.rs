@@ -303,7 +303,7 @@ impl Launcher {
             (true, Some(task_id)) => match self.find_live(api, task_id).await {
                 Ok(found) => found,
                 Err(err) => {
-                    *result = finish_early(std::mem::take(result), err);
+                    fail(result, err);
                     return None;
                 }
             },
@@ -345,7 +345,7 @@ impl Launcher {
                     Some(c.pod)
                 }
                 Ok(Err(err)) => {
-                    *result = finish_early(std::mem::take(result), err);
+                    fail(result, err);
                     None
                 }
                 Err(panic) => {
@@ -362,7 +362,7 @@ impl Launcher {
             () = cancel.cancelled() => {
                 result.deleted = self.delete_if_ours(api, built).await;
                 let err = interrupted(&built.name, cancel);
-                *result = finish_early(std::mem::take(result), err);
+                fail(result, err);
                 None
             }
         }
@@ -785,9 +785,14 @@ async fn catch_panic<T>(fut: impl Future<Output = T>) -> Result<T, String> {
 
 /// A failure before the pod existed (or with nothing to watch).
 fn finish_early(mut result: TaskResult, err: LaunchError) -> TaskResult {
+    fail(&mut result, err);
+    result
+}
+
+/// Records `err` as how the run ended.
+fn fail(result: &mut TaskResult, err: LaunchError) {
     result.exit_code = err.exit_code();
     result.error = Some(err.to_string());
-    result
 }
 
 fn current_pod(state: &watch::Receiver<PodState>) -> Option<Pod> {
@@ -799,6 +804,7 @@ fn current_gone(state: &watch::Receiver<PodState>) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -820,5 +826,129 @@ mod tests {
         })
         .await;
         assert_eq!(literal, Err::<(), _>("after an await".to_owned()));
+    }
+
+    fn pod(phase: &str) -> Pod {
+        Pod {
+            status: Some(k8s_openapi::api::core::v1::PodStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// A pod's state channel; the test keeps the sender open, as the feed does while the pod
+    /// is followed.
+    fn channel(phase: &str) -> (watch::Sender<PodState>, watch::Receiver<PodState>) {
+        watch::channel(PodState {
+            pod: Some(pod(phase)),
+            ..PodState::default()
+        })
+    }
+
+    fn starting(schedule: u64, overall: Option<u64>) -> AwaitStart<'static> {
+        let now = Instant::now();
+        AwaitStart {
+            pod: "p",
+            tracker: StartTracker::new(
+                "p",
+                "task",
+                Duration::from_secs(schedule),
+                Duration::from_secs(schedule),
+                now,
+            ),
+            overall: overall.map(|secs| Overall {
+                at: now + Duration::from_secs(secs),
+                timeout: Duration::from_secs(secs),
+            }),
+        }
+    }
+
+    fn running(overall: u64) -> AwaitCompletion<'static> {
+        AwaitCompletion {
+            pod: "p",
+            overall: Some(Overall {
+                at: Instant::now() + Duration::from_secs(overall),
+                timeout: Duration::from_secs(overall),
+            }),
+        }
+    }
+
+    /// The overall timeout passing while the pod is pending is a start failure that names the
+    /// overall timeout, not the schedule timeout it did not reach.
+    #[tokio::test(start_paused = true)]
+    async fn an_overall_timeout_before_the_start_should_say_the_pod_did_not_start() {
+        let t0 = Instant::now();
+        let (_tx, mut state) = channel("Pending");
+        let ended = await_stage(&mut starting(60, Some(5)), "p", &mut state, &Cancel::new()).await;
+        assert_eq!(Instant::now() - t0, Duration::from_secs(5));
+        let err = ended.unwrap_err();
+        assert!(
+            matches!(err, LaunchError::TimeoutBeforeStart { .. }),
+            "{err:?}"
+        );
+        assert_eq!(err.exit_code(), exit::START_FAILED);
+    }
+
+    /// A schedule timeout shorter than the overall one is still the schedule timeout.
+    #[tokio::test(start_paused = true)]
+    async fn the_start_stages_own_timeout_should_win_when_it_comes_first() {
+        let (_tx, mut state) = channel("Pending");
+        let ended = await_stage(&mut starting(2, Some(60)), "p", &mut state, &Cancel::new()).await;
+        let err = ended.unwrap_err();
+        assert!(
+            matches!(err, LaunchError::ScheduleTimeout { .. }),
+            "{err:?}"
+        );
+    }
+
+    /// The overall timeout passing while the pod runs is a timeout of the run (exit 124), not a
+    /// start failure.
+    #[tokio::test(start_paused = true)]
+    async fn an_overall_timeout_after_the_start_should_be_a_timeout_while_running() {
+        let t0 = Instant::now();
+        let (_tx, mut state) = channel("Running");
+        let cancel = Cancel::new();
+        assert!(
+            await_stage(&mut starting(60, Some(5)), "p", &mut state, &cancel)
+                .await
+                .is_ok()
+        );
+        let err = await_stage(&mut running(5), "p", &mut state, &cancel)
+            .await
+            .unwrap_err();
+        assert_eq!(Instant::now() - t0, Duration::from_secs(5));
+        assert!(
+            matches!(err, LaunchError::TimeoutWhileRunning { .. }),
+            "{err:?}"
+        );
+        assert_eq!(err.exit_code(), exit::TIMED_OUT);
+        assert!(err.to_string().contains("still running"), "{err}");
+    }
+
+    /// A finished pod ends the completion stage at once; a cancel ends it with the signal's code.
+    #[tokio::test(start_paused = true)]
+    async fn the_completion_stage_should_end_on_a_finished_pod_or_a_cancel() {
+        let cancel = Cancel::new();
+        let (_done, mut done) = channel("Succeeded");
+        assert!(
+            await_stage(&mut running(5), "p", &mut done, &cancel)
+                .await
+                .is_ok()
+        );
+        cancel.cancel(CancelReason::Interrupt);
+        cancel.cancel(CancelReason::Terminate);
+        assert_eq!(
+            cancel.reason(),
+            Some(CancelReason::Interrupt),
+            "the first reason wins"
+        );
+        let (_live, mut live) = channel("Running");
+        let err = await_stage(&mut running(5), "p", &mut live, &cancel)
+            .await
+            .unwrap_err();
+        assert_eq!(err.exit_code(), exit::SIGINT);
+        assert_eq!(CancelReason::Terminate.exit_code(), exit::SIGTERM);
     }
 }

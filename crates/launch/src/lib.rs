@@ -23,12 +23,16 @@
 //! 2. [`create::create_idempotent`]: retries 409 Conflict / 429 / 5xx / transport errors with
 //!    full-jitter backoff and a deadline; `AlreadyExists` with our launch id is adopted, with
 //!    another is refused (exit 5); 400/401/403/404/422 fail at once (exit 3).
-//! 3. [`podwatch`]: one watch on `metadata.name=<pod>` feeds every later stage.
+//! 3. [`podwatch`]: one feed loop publishes the pod's state to every later stage, from a watch
+//!    on `metadata.name=<pod>`, or (in [`run_many`]) one watch per namespace shared by all
+//!    tasks, subscribed before the create.
 //! 4. [`StartTracker`]: schedule and startup timeouts, fast failure on permanent image errors
-//!    (exit 4).
+//!    (exit 4); start and completion are awaited by one wait loop.
 //! 5. [`logs::follow`]: streams logs to a [`LogSink`], resuming with `sinceTime` + [`Dedup`].
-//! 6. Completion: the main container's exit code becomes the process exit code.
-//! 7. [`cleanup`]: `--on-finish`, and deletion after failures, timeouts and signals.
+//! 6. Completion: the main container's exit code becomes the process exit code. The overall
+//!    timeout, if set, ends the run with exit 4 before the start and 124 after it.
+//! 7. [`cleanup`]: `--on-finish`, and deletion after failures, timeouts, signals and panics in
+//!    steps 3-6.
 //!
 //! # Example: build a pod
 //!

@@ -294,3 +294,59 @@ impl Subscribers {
         Routed::Continue
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watched(name: &str) -> WatchedPod {
+        let mut pod = WatchedPod::default();
+        pod.metadata.name = Some(name.to_owned());
+        pod
+    }
+
+    /// A re-list that no longer has a pod seen before reports it gone and drops its channel;
+    /// a pod subscribed (before its create) but never seen is not gone, as its create may still
+    /// be on the way.
+    #[test]
+    fn a_relist_should_report_only_pods_seen_before_and_missing_now_as_gone() {
+        let mut subs = Subscribers::default();
+        let (kept, _) = subs.add("kept");
+        let (vanished, _) = subs.add("vanished");
+        let (unborn, _) = subs.add("unborn");
+        for name in ["kept", "vanished"] {
+            assert_eq!(
+                subs.route(Ok(Event::Apply(watched(name)))),
+                Routed::Continue
+            );
+        }
+        subs.route(Ok(Event::Init));
+        subs.route(Ok(Event::InitApply(watched("kept"))));
+        subs.route(Ok(Event::InitDone));
+        assert!(!kept.borrow().gone && kept.borrow().pod.is_some());
+        assert!(vanished.borrow().gone);
+        assert!(!unborn.borrow().gone && unborn.borrow().pod.is_none());
+        let mut followed: Vec<&str> = subs.pods.keys().map(String::as_str).collect();
+        followed.sort_unstable();
+        assert_eq!(followed, ["kept", "unborn"]);
+        assert!(
+            subs.listed.is_empty(),
+            "the names of a list are not kept after it"
+        );
+    }
+
+    /// A DELETED event ends the pod's channel with its last state; other pods' events reach
+    /// only their own channels.
+    #[test]
+    fn a_delete_should_report_the_pod_gone_with_its_last_state() {
+        let mut subs = Subscribers::default();
+        let (a, _) = subs.add("a");
+        let (b, _) = subs.add("b");
+        subs.route(Ok(Event::Apply(watched("b"))));
+        assert!(a.borrow().pod.is_none());
+        subs.route(Ok(Event::Delete(watched("a"))));
+        assert!(a.borrow().gone && a.borrow().pod.is_some());
+        assert!(!b.borrow().gone);
+        assert!(!subs.pods.contains_key("a"));
+    }
+}
