@@ -96,7 +96,7 @@ pub(crate) fn build(
     ca: &str,
 ) -> Result<kube::client::ClientBuilder<Stack>, TransportError> {
     let peer = Arc::new(Peer {
-        server: config.cluster_url.to_string(),
+        server: without_userinfo(&config.cluster_url),
         plain_http: config.cluster_url.scheme_str() == Some("http"),
         ca: ca.to_owned(),
     });
@@ -165,6 +165,20 @@ struct Peer {
     plain_http: bool,
     /// Where the trusted CA certificates came from.
     ca: String,
+}
+
+/// `url` for messages, with any `user:password@` replaced (a credential never reaches output).
+fn without_userinfo(url: &http::Uri) -> String {
+    let text = url.to_string();
+    match url.authority().map(|a| a.as_str()) {
+        Some(authority) if authority.contains('@') => {
+            let host = authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host);
+            text.replacen(authority, &format!("***@{host}"), 1)
+        }
+        _ => text,
+    }
 }
 
 /// What kind of failure a [`TransportFailure`] is, for classification ([`crate::retry`]).
@@ -404,5 +418,19 @@ where
             }
             Ok(resp)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_should_never_show_a_password_in_the_server_url() {
+        let url: http::Uri = "https://admin:s3cret@10.0.0.1:6443/".parse().unwrap();
+        let shown = without_userinfo(&url);
+        assert_eq!(shown, "https://***@10.0.0.1:6443/");
+        let plain: http::Uri = "https://10.0.0.1:6443".parse().unwrap();
+        assert_eq!(without_userinfo(&plain), "https://10.0.0.1:6443/");
     }
 }
