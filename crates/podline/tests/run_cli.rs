@@ -166,6 +166,35 @@ async fn an_expired_timeout_while_running_should_exit_124_and_delete_the_pod() {
     assert!(empty, "the pod outlived the timed-out run");
 }
 
+/// Issue 19: `--timeout` expiring while the pod is still pending (a slow image pull) exits 4,
+/// says the pod did not start before the timeout, and deletes the pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_timeout_while_pending_should_exit_4_and_delete_the_pod() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
+    let out = podline(kubeconfig.path())
+        .args(["run", "--image", "busybox", "--timeout", "1s"])
+        .args(["--annotation", "sim.podline.io/pull-delay=60s"])
+        .args(["--", "true"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "stderr: {stderr}");
+    assert!(
+        stderr.contains("did not start before the run's overall timeout of 1s"),
+        "{stderr}"
+    );
+    let empty = wait_until(Duration::from_secs(10), || async {
+        pods.list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.is_empty())
+    })
+    .await;
+    assert!(empty, "the pod outlived the timed-out run");
+}
+
 /// Done-when 8 at the binary level: exit code and stdout are the container's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_code_and_stdout_should_be_the_containers() {

@@ -31,11 +31,11 @@ Exit codes:
   3      the API server rejected the create (400/401/403/404/422) or create retries ran out
   4      the pod did not start: schedule/startup timeout, a permanent image error, or --timeout
          expired before it started (pod deleted)
-  124    the pod started but was still running when --timeout expired (pod deleted), as timeout(1)
   5      a pod not created by this run holds the name (left untouched), or --reattach is ambiguous
   6      the pod was lost (deleted by someone else) or the API failed for good mid-run
+  124    the pod started but was still running when --timeout expired (pod deleted), as timeout(1)
   130    interrupted by SIGINT (pod deleted)      143  interrupted by SIGTERM (pod deleted)
-With --count/-f: 0 if every task succeeded, else 1.
+With --count/-f: 0 if every task succeeded, else 1; 130/143 when interrupted (pods deleted).
 
 Durations accept 90 (seconds), 90s, 2m, 500ms, 1h, up to 365 days; --active-deadline takes
 whole seconds from 1 to 2147483647 (the API's range), --delete-grace whole seconds.
