@@ -443,3 +443,76 @@ async fn the_ui_in_a_read_only_directory_should_name_the_shm_file_not_the_schema
     );
     assert!(stderr.contains("make the directory writable"), "{stderr}");
 }
+
+/// A read-only bind mount of a directory, unmounted on drop.
+struct ReadOnlyMount {
+    path: std::path::PathBuf,
+}
+
+impl ReadOnlyMount {
+    /// `None` (said loudly) where this process may not mount (not root, no CAP_SYS_ADMIN).
+    fn of(source: &Path, target: &Path) -> Option<ReadOnlyMount> {
+        let run = |args: &[&str]| {
+            Command::new("mount")
+                .args(args)
+                .output()
+                .is_ok_and(|out| out.status.success())
+        };
+        let (src, dst) = (source.to_str().unwrap(), target.to_str().unwrap());
+        if !run(&["--bind", src, dst]) {
+            eprintln!("\n*** cannot bind-mount here: the read-only mount case is SKIPPED ***\n");
+            return None;
+        }
+        let mount = ReadOnlyMount {
+            path: target.to_owned(),
+        };
+        assert!(
+            run(&["-o", "remount,bind,ro", dst]),
+            "cannot remount {dst} read-only"
+        );
+        Some(mount)
+    }
+}
+
+impl Drop for ReadOnlyMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.path).status();
+    }
+}
+
+#[tokio::test]
+async fn readers_on_a_read_only_mount_should_fail_at_once_naming_the_shm_file() {
+    let source = tempfile::tempdir().unwrap();
+    let target = tempfile::tempdir().unwrap();
+    sqlite_store_in(source.path()).await;
+    let Some(mount) = ReadOnlyMount::of(source.path(), target.path()) else {
+        return;
+    };
+    let db = mount.path.join("p.db");
+    assert!(
+        std::fs::File::create(mount.path.join("probe")).is_err(),
+        "the mount is writable"
+    );
+    // A read-write open here (what `runs` did) retried for 10 s and then blamed a pool timeout.
+    for args in [
+        vec!["runs"],
+        vec!["pods"],
+        vec!["show", "train-1"],
+        vec!["ui", "--listen", "127.0.0.1:0"],
+    ] {
+        let started = Instant::now();
+        let out = podline(&args).arg("--db").arg(&db).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {stderr}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{args:?} took {:?}: {stderr}",
+            started.elapsed()
+        );
+        assert!(
+            stderr.contains("p.db-shm") && stderr.contains("not writable"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("schema version"), "{stderr}");
+    }
+}
