@@ -808,7 +808,7 @@ fn current_gone(state: &watch::Receiver<PodState>) -> bool {
 mod tests {
     use super::*;
 
-    /// The guard around steps 2-5 turns a panic into an error, so step 6 (the delete) still runs.
+    /// The guard around `follow` turns a panic into an error, so `clean_up` still runs.
     #[tokio::test]
     async fn a_panic_in_the_guarded_steps_should_come_back_as_an_error() {
         assert_eq!(catch_panic(async { 5 }).await, Ok(5));
