@@ -5,7 +5,6 @@ use serde_json::json;
 
 /// Pods carry no `metadata.generation` in 1.32 (it came with in-place resize later).
 #[tokio::test]
-#[ignore = "sim gap: sets metadata.generation on pods"]
 async fn a_created_pod_has_no_generation() {
     let t = Target::new().await;
     let r = t.create_pod(&pod("gen")).await;
@@ -26,7 +25,6 @@ async fn a_created_pod_has_no_generation() {
 /// The DefaultTolerationSeconds admission plugin adds the not-ready and unreachable NoExecute
 /// tolerations for 300 s to a pod that has none.
 #[tokio::test]
-#[ignore = "sim gap: no DefaultTolerationSeconds admission"]
 async fn a_created_pod_gets_the_default_not_ready_and_unreachable_tolerations() {
     let t = Target::new().await;
     let created = t.create_pod(&pod("tol")).await.json();
@@ -44,7 +42,6 @@ async fn a_created_pod_gets_the_default_not_ready_and_unreachable_tolerations() 
 
 /// `status.qosClass` follows the containers' requests and limits.
 #[tokio::test]
-#[ignore = "sim gap: qosClass is always BestEffort"]
 async fn the_qos_class_follows_requests_and_limits() {
     let t = Target::new().await;
     let cases = [
@@ -70,7 +67,6 @@ async fn the_qos_class_follows_requests_and_limits() {
 
 /// Resource quantities come back in canonical form.
 #[tokio::test]
-#[ignore = "sim gap: quantities are stored as sent"]
 async fn resource_quantities_are_stored_in_canonical_form() {
     let t = Target::new().await;
     let mut p = pod("quantities");
@@ -84,7 +80,6 @@ async fn resource_quantities_are_stored_in_canonical_form() {
 
 /// Items of a LIST carry no `apiVersion` or `kind` of their own (the list has them).
 #[tokio::test]
-#[ignore = "sim gap: list items carry apiVersion and kind"]
 async fn list_items_carry_no_api_version_or_kind() {
     let t = Target::new().await;
     assert!(t.create_pod(&pod("item")).await.status.is_success());

@@ -6,7 +6,6 @@ use serde_json::json;
 
 /// A PUT without `metadata.resourceVersion` is an unconditional update.
 #[tokio::test]
-#[ignore = "sim gap: a PUT without resourceVersion is 422"]
 async fn a_put_without_resource_version_is_an_unconditional_update() {
     let t = Target::new().await;
     let created = t.create_pod(&pod("put")).await.json();
@@ -48,7 +47,6 @@ async fn a_patch_sent_as_plain_json_is_unsupported_media_type() {
 
 /// A Lease with a zero duration is invalid.
 #[tokio::test]
-#[ignore = "sim gap: leases are not validated"]
 async fn a_lease_with_zero_duration_is_invalid() {
     let t = Target::new().await;
     let lease = json!({

@@ -22,6 +22,10 @@ pub trait ApiKind: Kind {
     const GROUP: &'static str;
     /// Whether the kind has a `status` subresource.
     const HAS_STATUS: bool = false;
+    /// Whether the kind is a custom resource: those keep `metadata.generation` (pods, leases,
+    /// namespaces and events do not in 1.32) and their LIST items carry `apiVersion`/`kind`
+    /// (built-in kinds' items do not).
+    const CUSTOM_RESOURCE: bool = false;
 
     /// The kind's table.
     fn table(cluster: &Cluster) -> &Table<Self>;
@@ -110,10 +114,17 @@ impl ApiKind for Lease {
     fn table(cluster: &Cluster) -> &Table<Self> {
         cluster.lease_table()
     }
+    fn admit_create(&mut self) -> Causes {
+        super::validation::validate_lease(self)
+    }
+    fn admit_update(&mut self, _old: &Self, _part: Part) -> Causes {
+        super::validation::validate_lease(self)
+    }
 }
 
 impl ApiKind for WorkflowTaskResult {
     const GROUP: &'static str = "argoproj.io";
+    const CUSTOM_RESOURCE: bool = true;
     fn table(cluster: &Cluster) -> &Table<Self> {
         cluster.workflow_task_result_table()
     }

@@ -13,6 +13,8 @@ mod pods;
 mod protobuf;
 pub(crate) mod query;
 mod request_info;
+mod qos;
+mod quantity;
 mod resources;
 mod selector;
 mod validation;

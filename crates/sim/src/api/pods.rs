@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
 
 use super::kinds::{ApiKind, Part};
@@ -51,6 +51,7 @@ pub fn default_pod(pod: &mut Pod) {
                 if latest && !image.contains('@') {
                     "Always".to_owned()
                 } else {
+        add_default_tolerations(spec);
                     "IfNotPresent".to_owned()
                 }
             });
@@ -58,13 +59,62 @@ pub fn default_pod(pod: &mut Pod) {
                 .get_or_insert_with(|| "/dev/termination-log".to_owned());
             c.termination_message_policy
                 .get_or_insert_with(|| "File".to_owned());
-            c.resources.get_or_insert_with(Default::default);
+            let resources = c.resources.get_or_insert_with(Default::default);
+            default_resources(resources);
+/// A container's resources as `SetDefaults_Pod` leaves them: a limit without a request makes the
+/// request equal to it, and every quantity is in canonical form.
+fn default_resources(resources: &mut ResourceRequirements) {
+    if let Some(limits) = resources.limits.as_ref().filter(|l| !l.is_empty()) {
+        let requests = resources.requests.get_or_insert_with(Default::default);
+        for (name, limit) in limits {
+            requests
+                .entry(name.clone())
+                .or_insert_with(|| limit.clone());
+        }
+    }
+    for quantities in [resources.requests.as_mut(), resources.limits.as_mut()]
+        .into_iter()
+        .flatten()
+    {
+        for q in quantities.values_mut() {
+            q.0 = super::quantity::canonicalize(&q.0);
+        }
+    }
+}
+
+/// Seconds the DefaultTolerationSeconds admission plugin gives its tolerations.
+const DEFAULT_TOLERATION_SECONDS: i64 = 300;
+
+/// The DefaultTolerationSeconds admission plugin: a pod that does not already tolerate the
+/// not-ready (or unreachable) NoExecute taint gets a toleration of it for 300 s.
+fn add_default_tolerations(spec: &mut PodSpec) {
+    let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        let tolerated = tolerations.iter().any(|t| {
+            t.key.as_deref().is_none_or(|k| k.is_empty() || k == key)
+                && matches!(t.effect.as_deref(), None | Some("" | "NoExecute"))
+        });
+        if !tolerated {
+            tolerations.push(Toleration {
+                key: Some(key.to_owned()),
+                operator: Some("Exists".to_owned()),
+                effect: Some("NoExecute".to_owned()),
+                toleration_seconds: Some(DEFAULT_TOLERATION_SECONDS),
+                value: None,
+            });
+        }
+    }
+}
+
         }
     }
     // A new pod's status is the server's: Pending, whatever the client sent.
     pod.status = Some(PodStatus {
         phase: Some("Pending".to_owned()),
-        qos_class: Some("BestEffort".to_owned()),
+        qos_class: Some(super::qos::pod_qos(pod).to_owned()),
         ..PodStatus::default()
     });
 }

@@ -375,7 +375,13 @@ fn list<K: ApiKind>(
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(json);
+        match json.strip_prefix(type_meta.as_bytes()) {
+            Some(rest) if !K::CUSTOM_RESOURCE => {
+                out.push(b'{');
+                out.extend_from_slice(rest);
+            }
+            _ => out.extend_from_slice(json),
+        }
     }
     out.extend_from_slice(b"]}");
     Ok(json_response(StatusCode::OK, out))
@@ -417,6 +423,7 @@ fn check_namespace<K: ApiKind>(obj: &mut K, info: &RequestInfo) -> Result<(), Ap
 fn invalid<K: ApiKind>(name: &str, causes: Causes) -> ApiError {
     ApiError::invalid(K::GROUP, K::KIND, name, causes.0)
 }
+    let type_meta = list_item_type_meta::<K>();
 
 fn create<K: ApiKind>(
     state: &AppState,
@@ -427,6 +434,16 @@ fn create<K: ApiKind>(
     let mut obj: K = decode(&body)?;
     check_namespace(&mut obj, info)?;
     if K::NAMESPACED && !state.cluster().namespace_exists(&info.namespace) {
+/// How a stored object's JSON begins (`{"apiVersion":..,"kind":..,`): built-in kinds' LIST
+/// items go without it (the list names them), while GETs and watch events keep it.
+fn list_item_type_meta<K: ApiKind>() -> String {
+    format!(
+        "{{\"apiVersion\":\"{}\",\"kind\":\"{}\",",
+        K::API_VERSION,
+        K::KIND
+    )
+}
+
         return Err(ApiError::not_found("", "namespaces", &info.namespace));
     }
     let dry_run = is_dry_run(query)?;
@@ -440,7 +457,7 @@ fn create<K: ApiKind>(
         meta.uid = Some(uuid::Uuid::new_v4().to_string());
         meta.creation_timestamp = Some(Time(Timestamp::now()));
         meta.resource_version = None;
-        meta.generation = Some(1);
+        meta.generation = K::CUSTOM_RESOURCE.then_some(1);
         meta.deletion_timestamp = None;
         meta.deletion_grace_period_seconds = None;
         meta.managed_fields = None;
@@ -508,7 +525,6 @@ fn replace<K: ApiKind>(
     state: &AppState,
     info: &RequestInfo,
     part: Part,
-    require_rv: bool,
     make: impl FnOnce(&Stored<K>) -> Result<K, ApiError>,
 ) -> Result<Response, ApiError> {
     let ns = key_namespace::<K>(info);
@@ -522,15 +538,6 @@ fn replace<K: ApiKind>(
         let current = stored.decode();
         let current_rv = current.meta().resource_version.clone();
         match obj.meta().resource_version.as_deref() {
-            None | Some("") if require_rv => {
-                let mut causes = Causes::default();
-                causes.invalid(
-                    "metadata.resourceVersion",
-                    "0x0",
-                    "must be specified for an update",
-                );
-                return Err(invalid::<K>(&name, causes));
-            }
             None | Some("") => {}
             Some(rv) if Some(rv) != current_rv.as_deref() => {
                 return Err(ApiError::conflict(K::GROUP, K::RESOURCE, &name));
@@ -574,13 +581,14 @@ fn update<K: ApiKind>(
         Some(n) if n != info.name => {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({n}) does not match the name on the URL ({})",
+        // Every kind served here allows unconditional updates (`AllowUnconditionalUpdate`).
                 info.name
             )));
         }
         Some(_) => {}
     }
     check_namespace(&mut obj, info)?;
-    replace::<K>(state, info, part, true, move |_| Ok(obj))
+    replace::<K>(state, info, part, move |_| Ok(obj))
 }
 
 async fn patch_object<K: ApiKind>(
@@ -591,7 +599,7 @@ async fn patch_object<K: ApiKind>(
 ) -> Result<Response, ApiError> {
     let body = read_raw_body(state, req).await?;
     let patch = patch::Patch::parse(&body.media_type, &body.bytes)?;
-    replace::<K>(state, info, part, false, |current| {
+    replace::<K>(state, info, part, |current| {
         let mut doc: serde_json::Value = serde_json::from_slice(&current.json())
             .map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;
         patch.apply(&mut doc)?;

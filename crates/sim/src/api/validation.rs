@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, StatusCause};
 
@@ -259,6 +260,53 @@ pub fn validate_pod(pod: &Pod) -> Causes {
             "spec.terminationGracePeriodSeconds",
             &g.to_string(),
             "must be greater than or equal to 0",
+        );
+    }
+    causes
+}
+
+/// Validates a Lease like kube-apiserver's `ValidateLease`: metadata, a positive duration, a
+/// non-negative transition count, and a preferred holder only with a strategy.
+pub fn validate_lease(lease: &Lease) -> Causes {
+    let mut causes = Causes::default();
+    validate_meta(&mut causes, &lease.metadata);
+    let Some(spec) = &lease.spec else {
+        return causes;
+    };
+    if let Some(d) = spec.lease_duration_seconds
+        && d <= 0
+    {
+        causes.invalid(
+            "spec.leaseDurationSeconds",
+            &d.to_string(),
+            "must be greater than 0",
+        );
+    }
+    if let Some(t) = spec.lease_transitions
+        && t < 0
+    {
+        causes.invalid(
+            "spec.leaseTransitions",
+            &t.to_string(),
+            "must be greater than or equal to 0",
+        );
+    }
+    // A `/`-qualified strategy is a custom one (not checked here); others must be known.
+    if let Some(strategy) = spec.strategy.as_deref()
+        && strategy != "OldestEmulationVersion"
+        && !strategy.contains('/')
+    {
+        causes.unsupported("spec.strategy", strategy, &["OldestEmulationVersion"]);
+    }
+    if spec
+        .preferred_holder
+        .as_deref()
+        .is_some_and(|h| !h.is_empty())
+        && spec.strategy.as_deref().is_none_or(str::is_empty)
+    {
+        causes.forbidden(
+            "spec.preferredHolder",
+            "may only be specified if `strategy` is defined",
         );
     }
     causes
