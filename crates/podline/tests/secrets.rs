@@ -172,6 +172,8 @@ async fn failing_opens_should_hide_the_password_and_say_each_cause_once() {
             vec!["pods"],
             vec!["show", "x"],
             vec!["ui", "--listen", "127.0.0.1:0"],
+            // No cluster here: it fails on the target or the kubeconfig, showing neither secret.
+            vec!["record", "--listen", "127.0.0.1:0"],
         ] {
             let out = podline(&args).args(["-vvv", "--db", url]).output().unwrap();
             let output = text(&out);
