@@ -14,6 +14,10 @@ pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(75);
 pub const DEFAULT_HISTORY_MAX_EVENTS: usize = 100 * 1024;
 /// The real server sends periodic bookmarks about once a minute.
 pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
+/// Default [`SimConfig::watch_buffer`]: kube-apiserver's per-watcher buffers hold 10 to 1000
+/// events and a full one may block dispatch for a short budget before the watcher is closed; the
+/// sim has no budget, so it takes the largest buffer.
+pub const DEFAULT_WATCH_BUFFER: usize = 1000;
 /// kube-apiserver's `ReadHeaderTimeout` (32 s), which Go's HTTP server also applies to the TLS
 /// handshake: the default of both [`SimConfig::tls_handshake_timeout`] and
 /// [`SimConfig::header_read_timeout`].
@@ -51,6 +55,10 @@ pub struct SimConfig {
     pub history_max_events: usize,
     /// Period of BOOKMARK events on watches that asked for them.
     pub bookmark_interval: Duration,
+    /// Events a watcher may have waiting (committed, not yet taken by its stream) before the
+    /// watch is closed, as kube-apiserver closes a watcher whose consumer falls behind; the client
+    /// must resume or re-list. 0: never closed (a lagging watcher catches up from the history).
+    pub watch_buffer: usize,
     /// Fault rules active from the start (more can be pushed at runtime).
     pub faults: FaultPlan,
     /// Serve HTTP/1.1 only (default false: HTTP/2 and HTTP/1.1, like a real API server). Over
@@ -85,6 +93,7 @@ impl Default for SimConfig {
             history_window: DEFAULT_HISTORY_WINDOW,
             history_max_events: DEFAULT_HISTORY_MAX_EVENTS,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
+            watch_buffer: DEFAULT_WATCH_BUFFER,
             faults: FaultPlan::default(),
             http1_only: false,
             tls_handshake_timeout: DEFAULT_HEADER_READ_TIMEOUT,
@@ -143,6 +152,12 @@ impl SimConfig {
     #[must_use]
     pub fn bookmark_interval(mut self, interval: Duration) -> Self {
         self.bookmark_interval = interval;
+        self
+    }
+    /// Sets the slow-watcher buffer ([`SimConfig::watch_buffer`]; 0 never closes a watch).
+    #[must_use]
+    pub fn watch_buffer(mut self, events: usize) -> Self {
+        self.watch_buffer = events;
         self
     }
     /// HTTP/1.1 only (true) or HTTP/2 and HTTP/1.1 (false, the default).

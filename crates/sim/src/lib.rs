@@ -53,7 +53,7 @@ pub use cluster::{ChangeKind, Cluster, PodChange, PodHistory, PodRef};
 pub use config::{
     DEFAULT_BODY_READ_TIMEOUT, DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HEADER_READ_TIMEOUT,
     DEFAULT_HISTORY_MAX_EVENTS, DEFAULT_HISTORY_WINDOW, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_REQUEST_BODY, SimConfig,
+    DEFAULT_MAX_REQUEST_BODY, DEFAULT_WATCH_BUFFER, SimConfig,
 };
 pub use counts::RequestCounts;
 pub use error::SimError;

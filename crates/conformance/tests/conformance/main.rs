@@ -9,3 +9,4 @@
 mod pods;
 mod query;
 mod requests;
+mod watch;

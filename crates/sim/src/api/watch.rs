@@ -77,6 +77,7 @@ pub fn watch<K: ApiKind>(
         start_rv: start.rv,
         seen_rv: start.subscribed_rv,
         deadline,
+        buffer: state.cluster().watch_buffer(),
         bookmarks: params.allow_watch_bookmarks == Some(true),
         bookmark_every: state.bookmark_interval(),
         next_bookmark: now
@@ -125,16 +126,54 @@ fn expired_line(TooOld { asked, oldest }: TooOld) -> Bytes {
     Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": status})))
 }
 
+/// A BOOKMARK event shaped like kube-apiserver's: the kind's empty object as Go serializes it
+/// (a Pod has `spec: {containers: null}, status: {}`), with only `resourceVersion` (and a null
+/// `creationTimestamp`) in its metadata. The initial-events-end bookmark of a `sendInitialEvents`
+/// watch also carries `k8s.io/initial-events-end` and (1.32) the
+/// `kubernetes.io/initial-events-list-blueprint` annotation: an empty list of the kind, encoded
+/// as the response is (JSON), in base64.
 fn bookmark_line<K: ApiKind>(rv: u64, initial_events_end: bool) -> Bytes {
     let mut metadata = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
     if initial_events_end {
-        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        metadata["annotations"] = json!({
+            "k8s.io/initial-events-end": "true",
+            "kubernetes.io/initial-events-list-blueprint": list_blueprint::<K>(),
+        });
     }
-    let line = json!({
-        "type": "BOOKMARK",
-        "object": {"kind": K::KIND, "apiVersion": K::API_VERSION, "metadata": metadata},
-    });
+    let mut object = json!({"kind": K::KIND, "apiVersion": K::API_VERSION, "metadata": metadata});
+    match K::KIND {
+        "Pod" => {
+            object["spec"] = json!({"containers": null});
+            object["status"] = json!({});
+        }
+        "Namespace" => {
+            object["spec"] = json!({});
+            object["status"] = json!({});
+        }
+        "Lease" => object["spec"] = json!({}),
+        "Event" => {
+            object["involvedObject"] = json!({});
+            object["source"] = json!({});
+            object["firstTimestamp"] = json!(null);
+            object["lastTimestamp"] = json!(null);
+            object["eventTime"] = json!(null);
+            object["reportingComponent"] = json!("");
+            object["reportingInstance"] = json!("");
+        }
+        // Custom resources are unstructured: nothing but kind, apiVersion and metadata.
+        _ => {}
+    }
+    let line = json!({"type": "BOOKMARK", "object": object});
     Bytes::from(format!("{line}\n"))
+}
+
+/// The base64 of the empty list kube-apiserver 1.32 encodes into the initial-events-end
+/// bookmark (Go's JSON encoder ends it with a newline; a converted empty list has null items).
+fn list_blueprint<K: ApiKind>() -> String {
+    use base64::Engine as _;
+    let list =
+        json!({"kind": K::LIST_KIND, "apiVersion": K::API_VERSION, "metadata": {}, "items": null});
+    base64::engine::general_purpose::STANDARD.encode(format!("{list}\n"))
 }
 
 /// One watcher's state; [`Watcher::next_frame`] is its step function.
@@ -150,6 +189,9 @@ struct Watcher<K: ApiKind> {
     /// the initial state/backlog). A lagging `rx` is replaced by a resume from here.
     seen_rv: u64,
     deadline: Instant,
+    /// Events this watcher may leave untaken before it is closed (0: never; see
+    /// [`crate::SimConfig::watch_buffer`]).
+    buffer: usize,
     bookmarks: bool,
     bookmark_every: Duration,
     next_bookmark: Instant,
@@ -227,6 +269,20 @@ impl<K: ApiKind> Watcher<K> {
         }
     }
 
+    /// Ends a watch whose consumer fell more than its buffer behind, as kube-apiserver's cacher
+    /// terminates such a watcher: the body just ends (no ERROR event) and the client resumes
+    /// from the last resourceVersion it saw, or re-lists.
+    fn close_slow(&mut self) {
+        tracing::info!(
+            buffer = self.buffer,
+            behind = self.rx.len(),
+            resource = K::RESOURCE,
+            "watcher fell behind its buffer; closing the watch"
+        );
+        self.pending.clear();
+        self.deadline = Instant::now();
+    }
+
     async fn next_frame(&mut self) -> Option<Bytes> {
         loop {
             if let Some(frame) = self.pending.pop_front() {
@@ -246,6 +302,14 @@ impl<K: ApiKind> Watcher<K> {
             tokio::select! {
                 biased;
                 received = self.rx.recv() => match received {
+                    Ok(_) if self.buffer > 0 && self.rx.len() >= self.buffer => {
+                        self.close_slow();
+                        return None;
+                    }
+                    Err(RecvError::Lagged(_)) if self.buffer > 0 => {
+                        self.close_slow();
+                        return None;
+                    }
                     Ok(event) => {
                         self.seen_rv = event.rv;
                         if let Some(frame) = self.render(&event) {

@@ -12,7 +12,7 @@ mod table;
 mod truth;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -328,6 +328,8 @@ pub fn now_time() -> Time {
     Time(Timestamp::now())
 }
 
+    /// See [`Cluster::set_watch_buffer`].
+    watch_buffer: AtomicUsize,
 impl Cluster {
     /// An empty cluster (with the initial namespaces) keeping `history` worth of watch events.
     pub fn new(history: HistoryLimits) -> Self {
@@ -358,12 +360,17 @@ impl Cluster {
     /// Creates a namespace (status Active); false if it exists.
     pub fn create_namespace(&self, name: &str) -> bool {
         let ns = Namespace {
+                watch_buffer: AtomicUsize::new(crate::config::DEFAULT_WATCH_BUFFER),
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
                 uid: Some(uuid::Uuid::new_v4().to_string()),
                 creation_timestamp: Some(now_time()),
                 labels: Some(BTreeMap::from([(
                     "kubernetes.io/metadata.name".to_owned(),
+        // Like a watch cache that starts from a LIST: the history begins now, so a resume from
+        // a resourceVersion before the sim's start (say, one a client kept from another sim) is
+        // 410 Expired, not a replay of the initial namespaces.
+        cluster.compact();
                     name.to_owned(),
                 )])),
                 ..ObjectMeta::default()
@@ -422,6 +429,17 @@ impl Cluster {
     pub fn event_table(&self) -> &Table<Event> {
         &self.inner.events
     }
+    /// Sets how many committed events a watcher may leave untaken before its watch is closed
+    /// (0: never; a lagging watcher then catches up from the history).
+    pub fn set_watch_buffer(&self, events: usize) {
+        self.inner.watch_buffer.store(events, Ordering::Relaxed);
+    }
+
+    /// See [`Cluster::set_watch_buffer`].
+    pub fn watch_buffer(&self) -> usize {
+        self.inner.watch_buffer.load(Ordering::Relaxed)
+    }
+
     /// The leases table.
     pub fn lease_table(&self) -> &Table<Lease> {
         &self.inner.leases

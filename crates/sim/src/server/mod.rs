@@ -352,6 +352,7 @@ impl Sim {
             max_events: cfg.history_max_events.max(1),
         });
         cluster.set_kubelet_enabled(cfg.kubelet.enabled);
+        cluster.set_watch_buffer(cfg.watch_buffer);
         let history_pruner = cluster.spawn_history_pruner(HISTORY_PRUNE_EVERY);
         let state = AppState::new(
             cluster.clone(),

@@ -56,7 +56,12 @@ async fn a_watch_resumes_after_the_given_resource_version() {
     pods.delete("w1", &Default::default())
         .await
         .expect("delete");
-    let deleted = next(&mut events).await;
+    // Like kube-apiserver, deleting an unbound pod first records its deletionTimestamp.
+    let mut deleted = next(&mut events).await;
+    if let WatchEvent::Modified(p) = &deleted {
+        assert!(p.metadata.deletion_timestamp.is_some(), "{p:?}");
+        deleted = next(&mut events).await;
+    }
     assert!(matches!(deleted, WatchEvent::Deleted(_)), "{deleted:?}");
     assert_eq!(name(&deleted), "w1");
     sim.shutdown().await;
@@ -314,13 +319,13 @@ async fn the_default_watch_timeout_is_random_between_30_and_60_minutes() {
     sim.shutdown().await;
 }
 
-/// A watcher that stops reading while far more events are written than the live ring holds
-/// (4,096 pod events) still receives every event, in order, once it reads again: it catches up
-/// from the history instead of being cut off (the history window still holds them all).
+/// With slow-watcher closing off (`watch_buffer(0)`), a watcher that stops reading while far more
+/// events are written than the live ring holds (4,096 pod events) still receives every event,
+/// in order, once it reads again: it catches up from the history instead of being cut off.
 #[tokio::test]
-async fn a_watcher_that_falls_far_behind_catches_up_from_history_without_a_gap() {
+async fn a_watcher_that_falls_far_behind_catches_up_from_history_when_closing_is_off() {
     const COUNT: usize = 6_000;
-    let sim = sim_without_kubelet().await;
+    let sim = podline_testkit::start_sim(config().watch_buffer(0)).await;
     let pods: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
     let mut events: Events = pods
         .watch(&WatchParams::default(), "0")
@@ -352,6 +357,172 @@ async fn a_watcher_that_falls_far_behind_catches_up_from_history_without_a_gap()
         );
         assert_eq!(name(&event), format!("lag-{i:05}"));
     }
+    sim.shutdown().await;
+}
+
+/// A GET through the router whose body is not read yet (so the watcher takes no event).
+async fn open_stream(sim: &podline_sim::Sim, path: &str) -> axum::response::Response {
+    let req = http::Request::get(path)
+        .header("authorization", format!("Bearer {}", sim.token()))
+        .body(axum::body::Body::empty())
+        .expect("request");
+    tower::ServiceExt::oneshot(sim.router(), req)
+        .await
+        .expect("infallible")
+}
+
+async fn body_lines(response: axum::response::Response) -> Vec<serde_json::Value> {
+    use http_body_util::BodyExt as _;
+    let bytes = tokio::time::timeout(Duration::from_secs(10), response.into_body().collect())
+        .await
+        .expect("the body ends within 10 s")
+        .expect("body")
+        .to_bytes();
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON event per line"))
+        .collect()
+}
+
+/// A watcher whose consumer falls more than `watch_buffer` events behind is closed, as
+/// kube-apiserver's cacher terminates it: the body ends (no ERROR event, not a replay), and a
+/// resume from the last resourceVersion the client saw loses nothing.
+#[tokio::test]
+async fn a_watcher_that_falls_behind_its_buffer_is_closed_and_a_resume_loses_nothing() {
+    let sim = podline_testkit::start_sim(config().watch_buffer(8)).await;
+    let start = sim.cluster().clock().current();
+    let stream = open_stream(
+        &sim,
+        &format!("/api/v1/namespaces/default/pods?watch=true&resourceVersion={start}"),
+    )
+    .await;
+    let pods: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    let names: Vec<String> = (0..20).map(|i| format!("slow-{i:02}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    create_pods(&pods, &refs).await;
+    let events = body_lines(stream).await;
+    assert!(
+        events.len() < names.len(),
+        "a consumer 20 events behind a buffer of 8 is cut off, got {} events",
+        events.len()
+    );
+    assert!(
+        events.iter().all(|e| e["type"] == "ADDED"),
+        "a forced close sends no ERROR: {events:?}"
+    );
+    let last = events
+        .last()
+        .map(|e| {
+            e["object"]["metadata"]["resourceVersion"]
+                .as_str()
+                .expect("rv")
+                .to_owned()
+        })
+        .unwrap_or_else(|| start.to_string());
+    let resumed = body_lines(
+        open_stream(
+            &sim,
+            &format!(
+                "/api/v1/namespaces/default/pods?watch=true&resourceVersion={last}&timeoutSeconds=1"
+            ),
+        )
+        .await,
+    )
+    .await;
+    let seen: Vec<String> = events
+        .iter()
+        .chain(&resumed)
+        .map(|e| {
+            e["object"]["metadata"]["name"]
+                .as_str()
+                .expect("name")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        seen, names,
+        "the resume continues exactly where the closed watch stopped"
+    );
+    sim.shutdown().await;
+}
+
+/// By default (a buffer of 1000 events), a watcher a few events behind is not closed.
+#[tokio::test]
+async fn a_watcher_a_few_events_behind_is_not_closed_by_default() {
+    let sim = sim_without_kubelet().await;
+    let start = sim.cluster().clock().current();
+    let stream = open_stream(
+        &sim,
+        &format!(
+            "/api/v1/namespaces/default/pods?watch=true&resourceVersion={start}&timeoutSeconds=1"
+        ),
+    )
+    .await;
+    let pods: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    create_pods(&pods, &["few-1", "few-2", "few-3"]).await;
+    assert_eq!(body_lines(stream).await.len(), 3);
+    sim.shutdown().await;
+}
+
+/// The sim's history starts when it does, like a watch cache that starts from a LIST: a resume
+/// from a resourceVersion before that (here 1, the first initial namespace) is 410 Expired.
+#[tokio::test]
+async fn a_resume_from_before_the_sims_start_is_410_expired() {
+    let sim = sim_without_kubelet().await;
+    let events =
+        body_lines(open_stream(&sim, "/api/v1/namespaces?watch=true&resourceVersion=1").await)
+            .await;
+    assert_eq!(events.len(), 1, "one ERROR event, then the end: {events:?}");
+    assert_eq!(events[0]["type"], "ERROR");
+    assert_eq!(events[0]["object"]["code"], 410);
+    let message = events[0]["object"]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with("too old resource version: 1 ("),
+        "{message}"
+    );
+    sim.shutdown().await;
+}
+
+/// The initial-events-end bookmark of a `sendInitialEvents` watch is shaped like
+/// kube-apiserver 1.32's: an empty Pod (`spec: {containers: null}, status: {}`) with only
+/// resourceVersion, a null creationTimestamp and the two annotations, the blueprint being an
+/// empty PodList in base64.
+#[tokio::test]
+async fn the_initial_events_end_bookmark_is_shaped_like_kube_apiservers() {
+    use base64::Engine as _;
+    let sim = sim_without_kubelet().await;
+    let pods: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    create_pods(&pods, &["bm-1"]).await;
+    let events = body_lines(
+        open_stream(
+            &sim,
+            "/api/v1/namespaces/default/pods?watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1",
+        )
+        .await,
+    )
+    .await;
+    let bookmark = events
+        .iter()
+        .find(|e| e["type"] == "BOOKMARK")
+        .expect("a bookmark");
+    let object = &bookmark["object"];
+    assert_eq!(object["kind"], "Pod");
+    assert_eq!(object["spec"], json!({"containers": null}));
+    assert_eq!(object["status"], json!({}));
+    assert_eq!(object["metadata"]["creationTimestamp"], json!(null));
+    assert!(object["metadata"]["resourceVersion"].is_string());
+    let annotations = &object["metadata"]["annotations"];
+    assert_eq!(annotations["k8s.io/initial-events-end"], "true");
+    let blueprint = base64::engine::general_purpose::STANDARD
+        .decode(
+            annotations["kubernetes.io/initial-events-list-blueprint"]
+                .as_str()
+                .expect("blueprint"),
+        )
+        .expect("base64");
+    let list: serde_json::Value = serde_json::from_slice(&blueprint).expect("JSON");
+    assert_eq!(list["kind"], "PodList");
+    assert_eq!(list["apiVersion"], "v1");
     sim.shutdown().await;
 }
 
