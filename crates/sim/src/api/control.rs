@@ -6,6 +6,8 @@
 //! - `GET /_sim/counts` returns `{"<verb> <resource>": n}`; `DELETE` resets them.
 //! - `POST /_sim/compact` drops the watch history.
 //! - `POST /_sim/restart?seconds=N` drops every connection and refuses new ones for N seconds.
+//! - `POST /_sim/freeze?seconds=N` freezes every connection, and every new one for N seconds
+//!   (a network freeze; the caller's own connection freezes too, after the answer).
 
 use std::time::Duration;
 
@@ -31,6 +33,7 @@ pub fn routes() -> Router<AppState> {
         .route("/_sim/counts", get(counts).delete(reset_counts))
         .route("/_sim/compact", post(compact))
         .route("/_sim/restart", post(restart))
+        .route("/_sim/freeze", post(freeze))
 }
 
 async fn list_faults(State(state): State<AppState>) -> Response {
@@ -102,4 +105,22 @@ async fn restart(State(state): State<AppState>, Query(params): Query<RestartPara
         server.restart(down).await;
     });
     (StatusCode::ACCEPTED, "restarting\n").into_response()
+}
+
+/// `POST /_sim/freeze?seconds=N`: a network freeze of N seconds (see `Sim::freeze_all_for`).
+async fn freeze(State(state): State<AppState>, Query(params): Query<RestartParams>) -> Response {
+    if !(0.0..=3600.0).contains(&params.seconds) {
+        return ApiError::bad_request("seconds must be between 0 and 3600").into_response();
+    }
+    let Some(server) = state.server() else {
+        return ApiError::new(409, "Conflict", "this API is not served over a socket")
+            .into_response();
+    };
+    let duration = Duration::from_secs_f64(params.seconds);
+    // Answer first, then freeze: the caller's own connection freezes with the others.
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        server.registry().freeze_all_for(duration);
+    });
+    (StatusCode::ACCEPTED, "freezing\n").into_response()
 }

@@ -113,6 +113,9 @@ pub struct ConnRegistry {
     conns: Mutex<HashMap<u64, Arc<ConnCtl>>>,
     http1_requests: AtomicU64,
     http2_requests: AtomicU64,
+    /// Until when every newly accepted connection is frozen at once (see
+    /// [`ConnRegistry::freeze_all_for`]); `None`: no such window.
+    freeze_new_until: Mutex<Option<Instant>>,
 }
 
 impl ConnRegistry {
@@ -120,6 +123,9 @@ impl ConnRegistry {
     pub fn register(self: &Arc<Self>) -> (Arc<ConnCtl>, ConnGuard) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let ctl = Arc::new(ConnCtl::default());
+        if self.freezing_new() {
+            ctl.freeze();
+        }
         self.lock().insert(id, ctl.clone());
         (
             ctl,
@@ -139,6 +145,29 @@ impl ConnRegistry {
         for ctl in self.lock().values() {
             ctl.kill();
         }
+    }
+
+    /// A network freeze of `duration`: every live connection freezes now, and so does every
+    /// connection accepted until `duration` has passed (the TCP handshake completes in the
+    /// kernel, then nothing is ever read or written: the TLS handshake never gets an answer).
+    /// Frozen connections stay frozen (like a dropped NAT entry), so a client must abandon them;
+    /// connections accepted after the window are served normally.
+    pub fn freeze_all_for(&self, duration: std::time::Duration) {
+        *self
+            .freeze_new_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Instant::now().checked_add(duration);
+        for ctl in self.lock().values() {
+            ctl.freeze();
+        }
+    }
+
+    /// Whether a connection accepted now is frozen at once ([`ConnRegistry::freeze_all_for`]).
+    pub fn freezing_new(&self) -> bool {
+        self.freeze_new_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|until| Instant::now() < until)
     }
 
     /// Number of live connections (frozen ones included).
@@ -295,5 +324,15 @@ impl Drop for TrackedIo {
             // Zero linger: closing sends RST instead of FIN, so the peer sees a reset.
             let _ = self.stream.set_zero_linger();
         }
+    }
+}
+
+impl super::Sim {
+    /// Freezes the network for `duration`: every open connection, and every connection accepted
+    /// until it has passed, neither reads nor writes another byte (see
+    /// [`ConnRegistry::freeze_all_for`]). Why: a client must abandon a new connection whose TLS
+    /// handshake never completes, not only an old one whose PINGs go unanswered.
+    pub fn freeze_all_for(&self, duration: std::time::Duration) {
+        self.inner.listener.registry().freeze_all_for(duration);
     }
 }

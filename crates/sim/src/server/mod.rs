@@ -243,6 +243,12 @@ async fn serve_connection(
 ) {
     let (ctl, _guard) = registry.register();
     let io = TrackedIo::new(stream, ctl.clone());
+    if ctl.is_frozen() {
+        // Accepted during a network freeze: never answered, never closed (until killed).
+        let _held = io;
+        ctl.killed().await;
+        return;
+    }
     let request_ctl = ctl.clone();
     let counts = registry.clone();
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
