@@ -1,4 +1,5 @@
-//! Errors a request can end with, rendered as JSON under `/api/` and as a page elsewhere.
+//! Errors a request can end with, and their JSON rendering under `/api/`. Pages render them
+//! as HTML with [`crate::pages`]' own wrapper, so this module depends on nothing in the crate.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -47,7 +48,8 @@ impl UiError {
         text
     }
 
-    fn log(&self) {
+    /// Logs store failures (bad requests and misses are the client's business).
+    pub(crate) fn log(&self) {
         if let UiError::Store(_) = self {
             tracing::warn!(error = %self.message(), "ui request failed");
         }
@@ -68,23 +70,5 @@ impl IntoResponse for ApiError {
         self.0.log();
         let body = serde_json::json!({ "error": self.0.message() });
         (self.0.status(), Json(body)).into_response()
-    }
-}
-
-/// Page error: an HTML page saying what went wrong.
-pub(crate) struct PageError(pub UiError);
-
-impl<E: Into<UiError>> From<E> for PageError {
-    fn from(err: E) -> Self {
-        PageError(err.into())
-    }
-}
-
-impl IntoResponse for PageError {
-    fn into_response(self) -> Response {
-        self.0.log();
-        let status = self.0.status();
-        let page = crate::pages::error_page(status, &self.0.message());
-        (status, page).into_response()
     }
 }

@@ -26,14 +26,29 @@
 //! # }
 //! ```
 
+// Modules, each depending only on those listed before it (no module imports one that
+// imports it back):
+// - `error`, `params`, `timeline`, `host`: leaves (errors, query parsing, timeline building,
+//   the `Host` allow-list);
+// - `state`: the shared `UiConfig` handlers read;
+// - `load`: the store reads pages, API and event stream share;
+// - `api`, `live`, `pages`, `assets`: the handlers;
+// - `app`: the router assembling them;
+// - `server`: serving the router on a listener.
 mod api;
+mod app;
 mod assets;
 mod error;
+mod host;
 mod live;
+mod load;
 mod pages;
 mod params;
 mod server;
+mod state;
 pub mod timeline;
 
+pub use app::router;
 pub use error::UiError;
-pub use server::{UiConfig, router, serve};
+pub use server::serve;
+pub use state::UiConfig;

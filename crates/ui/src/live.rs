@@ -14,10 +14,10 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use jiff::Timestamp;
 
-use crate::api::CHANGES_LIMIT;
 use crate::error::{ApiError, UiError};
+use crate::load::CHANGES_LIMIT;
 use crate::params::{ChangeQuery, mark_text, parse_mark};
-use crate::server::{State, UiConfig};
+use crate::state::{State, UiConfig};
 
 /// `GET /api/events[?since=MARK]`.
 pub(crate) async fn events(

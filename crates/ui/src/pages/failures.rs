@@ -5,10 +5,9 @@ use axum::extract::Query;
 use axum::response::Html;
 use maud::html;
 
-use super::{Nav, layout, pod_href, run_href, time};
-use crate::error::PageError;
+use super::{Nav, PageError, layout, pod_href, run_href, time};
 use crate::params::FailureQuery;
-use crate::server::State;
+use crate::state::State;
 
 /// `GET /failures`.
 pub(crate) async fn page(

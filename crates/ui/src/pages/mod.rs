@@ -12,6 +12,7 @@ use axum::response::{Html, IntoResponse, Response};
 use jiff::Timestamp;
 use maud::{DOCTYPE, Markup, html};
 
+use crate::error::UiError;
 use crate::params::mark_text;
 
 /// Which page is shown, to highlight its navigation link.
@@ -64,6 +65,24 @@ pub(crate) fn error_page(status: StatusCode, message: &str) -> Html<String> {
             p { a href="/" { "Back to the runs" } }
         },
     )
+}
+
+/// Page error: an HTML page saying what went wrong.
+pub(crate) struct PageError(pub UiError);
+
+impl<E: Into<UiError>> From<E> for PageError {
+    fn from(err: E) -> Self {
+        PageError(err.into())
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        self.0.log();
+        let status = self.0.status();
+        let page = error_page(status, &self.0.message());
+        (status, page).into_response()
+    }
 }
 
 /// Any path no route knows.

@@ -8,10 +8,9 @@ use axum::response::Html;
 use jiff::Timestamp;
 use maud::{Markup, html};
 
-use super::{Nav, layout, run_href, svg, time};
-use crate::api::load_pod;
-use crate::error::PageError;
-use crate::server::State;
+use super::{Nav, PageError, layout, run_href, svg, time};
+use crate::load::load_pod;
+use crate::state::State;
 use crate::timeline::{Timeline, human};
 
 /// `GET /pods/{uid}`.

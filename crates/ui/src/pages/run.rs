@@ -4,10 +4,9 @@ use axum::extract::Path;
 use axum::response::Html;
 use maud::html;
 
-use super::{Nav, layout, query_value, svg, time};
-use crate::api::{MAX_RUN_PODS, load_run};
-use crate::error::PageError;
-use crate::server::State;
+use super::{Nav, PageError, layout, query_value, svg, time};
+use crate::load::{MAX_RUN_PODS, load_run};
+use crate::state::State;
 use crate::timeline::human;
 
 /// `GET /runs/{namespace}/{run}`.

@@ -4,11 +4,10 @@ use axum::extract::Query;
 use axum::response::Html;
 use maud::html;
 
-use super::{Nav, layout, query_value, run_href, time};
-use crate::api::list_runs;
-use crate::error::PageError;
+use super::{Nav, PageError, layout, query_value, run_href, time};
+use crate::load::list_runs;
 use crate::params::RunQuery;
-use crate::server::State;
+use crate::state::State;
 
 /// `GET /`.
 pub(crate) async fn page(
