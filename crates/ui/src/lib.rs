@@ -16,6 +16,15 @@
 //! Everything (CSS, script) is embedded in the binary; nothing is fetched at run time. Only
 //! `GET` routes exist, and responses carry a strict Content-Security-Policy.
 //!
+//! **Depends on** the store's read side ([`podline_store::Store`]) and the web stack, nothing
+//! else of podline. It **must not depend on** the recorder (`podline-record`), the sim
+//! (`podline-sim`) or the launcher (`podline-launch`): it shows what is in the store, whoever
+//! wrote it, and never talks to a cluster. Nor does it name a CLI flag or environment
+//! variable; the binary (`podline ui`) parses those and passes a [`UiConfig`].
+//!
+//! [`router`] is the whole UI as an axum `Router` (tests drive it in-process); [`serve`] runs
+//! it on a listener until shutdown.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = podline_store::open_read_only("podline.db").await?;
