@@ -10,3 +10,4 @@ mod pods;
 mod query;
 mod requests;
 mod watch;
+mod reads;

@@ -63,6 +63,11 @@ pub async fn pod_log(
             return Err(ApiError::bad_request(message));
         }
     };
+    // kube-apiserver's LogLocation: a pod not assigned to a node has no kubelet to ask, so the
+    // answer is an empty location, which the handler serves as 204 No Content (empty body).
+    if spec.node_name.as_deref().is_none_or(str::is_empty) {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
     let status = pod.status.as_ref().and_then(|s| {
         s.container_statuses
             .iter()

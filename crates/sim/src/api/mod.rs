@@ -20,6 +20,7 @@ mod selector;
 mod validation;
 mod watch;
 
+mod table;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -163,6 +164,7 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             state.clone(),
             crate::fault::layer::fault_layer,
+        .layer(middleware::from_fn(table::negotiate))
         ))
         .layer(middleware::from_fn_with_state(
             state.clone(),

@@ -233,3 +233,99 @@ async fn kubectl_creates_a_namespace_and_runs_a_pod_in_it() {
     );
     sim.shutdown().await;
 }
+
+/// `kubectl get pods` prints what it prints on a cluster: the sim answers its
+/// `as=Table;v=v1;g=meta.k8s.io` request with kubectl's pod columns (Name, Ready, Status,
+/// Restarts, Age; `-o wide` adds IP, Node, Nominated Node, Readiness Gates), computed per pod.
+#[tokio::test]
+async fn kubectl_get_pods_prints_the_server_side_table_columns() {
+    let sim = https_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::default_namespaced(podline_testkit::client(&sim).await);
+    pods.create(&Default::default(), &super::common::pod("table-pod"))
+        .await
+        .expect("create");
+    let out = ok(&kubectl(kc.path(), &["get", "pods"]).await);
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "{out}"
+    );
+    let row: Vec<&str> = lines.next().expect("a row").split_whitespace().collect();
+    assert_eq!(&row[..4], ["table-pod", "0/1", "Pending", "0"], "{out}");
+    assert!(row[4].ends_with('s'), "an age in seconds: {out}");
+    let wide = ok(&kubectl(kc.path(), &["get", "pods", "-o", "wide"]).await);
+    let header = wide.lines().next().expect("a header");
+    for column in ["IP", "NODE", "NOMINATED NODE", "READINESS GATES"] {
+        assert!(header.contains(column), "{column} in {wide}");
+    }
+    assert!(
+        wide.lines().nth(1).expect("a row").contains("<none>"),
+        "{wide}"
+    );
+    let namespaces = ok(&kubectl(kc.path(), &["get", "namespaces"]).await);
+    let header: Vec<&str> = namespaces
+        .lines()
+        .next()
+        .expect("a header")
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "STATUS", "AGE"], "{namespaces}");
+    assert!(namespaces.contains("Active"), "{namespaces}");
+    sim.shutdown().await;
+}
+
+/// `kubectl apply --server-side` creates a pod, re-applies a change of its own field, and is
+/// refused with kube's conflict message when another manager owns the field, until forced.
+/// (`--validate=false`: the sim serves no OpenAPI document for kubectl's schema validation.)
+#[tokio::test]
+async fn kubectl_apply_server_side_creates_updates_and_reports_conflicts() {
+    let sim = https_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let path = kc.path();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = |image: &str, label: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: applied\n  labels:\n    tier: {label}\nspec:\n  containers:\n  - name: main\n    image: {image}\n"
+        )
+    };
+    let file = dir.path().join("pod.yaml");
+    let file_arg = file.to_str().expect("utf-8 path");
+    std::fs::write(&file, manifest("busybox:1.36", "one")).expect("write");
+    let out = ok(&kubectl(path, &["apply", "--server-side", "--validate=false", "-f", file_arg]).await);
+    assert!(out.contains("pod/applied serverside-applied"), "{out}");
+    std::fs::write(&file, manifest("busybox:1.36", "two")).expect("write");
+    ok(&kubectl(path, &["apply", "--server-side", "--validate=false", "-f", file_arg]).await);
+    let labels = ok(&kubectl(path, &["get", "pod", "applied", "-o", "jsonpath={.metadata.labels.tier}"]).await);
+    assert_eq!(labels, "two");
+    let managers = ok(&kubectl(
+        path,
+        &["get", "pod", "applied", "--show-managed-fields", "-o", "jsonpath={.metadata.managedFields[*].manager}/{.metadata.managedFields[*].operation}"],
+    )
+    .await);
+    assert_eq!(managers, "kubectl/Apply", "{managers}");
+    // Another manager applies a different image: a conflict with the first one.
+    std::fs::write(&file, manifest("busybox:1.37", "two")).expect("write");
+    let refused = kubectl(
+        path,
+        &["apply", "--server-side", "--validate=false", "--field-manager=other", "-f", file_arg],
+    )
+    .await;
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(r#"conflict with "kubectl": .spec.containers[name="main"].image"#),
+        "{stderr}"
+    );
+    ok(&kubectl(
+        path,
+        &["apply", "--server-side", "--validate=false", "--field-manager=other", "--force-conflicts", "-f", file_arg],
+    )
+    .await);
+    let image = ok(&kubectl(path, &["get", "pod", "applied", "-o", "jsonpath={.spec.containers[0].image}"]).await);
+    assert_eq!(image, "busybox:1.37");
+    sim.shutdown().await;
+}

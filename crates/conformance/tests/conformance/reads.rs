@@ -1,0 +1,149 @@
+//! Reads: content negotiation (Table, PartialObjectMetadata) and the logs of an unscheduled pod.
+
+use http::Method;
+use podline_conformance::{Target, pod};
+use serde_json::Value;
+
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+
+async fn get_as(t: &Target, path: &str, accept: &str) -> Value {
+    let r = t
+        .request(Method::GET, path, None, Some(accept), Vec::new())
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+fn column_names(table: &Value) -> Vec<String> {
+    table["columnDefinitions"]
+        .as_array()
+        .expect("columnDefinitions")
+        .iter()
+        .map(|c| c["name"].as_str().expect("a column name").to_owned())
+        .collect()
+}
+
+/// `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` (what `kubectl get` sends) answers a
+/// meta.k8s.io/v1 Table with kubectl's pod columns, priority 0 for the first five and 1 for the
+/// `-o wide` ones; each row has one cell per column and carries the pod as
+/// PartialObjectMetadata.
+#[tokio::test]
+async fn a_pod_list_as_table_has_kubectls_columns_and_partial_object_metadata_rows() {
+    let t = Target::new().await;
+    assert!(t.create_pod(&pod("tbl")).await.status.is_success());
+    let table = get_as(&t, &t.core_path("pods"), TABLE).await;
+    assert_eq!(table["kind"], "Table", "{table}");
+    assert_eq!(table["apiVersion"], "meta.k8s.io/v1");
+    assert!(table["metadata"]["resourceVersion"].is_string(), "{table}");
+    assert_eq!(
+        column_names(&table),
+        [
+            "Name",
+            "Ready",
+            "Status",
+            "Restarts",
+            "Age",
+            "IP",
+            "Node",
+            "Nominated Node",
+            "Readiness Gates"
+        ]
+    );
+    let priorities: Vec<i64> = table["columnDefinitions"]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .map(|c| c["priority"].as_i64().unwrap_or(0))
+        .collect();
+    assert_eq!(priorities, [0, 0, 0, 0, 0, 1, 1, 1, 1]);
+    assert_eq!(table["columnDefinitions"][0]["format"], "name");
+    let rows = table["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1, "{table}");
+    let cells = rows[0]["cells"].as_array().expect("cells");
+    assert_eq!(cells.len(), 9);
+    assert_eq!(cells[0], "tbl");
+    assert_eq!(cells[1], "0/1");
+    assert_eq!(rows[0]["object"]["kind"], "PartialObjectMetadata");
+    assert_eq!(rows[0]["object"]["apiVersion"], "meta.k8s.io/v1");
+    assert_eq!(rows[0]["object"]["metadata"]["name"], "tbl");
+    assert!(rows[0]["object"].get("spec").is_none());
+}
+
+/// `includeObject=Object` puts the whole object in each row, `includeObject=None` none.
+#[tokio::test]
+async fn include_object_chooses_what_a_table_row_carries() {
+    let t = Target::new().await;
+    assert!(t.create_pod(&pod("inc")).await.status.is_success());
+    let path = t.core_path("pods");
+    let whole = get_as(&t, &format!("{path}?includeObject=Object"), TABLE).await;
+    assert_eq!(whole["rows"][0]["object"]["kind"], "Pod", "{whole}");
+    assert!(whole["rows"][0]["object"]["spec"].is_object());
+    let none = get_as(&t, &format!("{path}?includeObject=None"), TABLE).await;
+    let row = none["rows"][0].as_object().expect("a row");
+    assert!(
+        row.get("object").is_none_or(Value::is_null),
+        "no object: {none}"
+    );
+}
+
+/// One object as a Table is a table of one row.
+#[tokio::test]
+async fn a_single_pod_as_table_is_one_row() {
+    let t = Target::new().await;
+    assert!(t.create_pod(&pod("one")).await.status.is_success());
+    let table = get_as(&t, &format!("{}/one", t.core_path("pods")), TABLE).await;
+    assert_eq!(table["kind"], "Table");
+    assert_eq!(table["rows"].as_array().map(Vec::len), Some(1));
+    assert_eq!(table["rows"][0]["cells"][0], "one");
+}
+
+/// `as=PartialObjectMetadataList` answers metadata only: a meta.k8s.io/v1
+/// PartialObjectMetadataList whose items are PartialObjectMetadata with no spec or status.
+#[tokio::test]
+async fn a_list_as_partial_object_metadata_list_carries_metadata_only() {
+    let t = Target::new().await;
+    assert!(t.create_pod(&pod("meta")).await.status.is_success());
+    let list = get_as(
+        &t,
+        &t.core_path("pods"),
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+    )
+    .await;
+    assert_eq!(list["kind"], "PartialObjectMetadataList", "{list}");
+    assert_eq!(list["apiVersion"], "meta.k8s.io/v1");
+    let items = list["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["kind"], "PartialObjectMetadata");
+    assert_eq!(items[0]["metadata"]["name"], "meta");
+    assert!(items[0].get("spec").is_none() && items[0].get("status").is_none());
+    let one = get_as(
+        &t,
+        &format!("{}/meta", t.core_path("pods")),
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+    )
+    .await;
+    assert_eq!(one["kind"], "PartialObjectMetadata", "{one}");
+    assert!(one.get("spec").is_none());
+}
+
+/// The log of a pod no node was assigned to is 204 No Content with an empty body (kube-apiserver
+/// has no kubelet to ask). The pod names a scheduler that does not exist, so a cluster leaves it
+/// unscheduled too.
+#[tokio::test]
+async fn the_log_of_an_unscheduled_pod_is_204_with_an_empty_body() {
+    let t = Target::with_sim_config(podline_testkit::test_config().kubelet_enabled(false)).await;
+    let mut unscheduled = pod("nolog");
+    unscheduled["spec"]["schedulerName"] = "podline-no-such-scheduler".into();
+    assert!(t.create_pod(&unscheduled).await.status.is_success());
+    let r = t
+        .request(
+            Method::GET,
+            &format!("{}/nolog/log", t.core_path("pods")),
+            None,
+            None,
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert!(r.body.is_empty());
+}

@@ -1,0 +1,580 @@
+//! Content negotiation of reads: `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` answers
+//! a `meta.k8s.io/v1` Table (what `kubectl get` asks for), and `as=PartialObjectMetadataList` /
+//! `as=PartialObjectMetadata` answer metadata only, as kube-apiserver does. A middleware turns
+//! the JSON the handlers answer (an object, a list, or a watch stream of one event per line)
+//! into the negotiated form, so the handlers stay unaware of it.
+//!
+//! Tables carry kubectl's columns for pods (Name, Ready, Status, Restarts, Age, IP, Node,
+//! Nominated Node, Readiness Gates), namespaces (Name, Status, Age) and leases (Name, Holder,
+//! Age); other kinds get kube-apiserver's default table (Name, Created At). Rows carry the
+//! object as PartialObjectMetadata unless `includeObject=Object` (the whole object) or `None`.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{Method, StatusCode, header};
+use http_body_util::BodyExt;
+use jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::query::Query;
+
+/// The largest non-watch body converted (bigger ones pass as they are).
+const MAX_CONVERTED: usize = 512 * 1024 * 1024;
+
+/// What the client negotiated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum As {
+    Table,
+    PartialObjectMetadata,
+    PartialObjectMetadataList,
+}
+
+/// What a table row carries (`includeObject`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Include {
+    None,
+    Metadata,
+    Object,
+}
+
+/// The first media range of `accept` that asks for a meta.k8s.io/v1 transformation, if any.
+fn negotiated(accept: &str) -> Option<As> {
+    for range in accept.split(',') {
+        let mut params = range.split(';').map(str::trim);
+        let media = params.next().unwrap_or_default();
+        if media != "application/json" {
+            continue;
+        }
+        let (mut kind, mut group, mut version) = (None, None, None);
+        for p in params {
+            match p.split_once('=') {
+                Some(("as", v)) => kind = Some(v),
+                Some(("g", v)) => group = Some(v),
+                Some(("v", v)) => version = Some(v),
+                _ => {}
+            }
+        }
+        if group != Some("meta.k8s.io") || !matches!(version, Some("v1") | Some("v1beta1")) {
+            continue;
+        }
+        return match kind {
+            Some("Table") => Some(As::Table),
+            Some("PartialObjectMetadata") => Some(As::PartialObjectMetadata),
+            Some("PartialObjectMetadataList") => Some(As::PartialObjectMetadataList),
+            _ => None,
+        };
+    }
+    None
+}
+
+fn is_watch(req: &Request) -> bool {
+    let path = req.uri().path();
+    path.starts_with("/api/v1/watch/")
+        || path.split('/').nth(4) == Some("watch")
+        || Query::new(req.uri().query()).flag("watch") == Some(true)
+}
+
+/// The middleware: converts successful JSON reads into the negotiated form.
+pub async fn negotiate(req: Request, next: Next) -> Response {
+    let wanted = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(negotiated);
+    let Some(wanted) = wanted.filter(|_| req.method() == Method::GET) else {
+        return next.run(req).await;
+    };
+    let watch = is_watch(&req);
+    let query = Query::new(req.uri().query());
+    let include = match query.get("includeObject") {
+        Some("None") => Include::None,
+        Some("Object") => Include::Object,
+        _ => Include::Metadata,
+    };
+    let response = next.run(req).await;
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/json"));
+    if response.status() != StatusCode::OK || !json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    if watch {
+        let stream = body.into_data_stream().map(move |frame| {
+            frame.map(|bytes| convert_event_line(&bytes, wanted, include).unwrap_or(bytes))
+        });
+        return Response::from_parts(parts, Body::from_stream(stream));
+    }
+    let bytes = match http_body_util::Limited::new(body, MAX_CONVERTED)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read a response to convert");
+            return Response::from_parts(parts, Body::empty());
+        }
+    };
+    let converted = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|value| convert(&value, wanted, include))
+        .map(|v| Bytes::from(v.to_string()))
+        .unwrap_or(bytes);
+    let mut parts = parts;
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(converted))
+}
+
+/// One watch line (`{"type":..,"object":..}\n`) with its object converted; ERROR passes.
+fn convert_event_line(line: &[u8], wanted: As, include: Include) -> Option<Bytes> {
+    let mut event: Value = serde_json::from_slice(line).ok()?;
+    if event["type"] == "ERROR" {
+        return None;
+    }
+    let object = &event["object"];
+    // A watch event carries one object: a Table of one row, or its PartialObjectMetadata.
+    let converted = match wanted {
+        As::Table => table_of(
+            object_kind(object)?,
+            std::slice::from_ref(object),
+            object,
+            include,
+        ),
+        As::PartialObjectMetadata | As::PartialObjectMetadataList => partial(object),
+    };
+    event["object"] = converted;
+    Some(Bytes::from(format!("{event}\n")))
+}
+
+fn object_kind(object: &Value) -> Option<&str> {
+    object["kind"].as_str()
+}
+
+/// Converts a read's answer (an object or a list); None leaves it as it is (a Status, say).
+fn convert(value: &Value, wanted: As, include: Include) -> Option<Value> {
+    let kind = value["kind"].as_str()?;
+    if kind == "Status" {
+        return None;
+    }
+    let list_kind = kind.strip_suffix("List");
+    match (wanted, list_kind) {
+        (As::Table, Some(item_kind)) => {
+            let items = value["items"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+            Some(table_of(item_kind, items, value, include))
+        }
+        (As::Table, None) => Some(table_of(kind, std::slice::from_ref(value), value, include)),
+        (As::PartialObjectMetadataList | As::PartialObjectMetadata, Some(_)) => {
+            let items: Vec<Value> = value["items"]
+                .as_array()
+                .map(|items| items.iter().map(partial).collect())
+                .unwrap_or_default();
+            Some(json!({
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": value["metadata"].clone(),
+                "items": items,
+            }))
+        }
+        (As::PartialObjectMetadata | As::PartialObjectMetadataList, None) => Some(partial(value)),
+    }
+}
+
+fn partial(object: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": object["metadata"].clone(),
+    })
+}
+
+fn column(name: &str, format: &str, description: &str, priority: u32) -> Value {
+    json!({
+        "name": name,
+        "type": "string",
+        "format": format,
+        "description": description,
+        "priority": priority,
+    })
+}
+
+const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+const CREATED_DOC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+
+fn columns(kind: &str) -> Vec<Value> {
+    match kind {
+        "Pod" => vec![
+            column("Name", "name", NAME_DOC, 0),
+            column(
+                "Ready",
+                "",
+                "The aggregate readiness state of this pod for accepting traffic.",
+                0,
+            ),
+            column(
+                "Status",
+                "",
+                "The aggregate status of the containers in this pod.",
+                0,
+            ),
+            column(
+                "Restarts",
+                "",
+                "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+                0,
+            ),
+            column("Age", "", CREATED_DOC, 0),
+            column(
+                "IP",
+                "",
+                "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.",
+                1,
+            ),
+            column(
+                "Node",
+                "",
+                "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for scheduling by the scheduler defined in schedulerName. Once this field is set, the kubelet for this node becomes responsible for the lifecycle of this pod. This field should not be used to express a desire for the pod to be scheduled on a specific node. https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename",
+                1,
+            ),
+            column(
+                "Nominated Node",
+                "",
+                "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods. This field does not guarantee that the pod will be scheduled on this node. Scheduler may decide to place the pod elsewhere if other nodes become available sooner. Scheduler may also decide to give the resources on this node to a higher priority pod that is created after preemption. As a result, this field may be different than PodSpec.nodeName when the pod is scheduled.",
+                1,
+            ),
+            column(
+                "Readiness Gates",
+                "",
+                "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates",
+                1,
+            ),
+        ],
+        "Namespace" => vec![
+            column("Name", "name", NAME_DOC, 0),
+            column("Status", "", "The status of the namespace", 0),
+            column("Age", "", CREATED_DOC, 0),
+        ],
+        "Lease" => vec![
+            column("Name", "name", NAME_DOC, 0),
+            column(
+                "Holder",
+                "",
+                "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.",
+                0,
+            ),
+            column("Age", "", CREATED_DOC, 0),
+        ],
+        _ => vec![
+            column("Name", "name", NAME_DOC, 0),
+            json!({"name": "Created At", "type": "date", "format": "", "description": CREATED_DOC, "priority": 0}),
+        ],
+    }
+}
+
+fn cells(kind: &str, object: &Value, now: Timestamp) -> Vec<Value> {
+    let name = json!(object["metadata"]["name"].as_str().unwrap_or_default());
+    let created = object["metadata"]["creationTimestamp"].as_str();
+    let age = json!(age(created, now));
+    match kind {
+        "Pod" => pod_cells(object, name, age, now),
+        "Namespace" => vec![
+            name,
+            json!(object["status"]["phase"].as_str().unwrap_or_default()),
+            age,
+        ],
+        "Lease" => vec![
+            name,
+            json!(
+                object["spec"]["holderIdentity"]
+                    .as_str()
+                    .unwrap_or("<none>")
+            ),
+            age,
+        ],
+        _ => vec![name, json!(created)],
+    }
+}
+
+/// A Table of `items` of `kind`; `source` is the list (or object) whose resourceVersion and
+/// continue token the table carries.
+fn table_of(kind: &str, items: &[Value], source: &Value, include: Include) -> Value {
+    let now = Timestamp::now();
+    let rows: Vec<Value> = items
+        .iter()
+        .map(|item| {
+            let mut row = json!({"cells": cells(kind, item, now)});
+            match include {
+                Include::None => {}
+                Include::Metadata => row["object"] = partial(item),
+                Include::Object => {
+                    // Encoded on its own, the object carries its kind (list items do not).
+                    let mut object = item.clone();
+                    if let Some(fields) = object.as_object_mut() {
+                        fields.entry("kind").or_insert_with(|| json!(kind));
+                        if let Some(version) = source["apiVersion"].as_str() {
+                            fields.entry("apiVersion").or_insert_with(|| json!(version));
+                        }
+                    }
+                    row["object"] = object;
+                }
+            }
+            row
+        })
+        .collect();
+    let mut metadata = json!({});
+    if let Some(rv) = source["metadata"]["resourceVersion"].as_str() {
+        metadata["resourceVersion"] = json!(rv);
+    }
+    if let Some(token) = source["metadata"]["continue"].as_str() {
+        metadata["continue"] = json!(token);
+    }
+    if let Some(count) = source["metadata"]["remainingItemCount"].as_i64() {
+        metadata["remainingItemCount"] = json!(count);
+    }
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": columns(kind),
+        "rows": rows,
+    })
+}
+
+fn or_none(value: &Value) -> Value {
+    match value.as_str() {
+        Some(s) if !s.is_empty() => json!(s),
+        _ => json!("<none>"),
+    }
+}
+
+/// kubectl's pod columns, computed the way its pod printer does.
+fn pod_cells(pod: &Value, name: Value, age: Value, now: Timestamp) -> Vec<Value> {
+    let empty = Vec::new();
+    let spec = &pod["spec"];
+    let status = &pod["status"];
+    let containers = spec["containers"].as_array().unwrap_or(&empty);
+    let statuses = status["containerStatuses"].as_array().unwrap_or(&empty);
+    let mut reason = status["phase"].as_str().unwrap_or_default().to_owned();
+    if let Some(r) = status["reason"].as_str().filter(|r| !r.is_empty()) {
+        reason = r.to_owned();
+    }
+    let mut restarts = 0i64;
+    let mut last_restart: Option<Timestamp> = None;
+    let mut ready = 0usize;
+    let mut has_running = false;
+    // Init containers first: a pod still initializing says so.
+    let init_statuses = status["initContainerStatuses"].as_array().unwrap_or(&empty);
+    let mut initializing = false;
+    for (i, c) in init_statuses.iter().enumerate() {
+        restarts += c["restartCount"].as_i64().unwrap_or(0);
+        let state = &c["state"];
+        if let Some(t) = state.get("terminated").filter(|t| t.is_object()) {
+            if t["exitCode"].as_i64() == Some(0) {
+                continue;
+            }
+            reason = match t["reason"].as_str().filter(|r| !r.is_empty()) {
+                Some(r) => format!("Init:{r}"),
+                None => match t["signal"].as_i64().filter(|s| *s != 0) {
+                    Some(s) => format!("Init:Signal:{s}"),
+                    None => format!("Init:ExitCode:{}", t["exitCode"].as_i64().unwrap_or(0)),
+                },
+            };
+        } else if let Some(r) = state["waiting"]["reason"]
+            .as_str()
+            .filter(|r| !r.is_empty() && *r != "PodInitializing")
+        {
+            reason = format!("Init:{r}");
+        } else {
+            let total = spec["initContainers"].as_array().map_or(0, Vec::len);
+            reason = format!("Init:{i}/{total}");
+        }
+        initializing = true;
+        break;
+    }
+    if !initializing {
+        for c in statuses.iter().rev() {
+            restarts += c["restartCount"].as_i64().unwrap_or(0);
+            if let Some(at) = c["lastState"]["terminated"]["finishedAt"]
+                .as_str()
+                .and_then(|s| s.parse::<Timestamp>().ok())
+            {
+                last_restart = Some(last_restart.map_or(at, |l| l.max(at)));
+            }
+            let state = &c["state"];
+            if let Some(r) = state["waiting"]["reason"]
+                .as_str()
+                .filter(|r| !r.is_empty())
+            {
+                reason = r.to_owned();
+            } else if let Some(t) = state.get("terminated").filter(|t| t.is_object()) {
+                reason = match t["reason"].as_str().filter(|r| !r.is_empty()) {
+                    Some(r) => r.to_owned(),
+                    None => match t["signal"].as_i64().filter(|s| *s != 0) {
+                        Some(s) => format!("Signal:{s}"),
+                        None => format!("ExitCode:{}", t["exitCode"].as_i64().unwrap_or(0)),
+                    },
+                };
+            } else if c["ready"].as_bool() == Some(true) && state["running"].is_object() {
+                has_running = true;
+                ready += 1;
+            }
+        }
+        if reason == "Completed" && has_running {
+            let pod_ready = status["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
+            reason = if pod_ready { "Running" } else { "NotReady" }.to_owned();
+        }
+    }
+    if pod["metadata"]["deletionTimestamp"].is_string() {
+        reason = if status["reason"] == "NodeLost" {
+            "Unknown".to_owned()
+        } else {
+            "Terminating".to_owned()
+        };
+    }
+    let restarts = match last_restart {
+        Some(at) if restarts > 0 => format!("{restarts} ({} ago)", human_duration(now, at)),
+        _ => restarts.to_string(),
+    };
+    let gates = match spec["readinessGates"].as_array() {
+        Some(gates) if !gates.is_empty() => {
+            let conditions = status["conditions"].as_array().unwrap_or(&empty);
+            let met = gates
+                .iter()
+                .filter(|g| {
+                    conditions
+                        .iter()
+                        .any(|c| c["type"] == g["conditionType"] && c["status"] == "True")
+                })
+                .count();
+            format!("{met}/{}", gates.len())
+        }
+        _ => "<none>".to_owned(),
+    };
+    vec![
+        name,
+        json!(format!("{ready}/{}", containers.len())),
+        json!(reason),
+        json!(restarts),
+        age,
+        or_none(&status["podIP"]),
+        or_none(&spec["nodeName"]),
+        or_none(&status["nominatedNodeName"]),
+        json!(gates),
+    ]
+}
+
+fn age(created: Option<&str>, now: Timestamp) -> String {
+    match created.and_then(|s| s.parse::<Timestamp>().ok()) {
+        Some(at) => human_duration(now, at),
+        None => "<unknown>".to_owned(),
+    }
+}
+
+/// apimachinery's `duration.HumanDuration` of `now - since`: `45s`, `2m5s`, `3h`, `5d`, `2y10d`.
+fn human_duration(now: Timestamp, since: Timestamp) -> String {
+    let secs = now.as_second() - since.as_second();
+    if secs < -1 {
+        return "<invalid>".to_owned();
+    }
+    if secs < 0 {
+        return "0s".to_owned();
+    }
+    if secs < 60 * 2 {
+        return format!("{secs}s");
+    }
+    let minutes = secs / 60;
+    if minutes < 10 {
+        let s = secs % 60;
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
+    }
+    if minutes < 60 * 3 {
+        return format!("{minutes}m");
+    }
+    let hours = minutes / 60;
+    if hours < 8 {
+        let m = minutes % 60;
+        return if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        let h = hours % 24;
+        return if h == 0 {
+            format!("{}d", hours / 24)
+        } else {
+            format!("{}d{h}h", hours / 24)
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        let days = hours / 24;
+        let d = days % 365;
+        return if d == 0 {
+            format!("{}y", days / 365)
+        } else {
+            format!("{}y{d}d", days / 365)
+        };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_durations_match_apimachinery() {
+        let now: Timestamp = "2026-01-10T00:00:00Z".parse().expect("ts");
+        let ago = |s: i64| {
+            human_duration(
+                now,
+                Timestamp::from_second(now.as_second() - s).expect("ts"),
+            )
+        };
+        assert_eq!(ago(5), "5s");
+        assert_eq!(ago(119), "119s");
+        assert_eq!(ago(125), "2m5s");
+        assert_eq!(ago(600), "10m");
+        assert_eq!(ago(3 * 3600 + 60), "3h1m");
+        assert_eq!(ago(10 * 3600), "10h");
+        assert_eq!(ago(3 * 86400 + 3600), "3d1h");
+        assert_eq!(ago(30 * 86400), "30d");
+        assert_eq!(ago(3 * 365 * 86400 + 86400), "3y1d");
+    }
+
+    #[test]
+    fn only_meta_k8s_io_v1_transformations_are_negotiated() {
+        assert_eq!(
+            negotiated("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
+            Some(As::Table)
+        );
+        assert_eq!(
+            negotiated("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"),
+            Some(As::PartialObjectMetadataList)
+        );
+        assert_eq!(negotiated("application/json"), None);
+        assert_eq!(
+            negotiated("application/json;as=Table;v=v1;g=other.io"),
+            None
+        );
+    }
+}
