@@ -4,6 +4,8 @@
 //! - `GET /_sim/faults` lists rules; `POST` adds rules (a plan, a list, or one rule, JSON or
 //!   YAML); `DELETE` clears them.
 //! - `GET /_sim/counts` returns `{"<verb> <resource>": n}`; `DELETE` resets them.
+//! - `GET /_sim/ground-truth` returns the ground-truth ledger: every pod ever created, with its
+//!   phase transitions, exit codes and removal time (JSON), to audit a client against.
 //! - `POST /_sim/compact` drops the watch history.
 //! - `POST /_sim/restart?seconds=N` drops every connection and refuses new ones for N seconds.
 //! - `POST /_sim/freeze?seconds=N` freezes every connection, and every new one for N seconds
@@ -31,6 +33,7 @@ pub fn routes() -> Router<AppState> {
             get(list_faults).post(add_faults).delete(clear_faults),
         )
         .route("/_sim/counts", get(counts).delete(reset_counts))
+        .route("/_sim/ground-truth", get(ground_truth))
         .route("/_sim/compact", post(compact))
         .route("/_sim/restart", post(restart))
         .route("/_sim/freeze", post(freeze))
@@ -77,6 +80,32 @@ async fn counts(State(state): State<AppState>) -> Response {
 async fn reset_counts(State(state): State<AppState>) -> StatusCode {
     state.counts().reset();
     StatusCode::NO_CONTENT
+}
+
+async fn ground_truth(State(state): State<AppState>) -> Response {
+    Json(ground_truth_json(&state.cluster().ground_truth())).into_response()
+}
+
+/// The ledger as JSON: `{"pods": [{uid, namespace, name, labels, transitions: [{phase, at}],
+/// exitCodes, deletedAt}]}`, times in RFC 3339 (second precision, like k8s `Time`).
+pub fn ground_truth_json(pods: &[crate::cluster::PodHistory]) -> serde_json::Value {
+    let pods: Vec<serde_json::Value> = pods
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "uid": p.uid,
+                "namespace": p.namespace,
+                "name": p.name,
+                "labels": p.labels,
+                "transitions": p.transitions.iter().map(|(phase, at)| {
+                    serde_json::json!({"phase": phase, "at": at.to_string()})
+                }).collect::<Vec<_>>(),
+                "exitCodes": p.exit_codes,
+                "deletedAt": p.deleted_at.map(|at| at.to_string()),
+            })
+        })
+        .collect();
+    serde_json::json!({ "pods": pods })
 }
 
 async fn compact(State(state): State<AppState>) -> StatusCode {

@@ -414,3 +414,47 @@ async fn the_audit_stream_names_each_request_its_answer_and_when_it_was_received
     assert!(entries[1].answered <= entries[2].received, "in order");
     sim.shutdown().await;
 }
+
+/// `GET /_sim/ground-truth` lets a tool outside the process audit against the ledger: every pod
+/// with its phase transitions and exit codes, as JSON.
+#[tokio::test]
+async fn the_ground_truth_ledger_is_served_as_json() {
+    let sim = podline_testkit::start_sim(super::common::config().kubelet_enabled(true)).await;
+    let pods: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    let mut quick = pod("ledger");
+    quick
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("sim.podline.io/duration".to_owned(), "50ms".to_owned());
+    pods.create(&PostParams::default(), &quick)
+        .await
+        .expect("create");
+    let done = podline_testkit::wait_until(Duration::from_secs(20), || async {
+        sim.ground_truth()
+            .iter()
+            .any(|p| p.name == "ledger" && p.reached("Succeeded").is_some())
+    })
+    .await;
+    assert!(done, "the pod ran");
+    let r = raw(&sim, Method::GET, "/_sim/ground-truth", None, "").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let ledger = r.json();
+    let entry = ledger["pods"]
+        .as_array()
+        .expect("pods")
+        .iter()
+        .find(|p| p["name"] == "ledger")
+        .expect("the pod is in the ledger")
+        .clone();
+    assert_eq!(entry["namespace"], "default");
+    let phases: Vec<&str> = entry["transitions"]
+        .as_array()
+        .expect("transitions")
+        .iter()
+        .map(|t| t["phase"].as_str().expect("phase"))
+        .collect();
+    assert_eq!(phases, ["Pending", "Running", "Succeeded"], "{entry}");
+    assert_eq!(entry["exitCodes"]["main"], 0, "{entry}");
+    sim.shutdown().await;
+}
