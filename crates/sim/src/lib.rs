@@ -42,6 +42,7 @@ mod config;
 mod counts;
 mod error;
 pub mod fault;
+mod gc;
 pub mod kubelet;
 pub mod logs;
 pub mod server;

@@ -61,7 +61,13 @@ impl ApiError {
             "NotFound",
             "the server could not find the requested resource",
         )
-        .with_details("", "", "")
+        .with_empty_details()
+    }
+
+    /// `details: {}`, as kube-apiserver's NotFound for an unknown resource has.
+    fn with_empty_details(mut self) -> Self {
+        self.details = Some(Box::default());
+        self
     }
 
     /// 409 for a create whose name is taken: `pods "x" already exists`.

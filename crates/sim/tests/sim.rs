@@ -5,6 +5,7 @@ mod sim {
     mod crud;
     mod errors;
     mod faults;
+    mod gc;
     mod http2;
     mod kinds;
     mod kubectl;

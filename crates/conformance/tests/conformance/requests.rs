@@ -68,7 +68,6 @@ async fn a_lease_with_zero_duration_is_invalid() {
 
 /// An unknown resource in a known group version is a NotFound Status without `details.kind`.
 #[tokio::test]
-#[ignore = "sim gap: NotFound for an unknown resource has an empty details.kind"]
 async fn an_unknown_resource_is_not_found_without_a_kind() {
     let t = Target::new().await;
     let r = t.get(&t.core_path("nonesuches")).await;
@@ -80,7 +79,6 @@ async fn an_unknown_resource_is_not_found_without_a_kind() {
 
 /// A path outside every API group is a plain-text `404 page not found`.
 #[tokio::test]
-#[ignore = "sim gap: unknown groups answer a JSON Status"]
 async fn an_unknown_group_is_a_plain_text_404() {
     let t = Target::new().await;
     let r = t.get("/apis/nonesuch.example.com/v1").await;
@@ -96,7 +94,6 @@ async fn an_unknown_group_is_a_plain_text_404() {
 /// DELETE on a collection with a label selector deletes the matching pods and answers 200 with
 /// them.
 #[tokio::test]
-#[ignore = "sim gap: deletecollection is 405"]
 async fn deletecollection_with_a_label_selector_deletes_the_matching_pods() {
     let t = Target::new().await;
     for (name, app) in [("a1", "x"), ("a2", "x"), ("b1", "y")] {

@@ -7,7 +7,6 @@ use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::status::ApiError;
 
 /// The Kubernetes version the sim reports.
 pub const KUBE_VERSION: (&str, &str) = ("1", "33");
@@ -86,6 +85,7 @@ pub async fn core_v1() -> Json<Value> {
         "resources": [
             resource("events", "event", true, "Event", &ALL_VERBS, &["ev"]),
             resource("namespaces", "namespace", false, "Namespace", &["create", "delete", "get", "list", "patch", "update", "watch"], &["ns"]),
+            resource("namespaces/finalize", "", false, "Namespace", &["update"], &[]),
             resource("namespaces/status", "", false, "Namespace", &["get", "patch", "update"], &[]),
             resource("pods", "pod", true, "Pod", &ALL_VERBS, &["po"]),
             resource("pods/log", "", true, "Pod", &["get"], &[]),
@@ -133,7 +133,7 @@ pub async fn api_group(Path(group): Path<String>) -> Response {
             doc["apiVersion"] = json!("v1");
             Json(doc).into_response()
         }
-        None => ApiError::path_not_found().into_response(),
+        None => super::resources::page_not_found(),
     }
 }
 
@@ -151,7 +151,7 @@ pub async fn group_version(Path((group, version)): Path<(String, String)>) -> Re
             &ALL_VERBS,
             &[],
         )],
-        _ => return ApiError::path_not_found().into_response(),
+        _ => return super::resources::page_not_found(),
     };
     Json(json!({
         "kind": "APIResourceList",

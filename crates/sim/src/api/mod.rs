@@ -5,9 +5,11 @@
 //! (`tower::ServiceExt::oneshot`) as well as over a socket.
 
 mod control;
+pub(crate) mod delete;
 mod discovery;
-mod kinds;
+pub(crate) mod kinds;
 mod logs;
+pub(crate) mod namespaces;
 mod patch;
 mod pods;
 mod protobuf;

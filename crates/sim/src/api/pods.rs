@@ -1,20 +1,10 @@
 //! Pod specifics: create-time defaults (as the real server fills them), what an update may
-//! change, graceful deletion, and namespace deletion (which removes the namespace's objects).
+//! change (deletion is in `delete.rs`, namespace deletion in `namespaces.rs`).
 
-use std::time::Duration;
-
-use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, ResourceRequirements, Toleration};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
 
-use super::kinds::{ApiKind, Part};
-use super::resources::{check_preconditions, json_response, success_status};
+use super::kinds::Part;
 use super::validation::Causes;
-use super::{AppState, RequestInfo};
-use crate::cluster::{Stored, Write};
-use crate::status::ApiError;
-use axum::response::Response;
-use http::StatusCode;
 
 /// Default grace period of a pod without `terminationGracePeriodSeconds`.
 pub const DEFAULT_GRACE_SECONDS: i64 = 30;
@@ -51,7 +41,6 @@ pub fn default_pod(pod: &mut Pod) {
                 if latest && !image.contains('@') {
                     "Always".to_owned()
                 } else {
-        add_default_tolerations(spec);
                     "IfNotPresent".to_owned()
                 }
             });
@@ -61,6 +50,17 @@ pub fn default_pod(pod: &mut Pod) {
                 .get_or_insert_with(|| "File".to_owned());
             let resources = c.resources.get_or_insert_with(Default::default);
             default_resources(resources);
+        }
+        add_default_tolerations(spec);
+    }
+    // A new pod's status is the server's: Pending, whatever the client sent.
+    pod.status = Some(PodStatus {
+        phase: Some("Pending".to_owned()),
+        qos_class: Some(super::qos::pod_qos(pod).to_owned()),
+        ..PodStatus::default()
+    });
+}
+
 /// A container's resources as `SetDefaults_Pod` leaves them: a limit without a request makes the
 /// request equal to it, and every quantity is in canonical form.
 fn default_resources(resources: &mut ResourceRequirements) {
@@ -107,16 +107,6 @@ fn add_default_tolerations(spec: &mut PodSpec) {
             });
         }
     }
-}
-
-        }
-    }
-    // A new pod's status is the server's: Pending, whatever the client sent.
-    pod.status = Some(PodStatus {
-        phase: Some("Pending".to_owned()),
-        qos_class: Some(super::qos::pod_qos(pod).to_owned()),
-        ..PodStatus::default()
-    });
 }
 
 /// An update of `old` into `new`: the main resource keeps the old status and may only change
@@ -183,124 +173,5 @@ fn validate_deadline_update(causes: &mut Causes, new: &Pod, old: &Pod) {
             );
         }
         _ => {}
-    }
-}
-
-/// Deletes a pod like the real server: at once when it was never scheduled, is terminal, or the
-/// grace period is 0; otherwise it gets a deletionTimestamp (MODIFIED) and is removed when the
-/// kubelet has stopped it (or, without a kubelet, when the grace period ends). Answers the object.
-pub fn delete(
-    state: &AppState,
-    info: &RequestInfo,
-    opts: DeleteOptions,
-) -> Result<Response, ApiError> {
-    let cluster = state.cluster();
-    let (event, pending_removal) = cluster.write_pod(&info.namespace, &info.name, |current| {
-        let Some(current) = current else {
-            return Err(ApiError::not_found("", "pods", &info.name));
-        };
-        let pod = &current.decode();
-        check_preconditions(&opts, pod)?;
-        let spec = pod.spec.as_ref();
-        let grace = opts
-            .grace_period_seconds
-            .or_else(|| spec.and_then(|s| s.termination_grace_period_seconds))
-            .unwrap_or(DEFAULT_GRACE_SECONDS)
-            .max(0);
-        let scheduled = spec
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty());
-        let phase = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .unwrap_or_default();
-        let terminal = matches!(phase, "Succeeded" | "Failed");
-        let mut next = pod.clone();
-        let now = Timestamp::now();
-        if !scheduled || terminal || grace == 0 {
-            next.metadata.deletion_timestamp.get_or_insert(Time(now));
-            next.metadata.deletion_grace_period_seconds = Some(0);
-            return Ok((Write::Delete(next), None));
-        }
-        if let Some(existing) = pod.metadata.deletion_grace_period_seconds
-            && existing <= grace
-        {
-            // Already terminating with a shorter or equal grace period: nothing changes.
-            return Ok((Write::Unchanged, None));
-        }
-        next.metadata.deletion_timestamp = Some(Time(
-            now.saturating_add(SignedDuration::from_secs(grace))
-                .unwrap_or(now),
-        ));
-        next.metadata.deletion_grace_period_seconds = Some(grace);
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
-        Ok((Write::Replace(next), Some((uid, grace))))
-    })?;
-    if let Some((uid, grace)) = pending_removal
-        && !cluster.kubelet_enabled()
-    {
-        cluster.remove_after(
-            info.namespace.clone(),
-            info.name.clone(),
-            uid,
-            Duration::from_secs(grace as u64),
-        );
-    }
-    match event {
-        Some(commit) => Ok(json_response(StatusCode::OK, commit.event.json.clone())),
-        None => match cluster.pod_table().get(&info.namespace, &info.name) {
-            Some(stored) => Ok(json_response(StatusCode::OK, stored.json())),
-            None => Err(ApiError::not_found("", "pods", &info.name)),
-        },
-    }
-}
-
-/// Deletes a namespace and everything in it (the sim has no namespace finalizer controller, so
-/// this happens at once). The initial `default` namespace cannot be deleted, like on a cluster.
-pub fn delete_namespace(state: &AppState, name: &str) -> Result<Response, ApiError> {
-    if matches!(name, "default" | "kube-system" | "kube-public") {
-        return Err(ApiError::new(
-            403,
-            "Forbidden",
-            format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
-        ));
-    }
-    let cluster = state.cluster();
-    let Some(ns) = cluster.namespace_table().get("", name) else {
-        return Err(ApiError::not_found("", "namespaces", name));
-    };
-    let (pods, _) = cluster.pod_table().snapshot(Some(name), None);
-    for pod in pods.iter().map(Stored::decode) {
-        if let Some(uid) = pod.metadata.uid.as_deref() {
-            cluster.remove_pod(name, pod.metadata.name.as_deref().unwrap_or_default(), uid);
-        }
-    }
-    remove_all(cluster.event_table(), name);
-    remove_all(cluster.lease_table(), name);
-    remove_all(cluster.workflow_task_result_table(), name);
-    let _ = cluster.namespace_table().write(
-        (String::new(), name.to_owned()),
-        |current| match current {
-            Some(current) => Ok((Write::Delete(current.decode()), ())),
-            None => Err(()),
-        },
-        |_, _| {},
-    );
-    Ok(success_status(&ns.decode()))
-}
-
-fn remove_all<K: ApiKind>(table: &crate::cluster::Table<K>, namespace: &str) {
-    let (items, _) = table.snapshot(Some(namespace), None);
-    for item in items {
-        let name = item.decode().meta().name.clone().unwrap_or_default();
-        let _ = table.write(
-            (namespace.to_owned(), name),
-            |current| match current {
-                Some(current) => Ok::<_, ()>((Write::Delete(current.decode()), ())),
-                None => Err(()),
-            },
-            |_, _| {},
-        );
     }
 }

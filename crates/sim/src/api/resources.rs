@@ -12,21 +12,25 @@ use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
 use serde_json::json;
 
+use super::apply::{self, Writer};
 use super::kinds::{ApiKind, Part};
 use super::query::{self, ListParams, WriteParams, continue_token};
 use super::selector::{FieldSelector, LabelSelector};
 use super::validation::Causes;
-use super::{AppState, RequestInfo, patch, pods, watch};
+use super::{AppState, RequestInfo, delete, patch, watch};
 use crate::cluster::{Facts, Stored, WorkflowTaskResult, Write};
 use crate::status::ApiError;
 
 /// Routes a resource request to its kind's handler; 404 for unknown resources.
 pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
     let Some(info) = req.extensions().get::<RequestInfo>().cloned() else {
-        return ApiError::path_not_found().into_response();
+        return page_not_found();
     };
     if !info.is_resource {
-        return ApiError::path_not_found().into_response();
+        return page_not_found();
+    }
+    if !served_group_version(&info.group, &info.version) {
+        return page_not_found();
     }
     let result = match (
         info.group.as_str(),
@@ -43,6 +47,30 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
         _ => Err(ApiError::path_not_found()),
     };
     result.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Whether the sim serves this API group version (else its paths are not found by the mux, and
+/// answer as [`page_not_found`] does).
+fn served_group_version(group: &str, version: &str) -> bool {
+    matches!(
+        (group, version),
+        ("", "v1") | ("coordination.k8s.io", "v1") | ("argoproj.io", "v1alpha1")
+    )
+}
+
+/// kube-apiserver's answer to a path no handler serves (an unknown group, version or
+/// non-resource path): Go's `http.NotFound`, plain text, not a Status.
+pub fn page_not_found() -> Response {
+    let mut response = (StatusCode::NOT_FOUND, "404 page not found\n").into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response.headers_mut().insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    response
 }
 
 /// A JSON response with the given status.
@@ -77,6 +105,16 @@ async fn handle<K: ApiKind>(
         return Err(ApiError::method_not_allowed(&info.verb));
     }
     let query = req.uri().query().map(str::to_owned);
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let field_manager = query::Query::new(query.as_deref())
+        .get("fieldManager")
+        .map(str::to_owned);
+    let writer = |part, apply| Writer::new(field_manager.as_deref(), &user_agent, apply, part);
     match (info.subresource.as_str(), info.verb.as_str()) {
         ("log", "get") if is_pod => super::logs::pod_log(&state, &info, query.as_deref()).await,
         ("", "list") => list::<K>(&state, &info, query.as_deref()),
@@ -85,24 +123,55 @@ async fn handle<K: ApiKind>(
         ("status", "get") if K::HAS_STATUS => get::<K>(&state, &info, query.as_deref()),
         ("", "create") => {
             let body = read_create_body::<K>(&state, req).await?;
-            create::<K>(&state, &info, query.as_deref(), body)
+            let obj: K = decode(&body)?;
+            create::<K>(
+                &state,
+                &info,
+                query.as_deref(),
+                obj,
+                Some(writer(Part::Main, false)),
+            )
         }
-        ("", "update") => update::<K>(&state, &info, read_body(&state, req).await?, Part::Main),
+        ("", "update") => {
+            let body = read_body(&state, req).await?;
+            update::<K>(&state, &info, body, writer(Part::Main, false))
+        }
         ("status", "update") if K::HAS_STATUS => {
-            update::<K>(&state, &info, read_body(&state, req).await?, Part::Status)
+            let body = read_body(&state, req).await?;
+            update::<K>(&state, &info, body, writer(Part::Status, false))
         }
-        ("", "patch") => patch_object::<K>(&state, &info, req, Part::Main).await,
+        ("", "patch") => {
+            let body = read_raw_body(&state, req).await?;
+            let apply = body.media_type == APPLY_PATCH;
+            let writer = writer(Part::Main, apply);
+            patch_object::<K>(&state, &info, query.as_deref(), body, writer)
+        }
         ("status", "patch") if K::HAS_STATUS => {
-            patch_object::<K>(&state, &info, req, Part::Status).await
+            let body = read_raw_body(&state, req).await?;
+            let apply = body.media_type == APPLY_PATCH;
+            let writer = writer(Part::Status, apply);
+            patch_object::<K>(&state, &info, query.as_deref(), body, writer)
         }
         ("", "delete") => {
             let body = read_raw_body(&state, req).await?;
             let opts = delete_options(query.as_deref(), &body)?;
-            if is_pod {
-                pods::delete(&state, &info, opts)
-            } else {
-                delete::<K>(&state, &info, opts)
+            if K::RESOURCE == "namespaces" {
+                return super::namespaces::delete_namespace(&state, &info.name, &opts);
             }
+            let ns = key_namespace::<K>(&info);
+            let cluster = state.cluster();
+            let (deleted, pending) = delete::delete_object::<K>(cluster, &ns, &info.name, &opts)?;
+            delete::arrange_removal(cluster, &ns, &info.name, pending);
+            Ok(delete::delete_response(&deleted))
+        }
+        ("", "deletecollection") if K::RESOURCE != "namespaces" => {
+            let body = read_raw_body(&state, req).await?;
+            let opts = delete_options(query.as_deref(), &body)?;
+            delete::delete_collection::<K>(&state, &info, query.as_deref(), &opts)
+        }
+        ("finalize", "update") if K::RESOURCE == "namespaces" => {
+            let body = read_body(&state, req).await?;
+            super::namespaces::finalize(&state, &info.name, &body.bytes)
         }
         ("", _) | ("status", _) => Err(ApiError::method_not_allowed(&info.verb)),
         _ => Err(ApiError::path_not_found()),
@@ -240,6 +309,13 @@ fn delete_options(query: Option<&str>, body: &JsonBody) -> Result<DeleteOptions,
     if opts.grace_period_seconds.is_none() {
         opts.grace_period_seconds = params.grace_period_seconds;
     }
+    let q = query::Query::new(query);
+    if opts.propagation_policy.is_none() {
+        opts.propagation_policy = q.get("propagationPolicy").map(str::to_owned);
+    }
+    if opts.orphan_dependents.is_none() {
+        opts.orphan_dependents = q.flag("orphanDependents");
+    }
     // kube-apiserver's `BeforeDelete`: a negative grace period is treated as 1 s.
     if opts.grace_period_seconds.is_some_and(|g| g < 0) {
         opts.grace_period_seconds = Some(1);
@@ -371,6 +447,7 @@ fn list<K: ApiKind>(
     out.extend_from_slice(b"\",\"metadata\":");
     out.extend_from_slice(meta.to_string().as_bytes());
     out.extend_from_slice(b",\"items\":[");
+    let type_meta = list_item_type_meta::<K>();
     for (i, json) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -385,6 +462,16 @@ fn list<K: ApiKind>(
     }
     out.extend_from_slice(b"]}");
     Ok(json_response(StatusCode::OK, out))
+}
+
+/// How a stored object's JSON begins (`{"apiVersion":..,"kind":..,`): built-in kinds' LIST
+/// items go without it (the list names them), while GETs and watch events keep it.
+fn list_item_type_meta<K: ApiKind>() -> String {
+    format!(
+        "{{\"apiVersion\":\"{}\",\"kind\":\"{}\",",
+        K::API_VERSION,
+        K::KIND
+    )
 }
 
 /// Whether the request is a dry run (`dryRun=All`): validate and answer, store nothing.
@@ -421,30 +508,34 @@ fn check_namespace<K: ApiKind>(obj: &mut K, info: &RequestInfo) -> Result<(), Ap
 }
 
 fn invalid<K: ApiKind>(name: &str, causes: Causes) -> ApiError {
-    ApiError::invalid(K::GROUP, K::KIND, name, causes.0)
+    let mut err = ApiError::invalid(K::GROUP, K::KIND, name, causes.0);
+    if !K::GROUP.is_empty() {
+        // kube-apiserver names the kind with its group: `Lease.coordination.k8s.io "x" is invalid`.
+        err.message = format!("{}.{}{}", K::KIND, K::GROUP, &err.message[K::KIND.len()..]);
+    }
+    err
 }
-    let type_meta = list_item_type_meta::<K>();
 
+/// Creates `obj`; `writer` records its fields as the creator's (None: `obj` carries the managed
+/// fields of the apply that creates it).
 fn create<K: ApiKind>(
     state: &AppState,
     info: &RequestInfo,
     query: Option<&str>,
-    body: JsonBody,
+    mut obj: K,
+    writer: Option<Writer>,
 ) -> Result<Response, ApiError> {
-    let mut obj: K = decode(&body)?;
+    let applied_fields = obj.meta().managed_fields.clone();
     check_namespace(&mut obj, info)?;
     if K::NAMESPACED && !state.cluster().namespace_exists(&info.namespace) {
-/// How a stored object's JSON begins (`{"apiVersion":..,"kind":..,`): built-in kinds' LIST
-/// items go without it (the list names them), while GETs and watch events keep it.
-fn list_item_type_meta<K: ApiKind>() -> String {
-    format!(
-        "{{\"apiVersion\":\"{}\",\"kind\":\"{}\",",
-        K::API_VERSION,
-        K::KIND
-    )
-}
-
         return Err(ApiError::not_found("", "namespaces", &info.namespace));
+    }
+    if K::NAMESPACED && super::namespaces::is_terminating(state.cluster(), &info.namespace) {
+        let name = obj.meta().name.clone().unwrap_or_default();
+        return Err(super::namespaces::terminating_forbidden::<K>(
+            &name,
+            &info.namespace,
+        ));
     }
     let dry_run = is_dry_run(query)?;
     let generate = obj
@@ -470,6 +561,10 @@ fn list_item_type_meta<K: ApiKind>() -> String {
     let name = obj.meta().name.clone().unwrap_or_default();
     if !causes.is_empty() {
         return Err(invalid::<K>(&name, causes));
+    }
+    match &writer {
+        Some(writer) => obj = with_update_fields(obj, None, writer)?,
+        None => obj.meta_mut().managed_fields = applied_fields,
     }
     if dry_run {
         let json = serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))?;
@@ -516,15 +611,31 @@ fn keep_system_metadata<K: ApiKind>(new: &mut K, old: &K) {
     n.namespace.clone_from(&o.namespace);
     n.name.clone_from(&o.name);
     n.generate_name.clone_from(&o.generate_name);
-    n.managed_fields = None;
+    n.managed_fields.clone_from(&o.managed_fields);
     n.self_link = None;
+}
+
+/// The media type of server-side apply.
+const APPLY_PATCH: &str = "application/apply-patch+yaml";
+
+/// `obj` with `writer`'s non-apply write over `old` (None: a create) in its managed fields.
+fn with_update_fields<K: ApiKind>(obj: K, old: Option<&K>, writer: &Writer) -> Result<K, ApiError> {
+    let internal = |e: serde_json::Error| ApiError::internal(format!("managed fields: {e}"));
+    let mut new = serde_json::to_value(&obj).map_err(internal)?;
+    let old = old
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(internal)?;
+    let entries = old.as_ref().map(apply::entries_of).unwrap_or_default();
+    apply::record_update(&mut new, old.as_ref(), &entries, writer, K::API_VERSION);
+    serde_json::from_value(new).map_err(internal)
 }
 
 /// The shared tail of update and patch: preconditions, admission, commit, response.
 fn replace<K: ApiKind>(
     state: &AppState,
     info: &RequestInfo,
-    part: Part,
+    writer: &Writer,
     make: impl FnOnce(&Stored<K>) -> Result<K, ApiError>,
 ) -> Result<Response, ApiError> {
     let ns = key_namespace::<K>(info);
@@ -537,6 +648,7 @@ fn replace<K: ApiKind>(
         let stored = current;
         let current = stored.decode();
         let current_rv = current.meta().resource_version.clone();
+        // Every kind served here allows unconditional updates (`AllowUnconditionalUpdate`).
         match obj.meta().resource_version.as_deref() {
             None | Some("") => {}
             Some(rv) if Some(rv) != current_rv.as_deref() => {
@@ -545,21 +657,26 @@ fn replace<K: ApiKind>(
             Some(_) => {}
         }
         obj.meta_mut().resource_version = current_rv;
+        let applied_fields = obj.meta().managed_fields.clone();
         keep_system_metadata(&mut obj, &current);
-        let causes = obj.admit_update(&current, part);
+        let causes = obj.admit_update(&current, writer.part);
         if !causes.is_empty() {
             return Err(invalid::<K>(&name, causes));
         }
-        if obj.meta().deletion_timestamp.is_some()
-            && obj.meta().finalizers.as_ref().is_none_or(Vec::is_empty)
-            && K::RESOURCE != "pods"
-        {
-            return Ok((Write::Delete(obj), None));
+        if writer.operation == "Apply" {
+            obj.meta_mut().managed_fields = applied_fields;
+        } else {
+            obj = with_update_fields(obj, Some(&current), writer)?;
+        }
+        if let Some(message) = delete::no_new_finalizers(obj.meta(), current.meta()) {
+            let mut causes = Causes::default();
+            causes.forbidden("metadata.finalizers", &message);
+            return Err(invalid::<K>(&name, causes));
         }
         if serde_json::to_value(&obj).ok() == serde_json::to_value(&current).ok() {
             Ok((Write::Unchanged, Some(stored.json())))
         } else {
-            Ok((Write::Replace(obj), None))
+            Ok((delete::update_write(obj), None))
         }
     })?;
     match (event, unchanged) {
@@ -573,7 +690,7 @@ fn update<K: ApiKind>(
     state: &AppState,
     info: &RequestInfo,
     body: JsonBody,
-    part: Part,
+    writer: Writer,
 ) -> Result<Response, ApiError> {
     let mut obj: K = decode(&body)?;
     match obj.meta().name.as_deref() {
@@ -581,25 +698,27 @@ fn update<K: ApiKind>(
         Some(n) if n != info.name => {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({n}) does not match the name on the URL ({})",
-        // Every kind served here allows unconditional updates (`AllowUnconditionalUpdate`).
                 info.name
             )));
         }
         Some(_) => {}
     }
     check_namespace(&mut obj, info)?;
-    replace::<K>(state, info, part, move |_| Ok(obj))
+    replace::<K>(state, info, &writer, move |_| Ok(obj))
 }
 
-async fn patch_object<K: ApiKind>(
+fn patch_object<K: ApiKind>(
     state: &AppState,
     info: &RequestInfo,
-    req: Request,
-    part: Part,
+    query: Option<&str>,
+    body: JsonBody,
+    writer: Writer,
 ) -> Result<Response, ApiError> {
-    let body = read_raw_body(state, req).await?;
+    if writer.operation == "Apply" {
+        return apply_object::<K>(state, info, query, &body, &writer);
+    }
     let patch = patch::Patch::parse(&body.media_type, &body.bytes)?;
-    replace::<K>(state, info, part, |current| {
+    replace::<K>(state, info, &writer, |current| {
         let mut doc: serde_json::Value = serde_json::from_slice(&current.json())
             .map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;
         patch.apply(&mut doc)?;
@@ -610,6 +729,67 @@ async fn patch_object<K: ApiKind>(
                 format!("the patched object is not a valid {}: {e}", K::KIND),
             )
         })
+    })
+}
+
+/// Server-side apply (see [`apply`]): `fieldManager` is required, `force` takes fields over;
+/// an object that does not exist is created from the configuration.
+fn apply_object<K: ApiKind>(
+    state: &AppState,
+    info: &RequestInfo,
+    query: Option<&str>,
+    body: &JsonBody,
+    writer: &Writer,
+) -> Result<Response, ApiError> {
+    let q = query::Query::new(query);
+    if q.get("fieldManager").is_none_or(str::is_empty) {
+        let mut causes = Causes::default();
+        causes.required("fieldManager", "is required for apply patch");
+        let mut err = ApiError::invalid("meta.k8s.io", "PatchOptions.meta.k8s.io", "", causes.0);
+        if let Some(details) = err.details.as_mut() {
+            details.kind = Some("PatchOptions".to_owned());
+        }
+        return Err(err);
+    }
+    let force = q.flag("force").unwrap_or(false);
+    let text = std::str::from_utf8(&body.bytes)
+        .map_err(|e| ApiError::bad_request(format!("the body is not UTF-8: {e}")))?;
+    let mut config: serde_json::Value = serde_saphyr::from_str(text)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    if !config.is_object() {
+        return Err(ApiError::bad_request(
+            "error decoding YAML: the applied configuration is not an object",
+        ));
+    }
+    match config["metadata"]["name"].as_str() {
+        None | Some("") => config["metadata"]["name"] = json!(info.name),
+        Some(n) if n != info.name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({})",
+                info.name
+            )));
+        }
+        Some(_) => {}
+    }
+    let decode_merged = |merged: serde_json::Value| {
+        serde_json::from_value::<K>(merged).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the applied configuration is not a valid {}: {e}",
+                K::KIND
+            ))
+        })
+    };
+    let ns = key_namespace::<K>(info);
+    if K::table(state.cluster()).get(&ns, &info.name).is_none() {
+        let merged = apply::apply(None, &config, writer, force, K::API_VERSION)?;
+        let obj = decode_merged(merged)?;
+        return create::<K>(state, info, query, obj, None);
+    }
+    replace::<K>(state, info, writer, |current| {
+        let live: serde_json::Value = serde_json::from_slice(&current.json())
+            .map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;
+        let merged = apply::apply(Some(&live), &config, writer, force, K::API_VERSION)?;
+        decode_merged(merged)
     })
 }
 
@@ -628,71 +808,4 @@ pub fn success_status<K: ApiKind>(obj: &K) -> Response {
         },
     });
     json_response(StatusCode::OK, body.to_string())
-}
-
-/// Checks DeleteOptions preconditions (uid, resourceVersion) against the current object.
-pub fn check_preconditions<K: ApiKind>(opts: &DeleteOptions, current: &K) -> Result<(), ApiError> {
-    let Some(pre) = &opts.preconditions else {
-        return Ok(());
-    };
-    let name = current.meta().name.clone().unwrap_or_default();
-    let q = |g: &str, r: &str| {
-        if g.is_empty() {
-            r.to_owned()
-        } else {
-            format!("{r}.{g}")
-        }
-    };
-    if let Some(uid) = &pre.uid
-        && current.meta().uid.as_ref() != Some(uid)
-    {
-        return Err(ApiError::conflict_message(
-            K::GROUP,
-            K::RESOURCE,
-            &name,
-            format!(
-                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                q(K::GROUP, K::RESOURCE),
-                current.meta().uid.clone().unwrap_or_default()
-            ),
-        ));
-    }
-    if let Some(rv) = &pre.resource_version
-        && current.meta().resource_version.as_ref() != Some(rv)
-    {
-        return Err(ApiError::conflict_message(
-            K::GROUP,
-            K::RESOURCE,
-            &name,
-            format!(
-                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                q(K::GROUP, K::RESOURCE),
-                current.meta().resource_version.clone().unwrap_or_default()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn delete<K: ApiKind>(
-    state: &AppState,
-    info: &RequestInfo,
-    opts: DeleteOptions,
-) -> Result<Response, ApiError> {
-    let ns = key_namespace::<K>(info);
-    if K::RESOURCE == "namespaces" {
-        return pods::delete_namespace(state, &info.name);
-    }
-    let (event, ()) = K::commit(state.cluster(), &ns, &info.name, |current| {
-        let Some(current) = current else {
-            return Err(ApiError::not_found(K::GROUP, K::RESOURCE, &info.name));
-        };
-        let current = current.decode();
-        check_preconditions(&opts, &current)?;
-        Ok((Write::Delete(current), ()))
-    })?;
-    match event {
-        Some(commit) => Ok(success_status::<K>(&commit.obj)),
-        None => Err(ApiError::internal("delete stored nothing")),
-    }
 }

@@ -300,6 +300,26 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
+/// A handle on a [`Cluster`] that does not keep it alive, for background tasks (the garbage
+/// collector, the namespace controller) that must end with the sim.
+#[derive(Clone)]
+pub struct WeakCluster(std::sync::Weak<Inner>);
+
+impl WeakCluster {
+    /// The cluster, unless it was dropped.
+    pub fn upgrade(&self) -> Option<Cluster> {
+        self.0.upgrade().map(|inner| Cluster { inner })
+    }
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("resource_version", &self.inner.clock.current())
+            .finish()
+    }
+}
+
 struct Inner {
     clock: Arc<RvClock>,
     pods: Table<Pod>,
@@ -355,6 +375,11 @@ impl Cluster {
             let _ = cluster.create_namespace(ns);
         }
         cluster
+    }
+
+    /// A handle that does not keep the cluster alive (see [`WeakCluster`]).
+    pub fn downgrade(&self) -> WeakCluster {
+        WeakCluster(Arc::downgrade(&self.inner))
     }
 
     /// Creates a namespace (status Active); false if it exists.
@@ -564,14 +589,42 @@ impl Cluster {
         commit.map(|c| c.obj).or(current)
     }
 
-    /// Final removal after termination: DELETED event, ground-truth `deleted_at`. False if the
-    /// pod is gone or its uid differs.
+    /// Final removal after termination (the kubelet's delete with grace 0): DELETED event,
+    /// ground-truth `deleted_at`. A pod with finalizers stays instead, its grace period 0 (one
+    /// MODIFIED), until they are removed. False if the pod is gone or its uid differs.
     pub fn remove_pod(&self, namespace: &str, name: &str, uid: &str) -> bool {
         self.write_pod(namespace, name, |current| {
             let current = current.map(Stored::decode);
             match current {
                 Some(current) if current.metadata.uid.as_deref() == Some(uid) => {
-                    Ok((Write::Delete(current), ()))
+                    if current
+                        .metadata
+                        .finalizers
+                        .as_ref()
+                        .is_none_or(Vec::is_empty)
+                    {
+                        return Ok((Write::Delete(current), ()));
+                    }
+                    let meta = &current.metadata;
+                    if meta.deletion_timestamp.is_some()
+                        && meta.deletion_grace_period_seconds == Some(0)
+                    {
+                        return Ok((Write::Unchanged, ()));
+                    }
+                    let mut pod = current.clone();
+                    // The deletion's request time: the stamp was that plus the old grace period.
+                    let now = Timestamp::now();
+                    let requested =
+                        match (&meta.deletion_timestamp, meta.deletion_grace_period_seconds) {
+                            (Some(ts), Some(grace)) => {
+                                ts.0.saturating_sub(jiff::SignedDuration::from_secs(grace))
+                                    .unwrap_or(now)
+                            }
+                            _ => now,
+                        };
+                    pod.metadata.deletion_timestamp = Some(Time(requested.min(now)));
+                    pod.metadata.deletion_grace_period_seconds = Some(0);
+                    Ok((Write::Replace(pod), ()))
                 }
                 _ => Err(()),
             }

@@ -360,6 +360,8 @@ impl Sim {
         cluster.set_kubelet_enabled(cfg.kubelet.enabled);
         cluster.set_watch_buffer(cfg.watch_buffer);
         let history_pruner = cluster.spawn_history_pruner(HISTORY_PRUNE_EVERY);
+        // Ends by itself with the cluster.
+        drop(crate::gc::spawn(&cluster));
         let state = AppState::new(
             cluster.clone(),
             cfg.token.clone(),

@@ -432,7 +432,7 @@ async fn delete_preconditions_on_uid_are_checked() {
     };
     let err = pods.delete("pre", &dp).await.expect_err("precondition");
     assert!(
-        matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.message.contains("Precondition failed")),
+        matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.message.contains("the UID in the precondition (other) does not match the UID in record")),
         "{err:?}"
     );
     sim.shutdown().await;

@@ -45,7 +45,12 @@ async fn namespaces_exist_and_can_be_created_listed_and_deleted() {
         .delete("team-a", &Default::default())
         .await
         .expect("delete");
-    assert!(namespaces.get_opt("team-a").await.expect("get").is_none());
+    // Terminating first; the namespace controller then removes its contents and it.
+    let gone = podline_testkit::wait_until(std::time::Duration::from_secs(10), || async {
+        namespaces.get_opt("team-a").await.is_ok_and(|n| n.is_none())
+    })
+    .await;
+    assert!(gone, "the namespace stayed");
     assert!(
         sim.cluster().get_pod("team-a", "in-a").is_none(),
         "its pods went with it"
