@@ -10,5 +10,6 @@ mod deletes;
 mod pods;
 mod query;
 mod requests;
+mod writes;
 mod watch;
 mod reads;

@@ -4,6 +4,7 @@
 //! [`app`] builds the whole thing as an axum [`Router`], so tests can call it in-process
 //! (`tower::ServiceExt::oneshot`) as well as over a socket.
 
+mod apply;
 mod control;
 pub(crate) mod delete;
 mod discovery;

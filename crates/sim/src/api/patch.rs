@@ -40,6 +40,12 @@ const MERGE_KEYS: &[(&str, &str)] = &[
     ("status.hostIPs", "ip"),
 ];
 
+/// The merge key of the list of objects at `path` (dotted, list elements add no segment), if it
+/// is merged by key.
+pub fn merge_key(path: &str) -> Option<&'static str> {
+    MERGE_KEYS.iter().find(|(p, _)| *p == path).map(|(_, k)| *k)
+}
+
 /// Lists of scalars that a strategic merge patch unions instead of replacing.
 const MERGE_SETS: &[&str] = &["metadata.finalizers"];
 

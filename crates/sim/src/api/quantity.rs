@@ -104,7 +104,7 @@ impl Quantity {
         let mut format = self.format;
         if format == Format::BinarySi {
             // Small or fractional binary quantities are written as decimal ones.
-            let whole = magnitude % NANOS_PER_UNIT as u128 == 0;
+            let whole = magnitude.is_multiple_of(NANOS_PER_UNIT as u128);
             if magnitude < 1024 * NANOS_PER_UNIT as u128 || !whole {
                 format = Format::DecimalSi;
             }
@@ -112,7 +112,7 @@ impl Quantity {
         if format == Format::BinarySi {
             let mut units = magnitude / NANOS_PER_UNIT as u128;
             let mut exponent = 0;
-            while units % 1024 == 0 && exponent < 60 {
+            while units.is_multiple_of(1024) && exponent < 60 {
                 units /= 1024;
                 exponent += 10;
             }
@@ -130,7 +130,7 @@ impl Quantity {
         // Remove factors of ten, then step back to an exponent that is a multiple of three.
         let mut mantissa = magnitude;
         let mut exponent: i32 = -9;
-        while mantissa % 10 == 0 {
+        while mantissa.is_multiple_of(10) {
             mantissa /= 10;
             exponent += 1;
         }

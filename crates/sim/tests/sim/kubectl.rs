@@ -277,3 +277,105 @@ async fn kubectl_get_pods_prints_the_server_side_table_columns() {
     assert!(namespaces.contains("Active"), "{namespaces}");
     sim.shutdown().await;
 }
+
+/// `kubectl apply --server-side` creates a pod, re-applies a change of its own field, and is
+/// refused with kube's conflict message when another manager owns the field, until forced.
+/// (`--validate=false`: the sim serves no OpenAPI document for kubectl's schema validation.)
+#[tokio::test]
+async fn kubectl_apply_server_side_creates_updates_and_reports_conflicts() {
+    let sim = https_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let path = kc.path();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = |image: &str, label: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: applied\n  labels:\n    tier: {label}\nspec:\n  containers:\n  - name: main\n    image: {image}\n"
+        )
+    };
+    let file = dir.path().join("pod.yaml");
+    let file_arg = file.to_str().expect("utf-8 path");
+    std::fs::write(&file, manifest("busybox:1.36", "one")).expect("write");
+    let out = ok(&kubectl(
+        path,
+        &["apply", "--server-side", "--validate=false", "-f", file_arg],
+    )
+    .await);
+    assert!(out.contains("pod/applied serverside-applied"), "{out}");
+    std::fs::write(&file, manifest("busybox:1.36", "two")).expect("write");
+    ok(&kubectl(
+        path,
+        &["apply", "--server-side", "--validate=false", "-f", file_arg],
+    )
+    .await);
+    let labels = ok(&kubectl(
+        path,
+        &[
+            "get",
+            "pod",
+            "applied",
+            "-o",
+            "jsonpath={.metadata.labels.tier}",
+        ],
+    )
+    .await);
+    assert_eq!(labels, "two");
+    let managers = ok(&kubectl(
+        path,
+        &[
+            "get",
+            "pod",
+            "applied",
+            "--show-managed-fields",
+            "-o",
+            "jsonpath={.metadata.managedFields[*].manager}/{.metadata.managedFields[*].operation}",
+        ],
+    )
+    .await);
+    assert_eq!(managers, "kubectl/Apply", "{managers}");
+    // Another manager applies a different image: a conflict with the first one.
+    std::fs::write(&file, manifest("busybox:1.37", "two")).expect("write");
+    let refused = kubectl(
+        path,
+        &[
+            "apply",
+            "--server-side",
+            "--validate=false",
+            "--field-manager=other",
+            "-f",
+            file_arg,
+        ],
+    )
+    .await;
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(r#"conflict with "kubectl": .spec.containers[name="main"].image"#),
+        "{stderr}"
+    );
+    ok(&kubectl(
+        path,
+        &[
+            "apply",
+            "--server-side",
+            "--validate=false",
+            "--field-manager=other",
+            "--force-conflicts",
+            "-f",
+            file_arg,
+        ],
+    )
+    .await);
+    let image = ok(&kubectl(
+        path,
+        &[
+            "get",
+            "pod",
+            "applied",
+            "-o",
+            "jsonpath={.spec.containers[0].image}",
+        ],
+    )
+    .await);
+    assert_eq!(image, "busybox:1.37");
+    sim.shutdown().await;
+}

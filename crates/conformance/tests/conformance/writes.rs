@@ -1,0 +1,166 @@
+//! Writes: server-side apply, field ownership (`managedFields`), and decode errors.
+
+use http::Method;
+use podline_conformance::{Target, assert_status, pod};
+use serde_json::{Value, json};
+
+const APPLY: &str = "application/apply-patch+yaml";
+
+async fn apply(t: &Target, path: &str, query: &str, config: &Value) -> podline_conformance::Raw {
+    t.request(
+        Method::PATCH,
+        &format!("{path}?{query}"),
+        Some(APPLY),
+        Some("application/json"),
+        config.to_string().into_bytes(),
+    )
+    .await
+}
+
+fn entry<'a>(obj: &'a Value, manager: &str) -> &'a Value {
+    obj["metadata"]["managedFields"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|e| e["manager"] == manager))
+        .unwrap_or_else(|| panic!("no managedFields entry of {manager}: {obj}"))
+}
+
+/// A server-side apply of an object that does not exist creates it (201), and the manager owns
+/// the fields it applied (operation Apply).
+#[tokio::test]
+async fn an_apply_creates_the_pod_and_records_the_manager() {
+    let t = Target::new().await;
+    let path = format!("{}/applied", t.core_path("pods"));
+    let r = apply(&t, &path, "fieldManager=tester", &pod("applied")).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let created = r.json();
+    let mine = entry(&created, "tester");
+    assert_eq!(mine["operation"], "Apply", "{mine}");
+    assert_eq!(mine["apiVersion"], "v1", "{mine}");
+    assert_eq!(mine["fieldsType"], "FieldsV1", "{mine}");
+    let image = &mine["fieldsV1"]["f:spec"]["f:containers"]["k:{\"name\":\"main\"}"]["f:image"];
+    assert_eq!(image, &json!({}), "{mine}");
+}
+
+/// An apply that would change a field another manager applied is 409 naming the manager and
+/// the field; with `force=true` it succeeds and takes the field over.
+#[tokio::test]
+async fn an_apply_over_another_managers_field_conflicts_unless_forced() {
+    let t = Target::new().await;
+    let path = format!("{}/contested", t.core_path("pods"));
+    let mut config = pod("contested");
+    let r = apply(&t, &path, "fieldManager=first", &config).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    config["metadata"]["labels"]["app"] = json!("changed");
+    let r = apply(&t, &path, "fieldManager=second", &config).await;
+    let message = assert_status(&r, 409, "Conflict");
+    assert_eq!(
+        message,
+        r#"Apply failed with 1 conflict: conflict with "first": .metadata.labels.app"#
+    );
+    let cause = &r.json()["details"]["causes"][0];
+    assert_eq!(cause["reason"], "FieldManagerConflict", "{cause}");
+    assert_eq!(cause["field"], ".metadata.labels.app", "{cause}");
+    let r = apply(&t, &path, "fieldManager=second&force=true", &config).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let forced = r.json();
+    assert_eq!(forced["metadata"]["labels"]["app"], "changed");
+    let first = entry(&forced, "first");
+    assert!(
+        first["fieldsV1"]["f:metadata"]["f:labels"]
+            .get("f:app")
+            .is_none(),
+        "{first}"
+    );
+}
+
+/// The same value applied by two managers is shared ownership, not a conflict.
+#[tokio::test]
+async fn applying_the_same_value_as_another_manager_is_not_a_conflict() {
+    let t = Target::new().await;
+    let path = format!("{}/shared", t.core_path("pods"));
+    let config = pod("shared");
+    assert_eq!(
+        apply(&t, &path, "fieldManager=first", &config).await.status,
+        201
+    );
+    let r = apply(&t, &path, "fieldManager=second", &config).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let both = r.json();
+    entry(&both, "first");
+    entry(&both, "second");
+}
+
+/// An apply without `fieldManager` is 422 on PatchOptions.
+#[tokio::test]
+async fn an_apply_without_a_field_manager_is_invalid() {
+    let t = Target::new().await;
+    let path = format!("{}/nomanager", t.core_path("pods"));
+    let r = apply(&t, &path, "", &pod("nomanager")).await;
+    let message = assert_status(&r, 422, "Invalid");
+    assert_eq!(
+        message,
+        r#"PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch"#
+    );
+}
+
+/// Server-side apply works on leases too, and a re-apply by the same manager updates them.
+#[tokio::test]
+async fn an_apply_creates_and_updates_a_lease() {
+    let t = Target::new().await;
+    let path = format!(
+        "/apis/coordination.k8s.io/v1/namespaces/{}/leases/applied",
+        t.namespace()
+    );
+    let mut lease = json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "applied"},
+        "spec": {"holderIdentity": "me", "leaseDurationSeconds": 15}
+    });
+    let r = apply(&t, &path, "fieldManager=elector", &lease).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    lease["spec"]["holderIdentity"] = json!("you");
+    let r = apply(&t, &path, "fieldManager=elector", &lease).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let updated = r.json();
+    assert_eq!(updated["spec"]["holderIdentity"], "you");
+    assert_eq!(entry(&updated, "elector")["operation"], "Apply");
+}
+
+/// A create records its fields for its `fieldManager` (operation Update), and a write of the
+/// status subresource gets an entry of its own with `subresource: status`.
+#[tokio::test]
+async fn writes_record_managed_fields_per_manager_operation_and_subresource() {
+    let t = Target::new().await;
+    let r = t
+        .send_json(
+            Method::POST,
+            &format!("{}?fieldManager=creator", t.core_path("pods")),
+            &pod("owned"),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let created = r.json();
+    let creator = entry(&created, "creator");
+    assert_eq!(creator["operation"], "Update", "{creator}");
+    assert!(creator.get("subresource").is_none(), "{creator}");
+    assert!(
+        creator["fieldsV1"]["f:spec"]["f:containers"].is_object(),
+        "{creator}"
+    );
+    let patch = json!({"status": {"conditions": [{"type": "Example", "status": "True"}]}});
+    let r = t
+        .request(
+            Method::PATCH,
+            &format!("{}/owned/status?fieldManager=reporter", t.core_path("pods")),
+            Some("application/merge-patch+json"),
+            Some("application/json"),
+            patch.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let patched = r.json();
+    let reporter = entry(&patched, "reporter");
+    assert_eq!(reporter["operation"], "Update", "{reporter}");
+    assert_eq!(reporter["subresource"], "status", "{reporter}");
+    assert!(reporter["fieldsV1"]["f:status"].is_object(), "{reporter}");
+}
