@@ -46,7 +46,15 @@ pub struct PipelineConfig {
     /// created RUNNING at once, saving a write transaction (see
     /// [`PodQueue::with_pending_hold`]). Zero records Pending pods at once.
     pub pending_hold: Duration,
+    /// Pods queued at most: at the bound the watch waits for the workers
+    /// (see [`PodQueue::wait_for_room`]), so memory follows the bound, not
+    /// a backlog of finished pods listed at start.
+    pub queue_bound: usize,
 }
+
+/// Default [`PipelineConfig::queue_bound`]: enough to keep 8 workers busy
+/// and coalesce a burst, a few MB at most (1-2 KB per queued pod).
+pub const DEFAULT_QUEUE_BOUND: usize = 1000;
 
 /// Default [`PipelineConfig::pending_hold`]: most pods leave Pending
 /// (scheduling, image pull) within it, and nothing KFP reads needs a
@@ -67,6 +75,7 @@ impl PipelineConfig {
             workers: DEFAULT_WORKERS,
             drain_timeout: Duration::from_secs(20),
             pending_hold: DEFAULT_PENDING_HOLD,
+            queue_bound: DEFAULT_QUEUE_BOUND,
         }
     }
 }
@@ -92,6 +101,7 @@ pub async fn run(
     let mut watcher = Watcher {
         sink: sink.clone(),
         queue: queue.clone(),
+        bound: config.queue_bound,
         namespace: config.namespace.clone(),
         relist: None,
         sweep: None,
@@ -236,6 +246,8 @@ type Known = Arc<Mutex<HashSet<String>>>;
 struct Watcher {
     sink: Arc<KfpSink>,
     queue: Arc<PodQueue>,
+    /// [`PipelineConfig::queue_bound`].
+    bound: usize,
     namespace: Option<String>,
     /// Uids seen since a relist started.
     relist: Option<HashSet<String>>,
@@ -260,11 +272,24 @@ impl Watcher {
                 () = shutdown.cancelled() => return Ok(()),
             };
             let Some(item) = item else { return Ok(()) };
+            if matches!(
+                item,
+                Ok(Event::InitApply(_) | Event::Apply(_) | Event::Delete(_))
+            ) {
+                tokio::select! {
+                    waited = self.queue.wait_for_room(self.bound) => if waited {
+                        metrics.queue_overflow();
+                    },
+                    () = shutdown.cancelled() => return Ok(()),
+                }
+            }
             match item {
                 Ok(Event::Connected { reason, .. }) => {
                     health.set_watch_established(true);
+                    // The reason's label (a string, or a typed reason's `Display`).
+                    let reason = reason.to_string();
                     if reason != "initial" && reason != "resume" {
-                        metrics.reconnect(reason);
+                        metrics.reconnect(&reason);
                     }
                     tracing::debug!(reason, "pod watch connected");
                 }
@@ -293,7 +318,7 @@ impl Watcher {
                 Err(e) if e.is_fatal() => return Err(e),
                 Err(e) => {
                     // Counted as a reconnect by reason when the watch is back.
-                    tracing::debug!(reason = e.reason(), error = %e, "pod watch interrupted; resuming");
+                    tracing::debug!(reason = %e.reason(), error = %e, "pod watch interrupted; resuming");
                     continue;
                 }
             }

@@ -141,6 +141,8 @@ pub struct PodQueue {
     inner: Mutex<Inner>,
     /// Woken when a job became ready, or the queue closed and drained.
     changed: Notify,
+    /// Woken when a job was taken or dropped (room for the watch).
+    room: Notify,
     /// How long a Pending pod waits for its next snapshot (zero: no hold).
     pending_hold: Duration,
 }
@@ -170,6 +172,29 @@ impl PodQueue {
     /// Pods with unwritten changes (pending or held, not counting those in flight).
     pub fn depth(&self) -> usize {
         self.lock().pending.len()
+    }
+
+    /// Wait until fewer than `bound` pods are queued (or the queue is
+    /// closed). Returns whether it had to wait.
+    ///
+    /// Why: the watch calls this before queueing, so a backlog far larger
+    /// than the workers can write at once (thousands of finished pods
+    /// listed at start) is read from the API server as the workers make
+    /// room, and memory follows the bound, not the backlog. The watch's LIST
+    /// is paged, so waiting here just delays the next page.
+    pub async fn wait_for_room(&self, bound: usize) -> bool {
+        let mut waited = false;
+        loop {
+            let room = self.room.notified();
+            {
+                let inner = self.lock();
+                if inner.closed || inner.pending.len() < bound.max(1) {
+                    return waited;
+                }
+            }
+            waited = true;
+            room.await;
+        }
     }
 
     /// Queue a snapshot of the pod `uid`. A newer resourceVersion replaces an
@@ -224,6 +249,8 @@ impl PodQueue {
         inner.pending.remove(uid);
         inner.held.remove(uid);
         // A stale uid left in `ready` is passed over by `next`.
+        drop(inner);
+        self.room.notify_waiters();
     }
 
     /// A relist finished and saw exactly `seen`: every queued or in-flight
@@ -295,6 +322,7 @@ impl PodQueue {
                 while let Some(uid) = inner.ready.pop_front() {
                     if let Some(job) = inner.pending.remove(&uid) {
                         inner.in_flight.insert(uid.clone(), job.pod.clone());
+                        self.room.notify_waiters();
                         return Some((uid, job));
                     }
                 }
@@ -342,6 +370,7 @@ impl PodQueue {
         inner.hold_order.clear();
         drop(inner);
         self.changed.notify_waiters();
+        self.room.notify_waiters();
     }
 }
 
@@ -494,6 +523,23 @@ mod tests {
         let (uid, job) = q.next().await.expect("hold ran out");
         assert_eq!((uid.as_str(), phase(&job)), ("stuck", "Pending"));
         assert_eq!(before.elapsed(), hold, "exactly the hold (paused clock)");
+    }
+
+    #[tokio::test]
+    async fn the_watch_waits_for_room_when_the_queue_is_at_its_bound() {
+        let q = Arc::new(PodQueue::new());
+        q.push("a", snapshot("a", 1, "Succeeded"), false);
+        q.push("b", snapshot("b", 1, "Succeeded"), false);
+        assert!(!q.wait_for_room(3).await, "below the bound: no wait");
+        let watch = {
+            let q = q.clone();
+            tokio::spawn(async move { q.wait_for_room(2).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!watch.is_finished(), "at the bound: the watch waits");
+        let (uid, _) = q.next().await.expect("a worker takes one");
+        assert!(watch.await.expect("join"), "room made: the watch goes on");
+        q.done(&uid);
     }
 
     /// Heap bytes allocated and not freed by `f` on this thread.
