@@ -147,3 +147,51 @@ async fn the_log_of_an_unscheduled_pod_is_204_with_an_empty_body() {
     assert_eq!(r.status, 204, "{}", r.text());
     assert!(r.body.is_empty());
 }
+
+/// A `continue` token serves the snapshot of the first page: a pod created between pages is not
+/// in later pages (even where it sorts among them), and every page carries the first page's
+/// resourceVersion.
+#[tokio::test]
+async fn a_continued_list_serves_the_snapshot_of_its_first_page() {
+    let t = Target::new().await;
+    for name in ["p1", "p2", "p3"] {
+        assert!(t.create_pod(&pod(name)).await.status.is_success());
+    }
+    let pods = t.core_path("pods");
+    let first = t.get(&format!("{pods}?limit=1")).await.json();
+    assert_eq!(first["items"][0]["metadata"]["name"], "p1", "{first}");
+    let token = first["metadata"]["continue"]
+        .as_str()
+        .expect("a continue token")
+        .to_owned();
+    assert!(t.create_pod(&pod("p15")).await.status.is_success());
+    let rest = t.get(&format!("{pods}?limit=10&continue={token}")).await;
+    assert_eq!(rest.status, 200, "{}", rest.text());
+    let rest = rest.json();
+    let names: Vec<&str> = rest["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["p2", "p3"],
+        "the snapshot of the first page: {rest}"
+    );
+    assert_eq!(
+        rest["metadata"]["resourceVersion"], first["metadata"]["resourceVersion"],
+        "every page is at the first page's resourceVersion"
+    );
+}
+
+/// A garbage `continue` token is 400 BadRequest `invalid continue token: ...`.
+#[tokio::test]
+async fn a_garbage_continue_token_is_bad_request_invalid_continue_token() {
+    let t = Target::new().await;
+    let r = t
+        .get(&format!("{}?limit=1&continue=ab!c", t.core_path("pods")))
+        .await;
+    let message = podline_conformance::assert_status(&r, 400, "BadRequest");
+    assert!(message.starts_with("invalid continue token: "), "{message}");
+}

@@ -290,31 +290,76 @@ mod parse_tests {
     }
 }
 
-/// Continue tokens: opaque to clients; here the list's resourceVersion and the last key, in hex.
+/// Continue tokens, shaped like kube-apiserver's: base64 (URL alphabet, unpadded) of
+/// `{"v":"meta.k8s.io/v1","rv":<list resourceVersion>,"start":"<namespace>/<name>"}`, the last
+/// key served (exclusive). A bad token is reported in kube's words.
 pub mod continue_token {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use serde::{Deserialize, Serialize};
+
     use crate::cluster::Key;
+
+    #[derive(Serialize, Deserialize)]
+    struct Token {
+        #[serde(default)]
+        v: String,
+        #[serde(default)]
+        rv: i64,
+        #[serde(default)]
+        start: String,
+    }
 
     /// Encodes a token.
     pub fn encode(rv: u64, last: &Key) -> String {
-        let raw = format!("{rv}\u{0}{}\u{0}{}", last.0, last.1);
-        raw.bytes().map(|b| format!("{b:02x}")).collect()
+        let start = if last.0.is_empty() {
+            last.1.clone()
+        } else {
+            format!("{}/{}", last.0, last.1)
+        };
+        let token = Token {
+            v: "meta.k8s.io/v1".to_owned(),
+            rv: i64::try_from(rv).unwrap_or(i64::MAX),
+            start,
+        };
+        // Invariant: a struct of strings and an integer always serializes.
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(&token).expect("token serializes"))
     }
 
-    /// Decodes a token; None if it is not one of ours.
-    pub fn decode(token: &str) -> Option<(u64, Key)> {
-        if !token.len().is_multiple_of(2) {
-            return None;
+    /// Decodes a token; the error is the storage layer's reason (kube prefixes it with
+    /// `invalid continue token: `).
+    pub fn decode(token: &str) -> Result<(u64, Key), String> {
+        let generic = "continue key is not valid";
+        let data = URL_SAFE_NO_PAD.decode(token).map_err(|e| match e {
+            base64::DecodeError::InvalidByte(at, _)
+            | base64::DecodeError::InvalidLastSymbol(at, _) => {
+                format!("{generic}: illegal base64 data at input byte {at}")
+            }
+            _ => format!(
+                "{generic}: illegal base64 data at input byte {}",
+                token.len()
+            ),
+        })?;
+        let token: Token = serde_json::from_slice(&data).map_err(|e| format!("{generic}: {e}"))?;
+        if token.v != "meta.k8s.io/v1" {
+            return Err(format!(
+                "{generic}: server does not recognize this encoded version {}",
+                token.v
+            ));
         }
-        let bytes: Option<Vec<u8>> = (0..token.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok())
-            .collect();
-        let raw = String::from_utf8(bytes?).ok()?;
-        let mut parts = raw.split('\u{0}');
-        let rv = parts.next()?.parse().ok()?;
-        let ns = parts.next()?.to_owned();
-        let name = parts.next()?.to_owned();
-        Some((rv, (ns, name)))
+        if token.rv <= 0 {
+            return Err(format!(
+                "{generic}: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
+            ));
+        }
+        if token.start.is_empty() {
+            return Err(format!("{generic}: encoded start key empty"));
+        }
+        let key = match token.start.split_once('/') {
+            Some((ns, name)) => (ns.to_owned(), name.to_owned()),
+            None => (String::new(), token.start),
+        };
+        Ok((token.rv as u64, key))
     }
 
     #[cfg(test)]
@@ -323,9 +368,17 @@ pub mod continue_token {
         fn tokens_round_trip_and_garbage_is_rejected() {
             let key = ("ns".to_owned(), "pod-1".to_owned());
             let token = super::encode(42, &key);
-            assert_eq!(super::decode(&token), Some((42, key)));
-            assert_eq!(super::decode("zz"), None);
-            assert_eq!(super::decode("abc"), None);
+            assert_eq!(super::decode(&token), Ok((42, key)));
+            let cluster_scoped = (String::new(), "default".to_owned());
+            assert_eq!(
+                super::decode(&super::encode(7, &cluster_scoped)),
+                Ok((7, cluster_scoped))
+            );
+            assert_eq!(
+                super::decode("ab!c").unwrap_err(),
+                "continue key is not valid: illegal base64 data at input byte 2"
+            );
+            assert!(super::decode("abc").is_err());
         }
     }
 }

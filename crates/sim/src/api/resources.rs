@@ -374,6 +374,9 @@ impl Filter {
     }
 }
 
+/// kube-apiserver's message when a continue token's resourceVersion was compacted.
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
 fn list<K: ApiKind>(
     state: &AppState,
     info: &RequestInfo,
@@ -382,9 +385,10 @@ fn list<K: ApiKind>(
     let params: ListParams = query::parse(query)?;
     let filter = Filter::new::<K>(info, &params)?;
     let resume = match params.continue_token.as_deref().filter(|t| !t.is_empty()) {
-        Some(token) => Some(continue_token::decode(token).ok_or_else(|| {
-            ApiError::bad_request("continue key is not valid: illegal base64 data")
-        })?),
+        Some(token) => Some(
+            continue_token::decode(token)
+                .map_err(|why| ApiError::bad_request(format!("invalid continue token: {why}")))?,
+        ),
         None => None,
     };
     let rv = params.resource_version.as_deref();
@@ -397,10 +401,17 @@ fn list<K: ApiKind>(
     // the watch cache, and the two word a bad resourceVersion differently.
     let from_etcd = resume.is_some() || (params.limit.is_some_and(|l| l > 0) && rv != Some("0"));
     query::check_resource_version(rv, from_etcd)?;
-    let (items, snapshot_rv) = K::table(state.cluster()).snapshot(
-        filter.namespace.as_deref(),
-        resume.as_ref().map(|(_, key)| key),
-    );
+    // A continue serves the snapshot of the first page (kube reads etcd at the token's
+    // revision): 410 once the sim's history no longer reaches back to it.
+    let (items, snapshot_rv) = match &resume {
+        Some((rv, key)) => (
+            K::table(state.cluster())
+                .snapshot_at(filter.namespace.as_deref(), key, *rv)
+                .map_err(|_| ApiError::expired(CONTINUE_EXPIRED))?,
+            *rv,
+        ),
+        None => K::table(state.cluster()).snapshot(filter.namespace.as_deref(), None),
+    };
     let list_rv = resume.as_ref().map_or(snapshot_rv, |(rv, _)| *rv);
     let limit = params.limit.filter(|l| *l > 0).map(|l| l as usize);
     let mut selected: Vec<&Stored<K>> = Vec::new();

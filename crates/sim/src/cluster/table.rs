@@ -14,7 +14,7 @@
 //! the history alike; live watchers still get the line serialized before compression, and a
 //! resume from the history rebuilds the lines it replays.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::marker::PhantomData;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -452,6 +452,63 @@ impl<K: Kind> Table<K> {
             .map(|(_, stored)| stored.clone())
             .collect();
         (items, rv)
+    }
+
+    /// Like [`Table::snapshot`] after `after`, but the objects as they were at resourceVersion
+    /// `rv` (a continued LIST serves its first page's snapshot): the current objects with every
+    /// change after `rv` undone from the history. [`TooOld`] when the history no longer reaches
+    /// back to `rv`.
+    pub fn snapshot_at(
+        &self,
+        namespace: Option<&str>,
+        after: &Key,
+        rv: u64,
+    ) -> Result<Vec<Stored<K>>, TooOld> {
+        let state = self.lock();
+        if rv < state.compacted_rv {
+            return Err(TooOld {
+                asked: rv,
+                oldest: state.compacted_rv,
+            });
+        }
+        let lower = PackedKey::new(&after.0, &after.1);
+        let in_range =
+            |key: &PackedKey| *key > lower && namespace.is_none_or(|want| want == key.namespace());
+        let mut objects: BTreeMap<PackedKey, Stored<K>> = state
+            .objects
+            .range((
+                Bound::Excluded(PackedKey::new(&after.0, &after.1)),
+                Bound::Unbounded,
+            ))
+            .take_while(|(key, _)| namespace.is_none_or(|want| want == key.namespace()))
+            .map(|(key, stored)| (key.clone(), stored.clone()))
+            .collect();
+        // The first change after `rv` of each key holds (as `prev`) its version at `rv`.
+        let start = state.history.partition_point(|e| e.rv() <= rv);
+        let mut undone: BTreeSet<PackedKey> = BTreeSet::new();
+        for recorded in state.history.range(start..) {
+            let (object_json, prev) = match recorded {
+                Recorded::Live(event) => (event.json.clone(), event.prev.clone()),
+                Recorded::Packed { object, prev, .. } => (object.json(), prev.clone()),
+            };
+            let obj: K = decode(&object_json);
+            let key = PackedKey::new(
+                obj.meta().namespace.as_deref().unwrap_or_default(),
+                obj.meta().name.as_deref().unwrap_or_default(),
+            );
+            if !in_range(&key) || !undone.insert(key.clone()) {
+                continue;
+            }
+            match prev {
+                Some(prev) => {
+                    objects.insert(key, prev);
+                }
+                None => {
+                    objects.remove(&key);
+                }
+            }
+        }
+        Ok(objects.into_values().collect())
     }
 
     /// Applies `decide` to the current object at `key` and commits what it returns. `hook` runs
