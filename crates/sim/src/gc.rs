@@ -283,6 +283,9 @@ impl Collector {
             }
             remove_finalizer(&cluster, &owner, ORPHAN_FINALIZER);
         }
+        // Owners looked up once per pass, however many dependents name them.
+        // Owners looked up once per pass, however many dependents name them.
+        let mut owners: HashMap<(String, String, String, String, String), Owner> = HashMap::new();
         for (dependent, refs) in self.dependents.clone() {
             let orphaning = |r: &OwnerReference| {
                 self.pending
@@ -292,7 +295,17 @@ impl Collector {
             let mut solid = false;
             let mut gone = Vec::new();
             for r in refs.iter().filter(|r| !orphaning(r)) {
-                match resolve(&cluster, &dependent.namespace, r) {
+                let key = (
+                    dependent.namespace.clone(),
+                    r.api_version.clone(),
+                    r.kind.clone(),
+                    r.name.clone(),
+                    r.uid.clone(),
+                );
+                let owner = owners
+                    .entry(key)
+                    .or_insert_with(|| resolve(&cluster, &dependent.namespace, r));
+                match owner {
                     Owner::Unknown | Owner::Present { waiting: false } => solid = true,
                     Owner::Present { waiting: true } => gone.push(r.uid.clone()),
                     Owner::Absent => gone.push(r.uid.clone()),

@@ -139,7 +139,20 @@ pub fn finalize(state: &AppState, name: &str, body: &[u8]) -> Result<Response, A
                 return Ok((Write::Unchanged, Some(current.json())));
             }
             spec.finalizers = new;
-            Ok((Write::Replace(ns), None))
+            // The finalize store's `ShouldDeleteDuringUpdate`: a Terminating namespace with no
+            // finalizer left goes (what `kubectl replace --raw .../finalize` relies on).
+            let done = ns.metadata.deletion_timestamp.is_some()
+                && ns
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.finalizers.as_ref())
+                    .is_none()
+                && ns.metadata.finalizers.as_ref().is_none_or(Vec::is_empty);
+            if done {
+                Ok((Write::Delete(ns), None))
+            } else {
+                Ok((Write::Replace(ns), None))
+            }
         },
         |_, _| {},
     )?;

@@ -274,3 +274,45 @@ async fn a_namespace_with_running_pods_terminates_then_goes() {
     assert!(sim.cluster().get_pod("team", "p0").is_none());
     sim.shutdown().await;
 }
+
+/// `PUT namespaces/{name}/finalize` with no finalizers ends a Terminating namespace at once, even
+/// while content holds it (the operator's way out of a namespace stuck in Terminating).
+#[tokio::test]
+async fn finalizing_a_terminating_namespace_with_no_finalizers_removes_it() {
+    use http::Method;
+    let sim = super::common::sim_without_kubelet().await;
+    let client = podline_testkit::client(&sim).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "stuck"}})).expect("ns");
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create ns");
+    let pods: Api<Pod> = Api::namespaced(client, "stuck");
+    pods.create(&PostParams::default(), &task("holder", 600, None, true))
+        .await
+        .expect("create");
+    namespaces
+        .delete("stuck", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let held = wait_until(WAIT, || async {
+        pods.get("holder")
+            .await
+            .is_ok_and(|p| p.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+    assert!(held, "the namespace controller did not delete the pod");
+    assert!(namespaces.get_opt("stuck").await.expect("get").is_some());
+    let r = super::common::raw(
+        &sim,
+        Method::PUT,
+        "/api/v1/namespaces/stuck/finalize",
+        Some("application/json"),
+        r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"stuck"},"spec":{"finalizers":[]}}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert!(namespaces.get_opt("stuck").await.expect("get").is_none());
+    sim.shutdown().await;
+}
