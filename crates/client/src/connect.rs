@@ -663,7 +663,7 @@ users:
         assert_eq!(
             classify(&err),
             Disposition::Retry {
-                reason: "too_many_requests",
+                reason: crate::reason::Reason::TooManyRequests,
                 retry_after: Some(Duration::from_secs(7))
             }
         );

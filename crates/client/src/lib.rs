@@ -60,6 +60,7 @@ pub mod connect;
 pub mod error;
 pub mod ping;
 pub mod proxy;
+pub mod reason;
 pub mod retry;
 pub mod timeouts;
 pub mod transport;

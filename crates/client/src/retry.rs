@@ -34,6 +34,7 @@ use kube::core::Status;
 use tokio::time::Instant;
 
 use crate::backoff::FullJitter;
+pub use crate::reason::Reason;
 use crate::transport::{FailureKind, TransportFailure};
 
 /// What a caller should do about a failed call.
@@ -41,9 +42,9 @@ use crate::transport::{FailureKind, TransportFailure};
 pub enum Disposition {
     /// Transient: the same call may succeed later.
     Retry {
-        /// A short, stable metric label: `conflict`, `too_many_requests`, `server_error`,
-        /// `transport` or `timeout`.
-        reason: &'static str,
+        /// Why: [`Reason::Conflict`], [`Reason::TooManyRequests`], [`Reason::ServerError`],
+        /// [`Reason::Transport`] or [`Reason::Timeout`].
+        reason: Reason,
         /// How long the server asked us to wait (uncapped; [`RetryPolicy`] caps it).
         retry_after: Option<Duration>,
     },
@@ -52,8 +53,8 @@ pub enum Disposition {
     AlreadyExists,
     /// Repeating the call cannot help (bad request, no permission, missing namespace...).
     Fatal {
-        /// A short, stable metric label, e.g. `forbidden`, `invalid`, `not_found`.
-        reason: &'static str,
+        /// Why, e.g. [`Reason::Forbidden`], [`Reason::Invalid`], [`Reason::NotFound`].
+        reason: Reason,
     },
 }
 
@@ -63,11 +64,17 @@ impl Disposition {
         matches!(self, Disposition::Retry { .. })
     }
 
-    /// The metric label of this disposition (`already_exists` for [`Disposition::AlreadyExists`]).
-    pub fn reason(&self) -> &'static str {
+    /// Whether no retry can fix it ([`Disposition::Fatal`]).
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Disposition::Fatal { .. })
+    }
+
+    /// Why ([`Reason::AlreadyExists`] for [`Disposition::AlreadyExists`]); `.as_str()` is the
+    /// metric label.
+    pub fn reason(&self) -> Reason {
         match self {
-            Disposition::Retry { reason, .. } | Disposition::Fatal { reason } => reason,
-            Disposition::AlreadyExists => "already_exists",
+            Disposition::Retry { reason, .. } | Disposition::Fatal { reason } => *reason,
+            Disposition::AlreadyExists => Reason::AlreadyExists,
         }
     }
 }
@@ -78,24 +85,28 @@ pub fn classify(err: &kube::Error) -> Disposition {
     #[allow(unreachable_patterns)] // kube's feature-gated variants differ by enabled features
     match err {
         E::Api(status) => classify_status(status),
-        E::HyperError(e) if e.is_timeout() => transient("timeout"),
-        E::HyperError(_) => transient("transport"),
+        E::HyperError(e) if e.is_timeout() => transient(Reason::Timeout),
+        E::HyperError(_) => transient(Reason::Transport),
         E::Service(e) => {
             if is_bad_certificate(e.as_ref()) || speaks_tls(e.as_ref()) {
-                fatal("tls")
+                fatal(Reason::Tls)
             } else if is_timeout(e.as_ref()) {
-                transient("timeout")
+                transient(Reason::Timeout)
             } else {
-                transient("transport")
+                transient(Reason::Transport)
             }
         }
-        E::ReadEvents(io) if io.kind() == std::io::ErrorKind::TimedOut => transient("timeout"),
-        E::ReadEvents(_) => transient("transport"),
+        E::ReadEvents(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+            transient(Reason::Timeout)
+        }
+        E::ReadEvents(_) => transient(Reason::Transport),
         // A body cut short by a dropped connection fails to parse at its end: transient.
-        E::SerdeError(e) if e.is_eof() => transient("transport"),
-        E::SerdeError(_) | E::FromUtf8(_) | E::LinesCodecMaxLineLengthExceeded => fatal("decode"),
-        E::Auth(_) => fatal("auth"),
-        _ => fatal("config"),
+        E::SerdeError(e) if e.is_eof() => transient(Reason::Transport),
+        E::SerdeError(_) | E::FromUtf8(_) | E::LinesCodecMaxLineLengthExceeded => {
+            fatal(Reason::Decode)
+        }
+        E::Auth(_) => fatal(Reason::Auth),
+        _ => fatal(Reason::Config),
     }
 }
 
@@ -111,32 +122,32 @@ pub fn classify_status(status: &Status) -> Disposition {
     match status.code {
         409 if status.reason == "AlreadyExists" => Disposition::AlreadyExists,
         409 => Disposition::Retry {
-            reason: "conflict",
+            reason: Reason::Conflict,
             retry_after,
         },
         429 => Disposition::Retry {
-            reason: "too_many_requests",
+            reason: Reason::TooManyRequests,
             retry_after,
         },
         500 | 502 | 503 | 504 => Disposition::Retry {
-            reason: "server_error",
+            reason: Reason::ServerError,
             retry_after,
         },
         408 => Disposition::Retry {
-            reason: "timeout",
+            reason: Reason::Timeout,
             retry_after,
         },
-        400 => fatal("bad_request"),
-        401 => fatal("unauthorized"),
-        403 => fatal("forbidden"),
-        404 => fatal("not_found"),
-        405 => fatal("method_not_allowed"),
-        410 => fatal("gone"),
-        415 => fatal("unsupported_media_type"),
-        422 => fatal("invalid"),
-        c if (400..500).contains(&c) => fatal("client_error"),
-        c if (500..600).contains(&c) => fatal("server_error"),
-        _ => fatal("unexpected_status"),
+        400 => fatal(Reason::BadRequest),
+        401 => fatal(Reason::Unauthorized),
+        403 => fatal(Reason::Forbidden),
+        404 => fatal(Reason::NotFound),
+        405 => fatal(Reason::MethodNotAllowed),
+        410 => fatal(Reason::Gone),
+        415 => fatal(Reason::UnsupportedMediaType),
+        422 => fatal(Reason::Invalid),
+        c if (400..500).contains(&c) => fatal(Reason::ClientError),
+        c if (500..600).contains(&c) => fatal(Reason::ServerError),
+        _ => fatal(Reason::UnexpectedStatus),
     }
 }
 
@@ -148,14 +159,14 @@ pub fn status_code(err: &kube::Error) -> Option<u16> {
     }
 }
 
-fn transient(reason: &'static str) -> Disposition {
+fn transient(reason: Reason) -> Disposition {
     Disposition::Retry {
         reason,
         retry_after: None,
     }
 }
 
-fn fatal(reason: &'static str) -> Disposition {
+fn fatal(reason: Reason) -> Disposition {
     Disposition::Fatal { reason }
 }
 
@@ -366,7 +377,7 @@ where
             op = op_name,
             attempt = attempts.load(Ordering::Relaxed),
             status = status_code(e),
-            reason = disposition.reason(),
+            reason = disposition.reason().as_str(),
             delay_ms = delay.as_millis() as u64,
             "retrying",
         );
@@ -414,7 +425,7 @@ mod tests {
         assert_eq!(
             classify(&api(409, "Conflict")),
             Disposition::Retry {
-                reason: "conflict",
+                reason: Reason::Conflict,
                 retry_after: None
             }
         );
@@ -425,7 +436,7 @@ mod tests {
         for code in 0..=u16::MAX {
             // Total: every code gets an answer with a non-empty label.
             let d = classify_status(&status(code, ""));
-            assert!(!d.reason().is_empty(), "{code}");
+            assert!(!d.reason().as_str().is_empty(), "{code}");
             let retryable = matches!(code, 408 | 409 | 429 | 500 | 502 | 503 | 504);
             assert_eq!(d.is_retryable(), retryable, "{code}: {d:?}");
         }
@@ -439,30 +450,36 @@ mod tests {
             (415, "unsupported_media_type"),
             (422, "invalid"),
         ] {
-            assert_eq!(
-                classify(&api(code, "x")),
-                Disposition::Fatal { reason: label }
-            );
+            let d = classify(&api(code, "x"));
+            assert!(d.is_fatal(), "{code}");
+            assert_eq!(d.reason().as_str(), label);
         }
-        assert_eq!(classify(&api(429, "")).reason(), "too_many_requests");
-        assert_eq!(classify(&api(503, "")).reason(), "server_error");
+        assert_eq!(
+            classify(&api(429, "")).reason().as_str(),
+            "too_many_requests"
+        );
+        assert_eq!(classify(&api(503, "")).reason().as_str(), "server_error");
     }
 
     #[test]
     fn transport_and_decode_errors_should_be_classified() {
         let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
         assert_eq!(
-            classify(&kube::Error::Service(Box::new(refused))).reason(),
+            classify(&kube::Error::Service(Box::new(refused)))
+                .reason()
+                .as_str(),
             "transport"
         );
         let timed_out = std::io::Error::new(std::io::ErrorKind::TimedOut, "read timeout");
         assert_eq!(
-            classify(&kube::Error::Service(Box::new(timed_out))).reason(),
+            classify(&kube::Error::Service(Box::new(timed_out)))
+                .reason()
+                .as_str(),
             "timeout"
         );
         let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
         assert_eq!(
-            classify(&kube::Error::ReadEvents(reset)).reason(),
+            classify(&kube::Error::ReadEvents(reset)).reason().as_str(),
             "transport"
         );
         let eof = serde_json::from_str::<serde_json::Value>("{\"a\":").unwrap_err();
@@ -470,7 +487,9 @@ mod tests {
         let garbage = serde_json::from_str::<serde_json::Value>("nope").unwrap_err();
         assert_eq!(
             classify(&kube::Error::SerdeError(garbage)),
-            Disposition::Fatal { reason: "decode" }
+            Disposition::Fatal {
+                reason: Reason::Decode
+            }
         );
     }
 
@@ -479,7 +498,7 @@ mod tests {
         assert_eq!(
             classify(&api_retry_after(429, 7)),
             Disposition::Retry {
-                reason: "too_many_requests",
+                reason: Reason::TooManyRequests,
                 retry_after: Some(Duration::from_secs(7))
             }
         );

@@ -15,7 +15,7 @@ use kube::config::Kubeconfig;
 use podline_client::backoff::FullJitter;
 use podline_client::connect::{ConfigSource, ConnectOptions, connect_with_kubeconfig};
 use podline_client::timeouts::WatchTimeouts;
-use podline_client::watch::{Event, Phase, WatchConfig, WatchError, watch};
+use podline_client::watch::{Event, Phase, Reason, WatchConfig, WatchError, watch};
 use podline_sim::{FaultAction, FaultRule, FaultVerb, Sim, SimConfig};
 use podline_testkit::start_sim;
 use tokio::time::Instant;
@@ -135,7 +135,7 @@ async fn idle_watch_should_reconnect_ten_times_without_listing() {
     let items = read_until(&mut w, |i| {
         if let Ok(Event::Connected { reason, .. }) = i {
             assert!(
-                matches!(*reason, "server_timeout" | "client_timeout"),
+                matches!(*reason, Reason::ServerTimeout | Reason::ClientTimeout),
                 "{reason}"
             );
             reconnects += 1;
@@ -245,7 +245,7 @@ async fn resets_and_early_ends_should_lose_nothing_and_never_relist() {
             matches!(
                 i,
                 Ok(Event::Connected {
-                    reason: "reset",
+                    reason: Reason::Reset,
                     ..
                 })
             )
@@ -282,7 +282,7 @@ async fn gone_after_compaction_during_an_outage_should_relist() {
     assert!(
         items
             .iter()
-            .any(|i| matches!(i, Err(e) if e.reason() == "http_5xx")),
+            .any(|i| matches!(i, Err(e) if e.reason() == Reason::Http5xx)),
         "{:?}",
         summary(&items)
     );
@@ -311,7 +311,7 @@ async fn api_restart_should_recover() {
     let (_, items) = tokio::join!(
         sim.restart(Duration::from_millis(1500)),
         read_until(&mut w, |i| {
-            matches!(i, Err(e) if e.reason() == "refused")
+            matches!(i, Err(e) if e.reason() == Reason::Refused)
         })
     );
     assert!(items.iter().all(|i| !matches!(i, Err(e) if e.is_fatal())));
@@ -360,7 +360,7 @@ async fn list_stall_should_time_out_and_retry() {
     assert!(
         items
             .iter()
-            .any(|i| matches!(i, Err(e) if e.reason() == "http_5xx"))
+            .any(|i| matches!(i, Err(e) if e.reason() == Reason::Http5xx))
     );
     assert!(applied(&items).contains("existing"));
     assert!(started.elapsed() <= CLIENT + SLACK + Duration::from_secs(1));
@@ -379,7 +379,7 @@ async fn forbidden_watch_should_be_fatal() {
         unreachable!()
     };
     assert!(err.is_fatal(), "{err}");
-    assert_eq!(err.reason(), "forbidden");
+    assert_eq!(err.reason(), Reason::Forbidden);
     assert!(w.next().await.is_none());
 }
 
@@ -443,7 +443,7 @@ async fn connect_should_verify_tls_with_the_kubeconfig_ca() {
     // A rejected certificate is not worth retrying: fatal, with its own label.
     assert_eq!(
         podline_client::retry::classify(&err),
-        podline_client::retry::Disposition::Fatal { reason: "tls" },
+        podline_client::retry::Disposition::Fatal { reason: Reason::Tls },
         "{err:?}"
     );
 }
@@ -471,7 +471,7 @@ async fn connect_should_leave_retries_to_us() {
     assert_eq!(
         podline_client::retry::classify(&err),
         podline_client::retry::Disposition::Retry {
-            reason: "too_many_requests",
+            reason: Reason::TooManyRequests,
             retry_after: Some(Duration::from_secs(1))
         }
     );
@@ -501,7 +501,7 @@ async fn connect_should_bound_unary_calls_by_the_client_timeout() {
     );
     assert_eq!(
         podline_client::retry::classify(&err).reason(),
-        "timeout",
+        Reason::Timeout,
         "{err:?}"
     );
 }

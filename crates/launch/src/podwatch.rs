@@ -285,7 +285,7 @@ impl Subscribers {
                 return Routed::Ended;
             }
             Err(err) => {
-                tracing::debug!(error = %err, reason = err.reason(), "pod watch interrupted; resuming");
+                tracing::debug!(error = %err, reason = err.reason().as_str(), "pod watch interrupted; resuming");
                 for tx in self.pods.values() {
                     tx.send_modify(|s| s.errors += 1);
                 }

@@ -49,12 +49,15 @@ pub struct SelectorError {
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
     /// The watch failed in a way no retry can fix (401, 403, a missing namespace, a bad selector).
+    /// (The watch error is printed in the message, not returned from `source()`, so a `{:#}`
+    /// chain shows it once.)
     #[error("cannot watch pods: {0}")]
-    Watch(#[source] podline_client::watch::WatchError),
+    Watch(podline_client::watch::WatchError),
     /// The watch stream ended although it never ends by itself (a bug in the watch).
     #[error("the pod watch ended unexpectedly")]
     WatchEnded,
     /// The store refused to answer in a way no retry can fix (bad schema, corrupt data).
+    /// (Printed in the message, not returned from `source()`, as for `Watch`.)
     #[error("cannot use the store: {0}")]
-    Store(#[source] podline_store::StoreError),
+    Store(podline_store::StoreError),
 }

@@ -150,6 +150,7 @@ impl Metrics {
     }
 
     /// Counts one reconnect of the watch, labelled by why it reconnected.
+    /// `reason` is a [`Reason`](podline_client::watch::Reason)'s label (its `as_str()`).
     pub fn reconnect(&self, reason: &str) {
         self.reconnects
             .get_or_create(&[("reason", reason.to_owned())])
@@ -216,6 +217,8 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
+    use podline_client::watch::Reason;
+
     use super::*;
 
     #[test]
@@ -223,7 +226,7 @@ mod tests {
         let m = Metrics::new();
         m.event("apply");
         m.event("apply");
-        m.reconnect("client_timeout");
+        m.reconnect(Reason::ClientTimeout.as_str());
         m.relist();
         m.queue_depth(7);
         m.write(0.002, 10, Some(0.01));

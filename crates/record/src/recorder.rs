@@ -317,7 +317,7 @@ impl Recorder {
                         tracing::warn!(
                             cluster = %self.config.cluster,
                             failures = report.failures,
-                            reason = err.reason(),
+                            reason = err.reason().as_str(),
                             "cannot watch pods{}, retrying with backoff: {err}",
                             if report.since_start { " since start" } else { "" },
                         );
@@ -334,11 +334,14 @@ impl Recorder {
         self.health.set_watch_established(false);
         if err.is_gone() {
             tracing::info!(
-                reason = err.reason(),
+                reason = err.reason().as_str(),
                 "watch history expired, re-listing: {err}"
             );
         } else {
-            tracing::debug!(reason = err.reason(), "watch interrupted, resuming: {err}");
+            tracing::debug!(
+                reason = err.reason().as_str(),
+                "watch interrupted, resuming: {err}"
+            );
         }
     }
 
@@ -386,10 +389,14 @@ impl Recorder {
                 resource_version,
             } => {
                 self.health.set_watch_established(true);
-                if reason != "initial" && reason != "resume" {
-                    self.metrics.reconnect(reason);
+                if !reason.is_first_connect() {
+                    self.metrics.reconnect(reason.as_str());
                 }
-                tracing::debug!(reason, resource_version, "watch connected");
+                tracing::debug!(
+                    reason = reason.as_str(),
+                    resource_version,
+                    "watch connected"
+                );
                 if let Some(rv) = parse_resource_version(Some(&resource_version)) {
                     self.advance(rv, queue, state);
                 }

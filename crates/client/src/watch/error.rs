@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use kube::core::Status;
 
-use crate::retry::{Disposition, classify};
+use crate::reason::Reason;
+use crate::retry::classify;
 
 /// The phase a client timeout interrupted, for messages and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,37 +37,37 @@ impl std::fmt::Display for Phase {
 #[non_exhaustive]
 pub enum WatchError {
     /// A LIST page failed (the list resumes from the same page, or restarts after 410).
-    #[error("LIST failed ({reason}): {source}")]
+    #[error("LIST failed ({reason}): {error}")]
     ListFailed {
-        /// Metric label.
-        reason: &'static str,
-        /// What kube reported.
-        #[source]
-        source: kube::Error,
+        /// Why, as a metric label.
+        reason: Reason,
+        /// What kube reported. Printed in the message and deliberately not returned from
+        /// `source()`, so a `{:#}` chain shows it once.
+        error: kube::Error,
     },
     /// A watch request failed before its stream opened.
-    #[error("watch request failed ({reason}): {source}")]
+    #[error("watch request failed ({reason}): {error}")]
     WatchStartFailed {
-        /// Metric label.
-        reason: &'static str,
-        /// What kube reported.
-        #[source]
-        source: kube::Error,
+        /// Why, as a metric label.
+        reason: Reason,
+        /// What kube reported. Printed in the message and deliberately not returned from
+        /// `source()`, so a `{:#}` chain shows it once.
+        error: kube::Error,
     },
     /// An open watch stream broke (transport error or undecodable line).
-    #[error("watch stream failed ({reason}): {source}")]
+    #[error("watch stream failed ({reason}): {error}")]
     StreamFailed {
-        /// Metric label.
-        reason: &'static str,
-        /// What kube reported.
-        #[source]
-        source: kube::Error,
+        /// Why, as a metric label.
+        reason: Reason,
+        /// What kube reported. Printed in the message and deliberately not returned from
+        /// `source()`, so a `{:#}` chain shows it once.
+        error: kube::Error,
     },
     /// The server sent an ERROR event in the stream (410 Expired is the common one).
     #[error("watch stream returned {code} {status_reason}: {message}", code = .status.code, status_reason = .status.reason, message = .status.message)]
     StreamStatus {
-        /// Metric label.
-        reason: &'static str,
+        /// Why, as a metric label.
+        reason: Reason,
         /// The Status object the server sent.
         status: Box<Status>,
     },
@@ -84,16 +85,17 @@ pub enum WatchError {
 }
 
 impl WatchError {
-    /// A short stable label: `client_timeout`, `reset`, `refused`, `transport`, `http_5xx`,
-    /// `too_many_requests`, `gone`, `forbidden`, `unauthorized`, `not_found`, ...
-    pub fn reason(&self) -> &'static str {
+    /// Why: [`Reason::ClientTimeout`], [`Reason::Reset`], [`Reason::Refused`],
+    /// [`Reason::Transport`], [`Reason::Http5xx`], [`Reason::TooManyRequests`], [`Reason::Gone`],
+    /// [`Reason::Forbidden`], ... (`.as_str()` is the metric label).
+    pub fn reason(&self) -> Reason {
         match self {
             WatchError::ListFailed { reason, .. }
             | WatchError::WatchStartFailed { reason, .. }
             | WatchError::StreamFailed { reason, .. }
-            | WatchError::StreamStatus { reason, .. } => reason,
-            WatchError::ClientTimeout { .. } => "client_timeout",
-            WatchError::NoResourceVersion => "no_resource_version",
+            | WatchError::StreamStatus { reason, .. } => *reason,
+            WatchError::ClientTimeout { .. } => Reason::ClientTimeout,
+            WatchError::NoResourceVersion => Reason::NoResourceVersion,
         }
     }
 
@@ -101,8 +103,8 @@ impl WatchError {
     /// after yielding it, and a daemon should exit non-zero with this message.
     pub fn is_fatal(&self) -> bool {
         match self {
-            WatchError::ListFailed { source, .. } | WatchError::WatchStartFailed { source, .. } => {
-                is_fatal_error(source)
+            WatchError::ListFailed { error, .. } | WatchError::WatchStartFailed { error, .. } => {
+                is_fatal_error(error)
             }
             WatchError::StreamStatus { status, .. } => is_fatal_status(status),
             WatchError::StreamFailed { .. }
@@ -114,9 +116,9 @@ impl WatchError {
     /// The API Status behind this error, if the server sent one.
     pub fn status(&self) -> Option<&Status> {
         match self {
-            WatchError::ListFailed { source, .. }
-            | WatchError::WatchStartFailed { source, .. }
-            | WatchError::StreamFailed { source, .. } => match source {
+            WatchError::ListFailed { error, .. }
+            | WatchError::WatchStartFailed { error, .. }
+            | WatchError::StreamFailed { error, .. } => match error {
                 kube::Error::Api(s) => Some(s),
                 _ => None,
             },
@@ -136,44 +138,42 @@ impl WatchError {
 pub(crate) fn is_fatal_error(err: &kube::Error) -> bool {
     match err {
         kube::Error::Api(s) => is_fatal_status(s),
-        other => matches!(classify(other), Disposition::Fatal { reason } if reason != "decode"),
+        other => {
+            let disposition = classify(other);
+            disposition.is_fatal() && disposition.reason() != Reason::Decode
+        }
     }
 }
 
 pub(crate) fn is_fatal_status(status: &Status) -> bool {
-    status.code != 410
-        && matches!(
-            crate::retry::classify_status(status),
-            Disposition::Fatal { .. }
-        )
+    status.code != 410 && crate::retry::classify_status(status).is_fatal()
 }
 
 /// The watch's reason label for a kube error (finer than [`classify`]'s: connection refused and
 /// mid-stream resets are told apart, 5xx is `http_5xx`).
-pub(crate) fn reason_of(err: &kube::Error) -> &'static str {
+pub(crate) fn reason_of(err: &kube::Error) -> Reason {
     if let kube::Error::Api(s) = err {
         return reason_of_status(s);
     }
     if chain_has_io_kind(err, std::io::ErrorKind::ConnectionRefused) {
-        return "refused";
+        return Reason::Refused;
     }
-    match classify(err) {
-        Disposition::Retry {
-            reason: "timeout", ..
-        } => "client_timeout",
-        Disposition::Retry { .. } => match err {
-            kube::Error::ReadEvents(_) => "reset",
-            _ => "transport",
+    let disposition = classify(err);
+    match disposition.reason() {
+        Reason::Timeout if disposition.is_retryable() => Reason::ClientTimeout,
+        _ if disposition.is_retryable() => match err {
+            kube::Error::ReadEvents(_) => Reason::Reset,
+            _ => Reason::Transport,
         },
-        other => other.reason(),
+        other => other,
     }
 }
 
-pub(crate) fn reason_of_status(status: &Status) -> &'static str {
+pub(crate) fn reason_of_status(status: &Status) -> Reason {
     match status.code {
-        410 => "gone",
-        429 => "too_many_requests",
-        500..=599 => "http_5xx",
+        410 => Reason::Gone,
+        429 => Reason::TooManyRequests,
+        500..=599 => Reason::Http5xx,
         _ => crate::retry::classify_status(status).reason(),
     }
 }
@@ -198,14 +198,14 @@ mod tests {
         for code in [400, 401, 403, 404, 422] {
             let e = WatchError::ListFailed {
                 reason: reason_of(&api(code)),
-                source: api(code),
+                error: api(code),
             };
             assert!(e.is_fatal(), "{code}");
         }
         for code in [410, 429, 500, 503, 504] {
             let e = WatchError::WatchStartFailed {
                 reason: reason_of(&api(code)),
-                source: api(code),
+                error: api(code),
             };
             assert!(!e.is_fatal(), "{code}");
         }
@@ -214,21 +214,58 @@ mod tests {
             timeout: Duration::from_secs(1),
         };
         assert!(!t.is_fatal());
-        assert_eq!(t.reason(), "client_timeout");
+        assert_eq!(t.reason(), Reason::ClientTimeout);
     }
 
     #[test]
     fn reasons_should_be_metric_labels() {
-        assert_eq!(reason_of(&api(410)), "gone");
-        assert_eq!(reason_of(&api(429)), "too_many_requests");
-        assert_eq!(reason_of(&api(503)), "http_5xx");
-        assert_eq!(reason_of(&api(403)), "forbidden");
+        assert_eq!(reason_of(&api(410)).as_str(), "gone");
+        assert_eq!(reason_of(&api(429)).as_str(), "too_many_requests");
+        assert_eq!(reason_of(&api(503)).as_str(), "http_5xx");
+        assert_eq!(reason_of(&api(403)).as_str(), "forbidden");
         let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
         assert_eq!(
             reason_of(&kube::Error::Service(Box::new(refused))),
-            "refused"
+            Reason::Refused
         );
         let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
-        assert_eq!(reason_of(&kube::Error::ReadEvents(reset)), "reset");
+        assert_eq!(reason_of(&kube::Error::ReadEvents(reset)), Reason::Reset);
+    }
+
+    /// `{:#}` (and the binary's chain printer) walks `source()`: the kube message must appear
+    /// once, not once from the message and again from the source.
+    #[test]
+    fn a_failed_call_should_print_the_kube_message_once_in_a_chain() {
+        let source = api(503);
+        let text = source.to_string();
+        for err in [
+            WatchError::ListFailed {
+                reason: reason_of(&source),
+                error: api(503),
+            },
+            WatchError::WatchStartFailed {
+                reason: reason_of(&source),
+                error: api(503),
+            },
+            WatchError::StreamFailed {
+                reason: reason_of(&source),
+                error: api(503),
+            },
+        ] {
+            let chain = format!("{:#}", anyhow_like(&err));
+            assert_eq!(chain.matches(&text).count(), 1, "{chain}");
+        }
+    }
+
+    /// What `anyhow`'s `{:#}` prints: the message and every `source()`, joined by ": ".
+    fn anyhow_like(err: &(dyn std::error::Error + 'static)) -> String {
+        let mut out = err.to_string();
+        let mut cause = err.source();
+        while let Some(c) = cause {
+            out.push_str(": ");
+            out.push_str(&c.to_string());
+            cause = c.source();
+        }
+        out
     }
 }

@@ -25,7 +25,7 @@
 //!         Ok(Event::Bookmark(rv)) => { /* persist rv as the resume point */ }
 //!         Ok(_) => {}
 //!         Err(e) if e.is_fatal() => { eprintln!("{e}"); std::process::exit(1) }
-//!         Err(e) => tracing::debug!(reason = e.reason(), "{e}"),
+//!         Err(e) => tracing::debug!(reason = e.reason().as_str(), "{e}"),
 //!     }
 //! }
 //! # }
@@ -41,6 +41,7 @@ use futures::Stream;
 use kube::Api;
 use serde::de::DeserializeOwned;
 
+pub use crate::reason::Reason;
 pub use error::{Phase, WatchError};
 pub use outage::{OutageLog, OutageReport};
 
@@ -67,14 +68,15 @@ pub enum Event<K> {
     Bookmark(String),
     /// A watch request was answered and its stream is open (the watch is healthy: use it for
     /// readiness). `reason` says why the previous watch ended (the first cause, if several
-    /// failures followed): `server_timeout`, `client_timeout`, `reset`, `http_5xx`,
-    /// `too_many_requests`, `gone`, `refused`, `transport`... Count these as reconnects by reason.
-    /// The stream's first `Connected` says `"initial"` (or `"resume"` when it started from
-    /// [`WatchConfig::resume_from`]), even if attempts failed before it (those were yielded as
-    /// errors).
+    /// failures followed): [`Reason::ServerTimeout`], [`Reason::ClientTimeout`],
+    /// [`Reason::Reset`], [`Reason::Http5xx`], [`Reason::TooManyRequests`], [`Reason::Gone`],
+    /// [`Reason::Refused`], [`Reason::Transport`]... Count these as reconnects by reason. The
+    /// stream's first `Connected` says [`Reason::Initial`] (or [`Reason::Resume`] when it started
+    /// from [`WatchConfig::resume_from`]), even if attempts failed before it (those were yielded
+    /// as errors); [`Reason::is_first_connect`] tells those apart from reconnects.
     Connected {
         /// Why the previous watch ended.
-        reason: &'static str,
+        reason: Reason,
         /// The resourceVersion this watch started from.
         resource_version: String,
     },

@@ -18,6 +18,7 @@ use tokio::time::{Instant, timeout};
 use super::error::{Phase, WatchError, reason_of, reason_of_status};
 use super::{Event, WatchConfig};
 use crate::backoff::{FullJitter, ResetAfterHealthy};
+use crate::reason::Reason;
 use crate::transport::ResponseVersion;
 
 /// A stream end this close to the server timeout counts as the server's clean end.
@@ -61,7 +62,7 @@ struct Ctx<K: Clone> {
     delay: Option<Duration>,
     /// Why the last healthy watch ended (the first cause, if several failures followed), reported
     /// with the next `Connected`.
-    ended_because: Option<&'static str>,
+    ended_because: Option<Reason>,
     pending: VecDeque<Event<K>>,
     /// An event or bookmark arrived since the last failure: the next failure starts the backoff
     /// from the beginning (reset lazily, so a busy stream costs nothing per event).
@@ -70,12 +71,12 @@ struct Ctx<K: Clone> {
 
 impl<K: Clone> Ctx<K> {
     /// Records a failure: the next request waits one backoff step.
-    fn fail(&mut self, reason: &'static str) {
+    fn fail(&mut self, reason: Reason) {
         self.fail_after(reason, None);
     }
 
     /// Records a failure; the server's Retry-After (capped at the backoff cap) lengthens the delay.
-    fn fail_after(&mut self, reason: &'static str, retry_after: Option<Duration>) {
+    fn fail_after(&mut self, reason: Reason, retry_after: Option<Duration>) {
         if std::mem::take(&mut self.saw_progress) {
             self.backoff.reset();
         }
@@ -85,7 +86,7 @@ impl<K: Clone> Ctx<K> {
             delay = delay.max(after.min(cap));
         }
         tracing::debug!(
-            reason,
+            reason = reason.as_str(),
             delay_ms = delay.as_millis() as u64,
             "watch: backing off"
         );
@@ -93,7 +94,7 @@ impl<K: Clone> Ctx<K> {
         self.note_end(reason);
     }
 
-    fn note_end(&mut self, reason: &'static str) {
+    fn note_end(&mut self, reason: Reason) {
         self.ended_because.get_or_insert(reason);
     }
 
@@ -117,8 +118,8 @@ where
     K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let (state, first) = match config.resume_from.clone() {
-        Some(resource_version) => (State::Resume { resource_version }, "resume"),
-        None => (State::Empty, "initial"),
+        Some(resource_version) => (State::Resume { resource_version }, Reason::Resume),
+        None => (State::Empty, Reason::Initial),
     };
     let ctx = Ctx {
         backoff: ResetAfterHealthy::new(config.backoff.clone(), config.healthy_after),
@@ -161,16 +162,16 @@ where
                 let lp = list_params(&ctx.config, continue_token.as_deref());
                 match timeout(ctx.client_timeout(), ctx.api.list(&lp)).await {
                     Err(_elapsed) => {
-                        ctx.fail("client_timeout");
+                        ctx.fail(Reason::ClientTimeout);
                         let err = WatchError::ClientTimeout {
                             phase: Phase::List,
                             timeout: ctx.client_timeout(),
                         };
                         return (Err(err), State::Listing { continue_token });
                     }
-                    Ok(Err(source)) => {
-                        let reason = reason_of(&source);
-                        let err = WatchError::ListFailed { reason, source };
+                    Ok(Err(error)) => {
+                        let reason = reason_of(&error);
+                        let err = WatchError::ListFailed { reason, error };
                         return failed(ctx, err, State::Listing { continue_token });
                     }
                     Ok(Ok(list)) => {
@@ -188,7 +189,7 @@ where
                             }
                             (None, None) => {
                                 ctx.pending.clear();
-                                ctx.fail("no_resource_version");
+                                ctx.fail(Reason::NoResourceVersion);
                                 return (Err(WatchError::NoResourceVersion), State::Empty);
                             }
                         }
@@ -201,22 +202,26 @@ where
                 let opened = open_watch(&ctx.api, &wp, &resource_version);
                 match timeout(ctx.client_timeout(), opened).await {
                     Err(_elapsed) => {
-                        ctx.fail("client_timeout");
+                        ctx.fail(Reason::ClientTimeout);
                         let err = WatchError::ClientTimeout {
                             phase: Phase::WatchStart,
                             timeout: ctx.client_timeout(),
                         };
                         return (Err(err), State::Resume { resource_version });
                     }
-                    Ok(Err(source)) => {
-                        let reason = reason_of(&source);
-                        let err = WatchError::WatchStartFailed { reason, source };
+                    Ok(Err(error)) => {
+                        let reason = reason_of(&error);
+                        let err = WatchError::WatchStartFailed { reason, error };
                         return failed(ctx, err, State::Resume { resource_version });
                     }
                     Ok(Ok((stream, multiplexed))) => {
-                        let reason = ctx.ended_because.take().unwrap_or("initial");
-                        if !matches!(reason, "initial" | "resume") {
-                            tracing::info!(reason, resource_version, "watch resumed");
+                        let reason = ctx.ended_because.take().unwrap_or(Reason::Initial);
+                        if !reason.is_first_connect() {
+                            tracing::info!(
+                                reason = reason.as_str(),
+                                resource_version,
+                                "watch resumed"
+                            );
                         }
                         let event = Event::Connected {
                             reason,
@@ -250,7 +255,7 @@ where
                     // once (a dead server then fails the reconnect, and that backs off). Backing
                     // off here would let quiet periods push the delay towards the cap and past
                     // the server's ~75 s of watch history.
-                    ctx.note_end("client_timeout");
+                    ctx.note_end(Reason::ClientTimeout);
                     let err = WatchError::ClientTimeout {
                         phase: Phase::Stream,
                         timeout: idle,
@@ -264,11 +269,11 @@ where
                     // closing server into a busy loop.)
                     if lived + SERVER_END_SLACK >= server && lived >= server / 2 {
                         // The routine end at timeoutSeconds: re-watch at once.
-                        ctx.note_end("server_timeout");
+                        ctx.note_end(Reason::ServerTimeout);
                     } else {
                         // Ended early: a proxy reset, a dropped connection. Back off so a
                         // server that closes at once is not hammered.
-                        ctx.fail("reset");
+                        ctx.fail(Reason::Reset);
                     }
                     State::Resume { resource_version }
                 }
@@ -307,10 +312,10 @@ where
                 Ok(Some(Err(kube::Error::Api(status)))) => {
                     return stream_status(ctx, status, resource_version);
                 }
-                Ok(Some(Err(source))) => {
-                    let reason = reason_of(&source);
+                Ok(Some(Err(error))) => {
+                    let reason = reason_of(&error);
                     ctx.fail(reason);
-                    let err = WatchError::StreamFailed { reason, source };
+                    let err = WatchError::StreamFailed { reason, error };
                     tracing::debug!(error = %err, "watch stream broke");
                     return (Err(err), State::Resume { resource_version });
                 }
@@ -352,7 +357,7 @@ fn failed<K: Clone>(
     retry: State<K>,
 ) -> (Result<Event<K>, WatchError>, State<K>) {
     if err.is_fatal() {
-        tracing::warn!(reason = err.reason(), error = %err, "watch cannot continue");
+        tracing::warn!(reason = err.reason().as_str(), error = %err, "watch cannot continue");
         return (Err(err), State::Done);
     }
     let retry_after = err

@@ -16,7 +16,7 @@ use podline_client::backoff::FullJitter;
 use podline_client::connect::{ConfigSource, ConnectOptions, connect_with_kubeconfig};
 use podline_client::ping::Http2Ping;
 use podline_client::timeouts::WatchTimeouts;
-use podline_client::watch::{Event, Phase, WatchConfig, WatchError, watch};
+use podline_client::watch::{Event, Phase, Reason, WatchConfig, WatchError, watch};
 use podline_sim::{FaultAction, FaultRule, FaultVerb, Sim, SimConfig};
 use podline_testkit::{start_sim, wait_until};
 use tokio::sync::mpsc;
@@ -115,7 +115,7 @@ async fn wait_frozen(sim: &Sim) -> Instant {
 }
 
 fn resumed(item: &Item) -> bool {
-    matches!(item, Ok(Event::Connected { reason, .. }) if *reason != "initial")
+    matches!(item, Ok(Event::Connected { reason, .. }) if *reason != Reason::Initial)
 }
 
 /// Done when 1: a quiet watch whose connection freezes is noticed within the PING bound (15 s at

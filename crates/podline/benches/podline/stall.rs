@@ -104,7 +104,9 @@ async fn measure(sim: &Sim) -> anyhow::Result<Duration> {
         .await
         .context("the watch did not resume within 150 s")?;
         match next {
-            Some(Ok(Event::Connected { reason, .. })) if reason != "initial" => {
+            Some(Ok(Event::Connected { reason, .. }))
+                if reason != podline_client::watch::Reason::Initial =>
+            {
                 let frozen_at = frozen_at.context("resumed before any freeze")?;
                 return Ok(frozen_at.elapsed());
             }

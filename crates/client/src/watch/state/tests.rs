@@ -20,6 +20,7 @@ use tower::BoxError;
 
 use super::super::{Event, WatchConfig, WatchError, watch};
 use crate::backoff::FullJitter;
+use crate::reason::Reason;
 use crate::timeouts::WatchTimeouts;
 
 type Chunk = Result<Frame<Bytes>, std::io::Error>;
@@ -212,7 +213,7 @@ async fn list_then_watch(w: &mut Watch, server: &mut Server) -> mpsc::UnboundedS
                 reason,
                 resource_version,
             }) => {
-                assert_eq!(reason, "initial");
+                assert_eq!(reason, Reason::Initial);
                 assert_eq!(resource_version, "10");
             }
             other => panic!("expected Connected, got {other:?}"),
@@ -286,7 +287,7 @@ async fn clean_end_at_server_timeout_should_rewatch_from_last_rv_without_list() 
             reason,
             resource_version,
         }) => {
-            assert_eq!(reason, "server_timeout");
+            assert_eq!(reason, Reason::ServerTimeout);
             assert_eq!(resource_version, "15");
         }
         other => panic!("expected Connected, got {other:?}"),
@@ -312,7 +313,7 @@ async fn stall_should_fire_the_client_timeout_at_the_configured_bound() {
         ),
         "{err}"
     );
-    assert_eq!(err.reason(), "client_timeout");
+    assert_eq!(err.reason().as_str(), "client_timeout");
     assert!(!err.is_fatal());
     assert_eq!(stalled_at.elapsed(), CLIENT);
     // Resumed from the last event's RV after one backoff step (<= 200 ms), no LIST.
@@ -331,7 +332,7 @@ async fn stall_should_fire_the_client_timeout_at_the_configured_bound() {
         matches!(
             event,
             Ok(Event::Connected {
-                reason: "client_timeout",
+                reason: Reason::ClientTimeout,
                 ..
             })
         ),
@@ -347,7 +348,7 @@ async fn gone_in_stream_should_relist() {
     send_line(&tx, gone_event());
     let err = next(&mut w).await.unwrap_err();
     assert!(err.is_gone(), "{err}");
-    assert_eq!(err.reason(), "gone");
+    assert_eq!(err.reason().as_str(), "gone");
     let script = async {
         server
             .next_list()
@@ -361,7 +362,10 @@ async fn gone_in_stream_should_relist() {
         assert!(matches!(next(&mut w).await, Ok(Event::InitDone)));
         assert!(matches!(
             next(&mut w).await,
-            Ok(Event::Connected { reason: "gone", .. })
+            Ok(Event::Connected {
+                reason: Reason::Gone,
+                ..
+            })
         ));
     };
     let (_tx, ()) = tokio::join!(script, consume);
@@ -391,7 +395,7 @@ async fn gone_as_http_status_on_watch_start_should_relist() {
         assert!(matches!(
             next(&mut w).await,
             Ok(Event::Connected {
-                reason: "resume",
+                reason: Reason::Resume,
                 ..
             })
         ));
@@ -466,11 +470,14 @@ async fn server_errors_should_back_off_without_relisting() {
             assert!(!err.is_fatal());
             reasons.push(err.reason());
         }
-        assert_eq!(reasons, ["http_5xx", "too_many_requests", "http_5xx"]);
+        assert_eq!(
+            reasons,
+            [Reason::Http5xx, Reason::TooManyRequests, Reason::Http5xx]
+        );
         assert!(matches!(
             next(&mut w).await,
             Ok(Event::Connected {
-                reason: "resume",
+                reason: Reason::Resume,
                 ..
             })
         ));
@@ -495,7 +502,7 @@ async fn refused_should_back_off_and_retry() {
         next(&mut w)
     );
     let err = err.unwrap_err();
-    assert_eq!(err.reason(), "refused", "{err}");
+    assert_eq!(err.reason().as_str(), "refused", "{err}");
     let (_tx, event) = tokio::join!(
         async { server.next_watch("8").await.stream() },
         next(&mut w)
@@ -504,7 +511,7 @@ async fn refused_should_back_off_and_retry() {
         matches!(
             event,
             Ok(Event::Connected {
-                reason: "resume",
+                reason: Reason::Resume,
                 ..
             })
         ),
@@ -523,7 +530,7 @@ async fn forbidden_should_be_fatal_and_end_the_stream() {
     );
     let err = err.unwrap_err();
     assert!(err.is_fatal(), "{err}");
-    assert_eq!(err.reason(), "forbidden");
+    assert_eq!(err.reason().as_str(), "forbidden");
     assert!(
         w.next().await.is_none(),
         "the stream ends after a fatal error"
@@ -540,7 +547,7 @@ async fn missing_namespace_should_be_fatal() {
     );
     let err = err.unwrap_err();
     assert!(err.is_fatal());
-    assert_eq!(err.reason(), "not_found");
+    assert_eq!(err.reason().as_str(), "not_found");
     assert!(w.next().await.is_none());
 }
 
@@ -556,7 +563,7 @@ async fn resume_from_should_watch_without_listing() {
         matches!(
             event,
             Ok(Event::Connected {
-                reason: "resume",
+                reason: Reason::Resume,
                 ..
             })
         ),
@@ -625,7 +632,7 @@ async fn watch_start_stall_should_time_out() {
         matches!(
             event,
             Ok(Event::Connected {
-                reason: "resume",
+                reason: Reason::Resume,
                 ..
             })
         ),
@@ -646,7 +653,7 @@ async fn reset_mid_stream_should_resume_from_last_rv() {
     )))
     .unwrap();
     let err = next(&mut w).await.unwrap_err();
-    assert_eq!(err.reason(), "reset", "{err}");
+    assert_eq!(err.reason().as_str(), "reset", "{err}");
     let (_tx, event) = tokio::join!(
         async { server.next_watch("11").await.stream() },
         next(&mut w)
@@ -655,7 +662,7 @@ async fn reset_mid_stream_should_resume_from_last_rv() {
         matches!(
             event,
             Ok(Event::Connected {
-                reason: "reset",
+                reason: Reason::Reset,
                 ..
             })
         ),
@@ -679,7 +686,7 @@ async fn early_end_should_resume_after_backoff() {
         matches!(
             event,
             Ok(Event::Connected {
-                reason: "reset",
+                reason: Reason::Reset,
                 ..
             })
         ),
@@ -696,7 +703,7 @@ async fn quiet_stalls_should_not_grow_the_backoff() {
     for _ in 0..6 {
         let connected_at = Instant::now();
         let err = next(&mut w).await.unwrap_err();
-        assert_eq!(err.reason(), "client_timeout");
+        assert_eq!(err.reason().as_str(), "client_timeout");
         assert_eq!(connected_at.elapsed(), CLIENT);
         let (new_tx, event) = tokio::join!(
             async {
@@ -713,7 +720,7 @@ async fn quiet_stalls_should_not_grow_the_backoff() {
         assert!(matches!(
             event,
             Ok(Event::Connected {
-                reason: "client_timeout",
+                reason: Reason::ClientTimeout,
                 ..
             })
         ));
@@ -740,7 +747,7 @@ async fn retry_after_should_delay_the_next_watch() {
     let consume = async {
         assert_eq!(
             next(&mut w).await.unwrap_err().reason(),
-            "too_many_requests"
+            Reason::TooManyRequests
         );
         assert!(matches!(next(&mut w).await, Ok(Event::Connected { .. })));
     };
