@@ -76,13 +76,12 @@ impl LeaseApi for KubeLeaseApi {
     }
 }
 
-/// Errors no retry can fix: bad credentials, missing RBAC, a missing namespace, an invalid name.
-/// Everything else (409, 429, 5xx, transport errors) is worth retrying at the next period.
+/// Errors no retry can fix (bad credentials, missing RBAC, a missing namespace, an invalid name,
+/// a rejected TLS certificate...): the one table every podline crate uses,
+/// [`podline_client::retry::classify`]. Everything else (409, 429, 5xx, transport errors) is
+/// worth retrying at the next period.
 pub(crate) fn is_fatal(err: &kube::Error) -> bool {
-    match err {
-        kube::Error::Api(status) => matches!(status.code, 400 | 401 | 403 | 404 | 422),
-        _ => false,
-    }
+    podline_client::retry::classify(err).is_fatal()
 }
 
 /// A 409 Conflict: someone wrote the lease since we read it (resourceVersion precondition).
@@ -109,6 +108,22 @@ mod tests {
             assert!(!is_fatal(&api_error(code, "x")), "{code}");
         }
         assert!(is_conflict(&api_error(409, "Conflict")));
+        assert!(!is_fatal(&api_error(409, "AlreadyExists")));
         assert!(!is_conflict(&api_error(500, "InternalError")));
+    }
+
+    /// The lease used to keep its own, shorter table (405, 410, 415, a rejected certificate were
+    /// retried forever); now it asks the client's classification like the watch and the launcher.
+    #[test]
+    fn fatal_should_follow_the_clients_one_classification() {
+        for code in 100..600 {
+            let err = api_error(code, "x");
+            assert_eq!(
+                is_fatal(&err),
+                podline_client::retry::classify(&err).is_fatal(),
+                "{code}"
+            );
+        }
+        assert!(is_fatal(&api_error(405, "MethodNotAllowed")));
     }
 }

@@ -480,19 +480,19 @@ impl<A: LeaseApi> Election<A> {
         }
     }
 
-    fn fatal(&self, source: kube::Error) -> ElectionError {
+    fn fatal(&self, error: kube::Error) -> ElectionError {
         ElectionError::Fatal {
             namespace: self.namespace.clone(),
             name: self.name.clone(),
-            source,
+            error,
         }
     }
 
-    fn release_failed(&self, source: CallError) -> ElectionError {
+    fn release_failed(&self, error: CallError) -> ElectionError {
         ElectionError::Release {
             namespace: self.namespace.clone(),
             name: self.name.clone(),
-            source,
+            error,
         }
     }
 }

@@ -49,30 +49,29 @@ pub enum ConfigError {
 pub enum ElectionError {
     /// The API refused in a way no retry fixes: 401, 403 (RBAC: the service account needs
     /// get/create/update on leases), 404 on create (no such namespace), 400/422 (invalid name).
-    #[error("leader election on lease {namespace}/{name} failed: {source}")]
+    #[error("leader election on lease {namespace}/{name} failed: {error}")]
     Fatal {
         /// The lease's namespace.
         namespace: String,
         /// The lease's name.
         name: String,
-        /// The API's answer.
-        #[source]
-        source: kube::Error,
+        /// The API's answer. Printed in the message and deliberately not returned from
+        /// `source()`, so a `{:#}` chain shows it once.
+        error: kube::Error,
     },
     /// Releasing the lease on shutdown failed; the next leader takes over after the lease
     /// duration instead of at once.
-    #[error("could not release lease {namespace}/{name}: {source}")]
+    #[error("could not release lease {namespace}/{name}: {error}")]
     Release {
         /// The lease's namespace.
         namespace: String,
         /// The lease's name.
         name: String,
-        /// The API's answer, or a timeout.
-        #[source]
-        source: CallError,
+        /// The API's answer, or a timeout (in the message, not `source()`, as for `Fatal`).
+        error: CallError,
     },
     /// The election task panicked or was aborted.
-    #[error("the leader election task ended abnormally: {0}")]
+    #[error("the leader election task ended abnormally")]
     Task(#[from] tokio::task::JoinError),
 }
 
