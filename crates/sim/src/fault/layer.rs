@@ -44,6 +44,7 @@ pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next
     };
     tracing::debug!(verb = %info.verb, resource = %info.resource_path(), name = %info.name, ?action, "injecting fault");
     let ctl = req.extensions().get::<Arc<ConnCtl>>().cloned();
+    let lines = info.subresource == "log";
     let streaming = info.verb == "watch"
         || (info.subresource == "log" && crate::api::query_flag(req.uri().query(), "follow"));
     match action {
@@ -53,7 +54,11 @@ pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next
             message,
             retry_after,
         } => {
-            let mut err = ApiError::for_code(code);
+            let mut err = if code == 422 {
+                injected_invalid(&info)
+            } else {
+                ApiError::for_code(code)
+            };
             if let Some(reason) = reason {
                 err.reason = reason;
             }
@@ -70,7 +75,12 @@ pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next
         FaultAction::Latency { .. } => next.run(req).await,
         FaultAction::Stall { after_events } => {
             if streaming {
-                wrap(next.run(req).await, Mode::Stall { after_events }, ctl)
+                wrap(
+                    next.run(req).await,
+                    Mode::Stall { after_events },
+                    ctl,
+                    lines,
+                )
             } else {
                 std::future::pending::<Response>().await
             }
@@ -89,10 +99,14 @@ pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next
                 },
             },
             ctl,
+            lines,
         ),
-        FaultAction::EndEarly { after_events } => {
-            wrap(next.run(req).await, Mode::EndEarly { after_events }, ctl)
-        }
+        FaultAction::EndEarly { after_events } => wrap(
+            next.run(req).await,
+            Mode::EndEarly { after_events },
+            ctl,
+            lines,
+        ),
         FaultAction::Freeze { after_ms } => match (ctl, after_ms) {
             (Some(ctl), None | Some(0)) => {
                 ctl.freeze();
@@ -111,7 +125,7 @@ pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next
             }
         },
         FaultAction::Malform { name } if info.verb == "watch" => {
-            wrap(next.run(req).await, Mode::Malform { name }, ctl)
+            wrap(next.run(req).await, Mode::Malform { name }, ctl, lines)
         }
         FaultAction::Malform { .. } => next.run(req).await,
         FaultAction::CommitThenDrop => {
@@ -162,7 +176,35 @@ fn malform_events(data: &Bytes, glob: &str) -> Bytes {
     Bytes::from(out)
 }
 
-fn wrap(response: Response, mode: Mode, ctl: Option<Arc<ConnCtl>>) -> Response {
+/// An injected 422 shaped like a validation failure of the request's object: `<Kind> "<name>"
+/// is invalid: <field>: Invalid value: ...`, with the field in `details.causes`.
+fn injected_invalid(info: &RequestInfo) -> ApiError {
+    let kind = match info.resource.as_str() {
+        "pods" => "Pod".to_owned(),
+        "namespaces" => "Namespace".to_owned(),
+        "leases" => "Lease".to_owned(),
+        "events" => "Event".to_owned(),
+        other => {
+            let singular = other.strip_suffix('s').unwrap_or(other);
+            let mut chars = singular.chars();
+            chars
+                .next()
+                .map(|c| c.to_uppercase().chain(chars).collect())
+                .unwrap_or_default()
+        }
+    };
+    let value = "sim.podline.io/injected";
+    let cause = k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause {
+        field: Some("metadata.annotations".to_owned()),
+        message: Some(format!(
+            "Invalid value: \"{value}\": rejected by the sim's fault plan"
+        )),
+        reason: Some("FieldValueInvalid".to_owned()),
+    };
+    ApiError::invalid(&info.group, &kind, &info.name, vec![cause])
+}
+
+fn wrap(response: Response, mode: Mode, ctl: Option<Arc<ConnCtl>>, lines: bool) -> Response {
     let (parts, body) = response.into_parts();
     Response::from_parts(
         parts,
@@ -172,6 +214,7 @@ fn wrap(response: Response, mode: Mode, ctl: Option<Arc<ConnCtl>>) -> Response {
             ctl,
             events: 0,
             bytes: 0,
+            lines,
             state: BodyState::Passing,
         }),
     )
@@ -208,13 +251,17 @@ enum BodyState {
     Done,
 }
 
-/// A response body that misbehaves per [`Mode`]. Each data frame of a watch is one event.
+/// A response body that misbehaves per [`Mode`]. Each data frame of a watch is one event; for a
+/// log stream each line is one.
 struct FaultBody {
     inner: Body,
     mode: Mode,
     ctl: Option<Arc<ConnCtl>>,
     events: u64,
     bytes: u64,
+    /// A log stream: `events` counts lines (a frame may hold many, or part of one), so
+    /// `after_events: N` acts after the N-th line whoever the writer chunked it.
+    lines: bool,
     state: BodyState,
 }
 
@@ -293,7 +340,44 @@ impl HttpBody for FaultBody {
             let Some(data) = frame.data_ref().cloned() else {
                 return Poll::Ready(Some(Ok(frame)));
             };
-            this.events += 1;
+            if this.lines {
+                let limit = match &this.mode {
+                    Mode::Stall { after_events }
+                    | Mode::EndEarly { after_events }
+                    | Mode::Reset {
+                        after_events: Some(after_events),
+                        ..
+                    } => Some(*after_events),
+                    _ => None,
+                };
+                let newlines: Vec<usize> = data
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, b)| (*b == b'\n').then_some(i))
+                    .collect();
+                let remaining = limit.map(|n| n.saturating_sub(this.events));
+                match remaining {
+                    Some(left) if (newlines.len() as u64) >= left && left > 0 => {
+                        // Send up to the limit's line; what follows is cut or never sent.
+                        let end = newlines[(left - 1) as usize] + 1;
+                        this.events += left;
+                        this.bytes += end as u64;
+                        let (head, tail) = (data.slice(..end), data.slice(end..));
+                        if matches!(this.mode, Mode::Reset { .. }) {
+                            let tail = if tail.is_empty() {
+                                Bytes::from_static(b"a line cut by the sim")
+                            } else {
+                                tail
+                            };
+                            this.state = BodyState::CutWith(tail);
+                        }
+                        return Poll::Ready(Some(Ok(Frame::data(head))));
+                    }
+                    _ => this.events += newlines.len() as u64,
+                }
+            } else {
+                this.events += 1;
+            }
             if let Mode::Malform { name } = &this.mode {
                 return Poll::Ready(Some(Ok(Frame::data(malform_events(&data, name)))));
             }

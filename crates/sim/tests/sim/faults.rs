@@ -458,3 +458,97 @@ async fn the_ground_truth_ledger_is_served_as_json() {
     assert_eq!(entry["exitCodes"]["main"], 0, "{entry}");
     sim.shutdown().await;
 }
+
+/// `reset {after_events: N}` on a log stream counts lines, however the log was chunked: a log
+/// read after its whole backlog was written (one frame of 20 lines) is cut after line 5.
+#[tokio::test]
+async fn a_reset_on_a_log_stream_counts_lines_not_frames() {
+    use http_body_util::BodyExt as _;
+    let sim = podline_testkit::start_sim(super::common::config().kubelet_enabled(true)).await;
+    let pods: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    let mut chatty = pod("chatty");
+    let annotations = chatty.metadata.annotations.get_or_insert_default();
+    annotations.insert("sim.podline.io/duration".to_owned(), "50ms".to_owned());
+    annotations.insert("sim.podline.io/log-lines".to_owned(), "20".to_owned());
+    pods.create(&PostParams::default(), &chatty)
+        .await
+        .expect("create");
+    let done = podline_testkit::wait_until(Duration::from_secs(20), || async {
+        sim.ground_truth()
+            .iter()
+            .any(|p| p.name == "chatty" && p.reached("Succeeded").is_some())
+    })
+    .await;
+    assert!(done, "the pod ran");
+    sim.faults().push(
+        FaultRule::new(FaultAction::Reset {
+            after_bytes: None,
+            after_events: Some(5),
+        })
+        .resource("pods/log")
+        .times(1),
+    );
+    let req = http::Request::get("/api/v1/namespaces/default/pods/chatty/log")
+        .header("authorization", format!("Bearer {}", sim.token()))
+        .body(axum::body::Body::empty())
+        .expect("request");
+    let response = tower::ServiceExt::oneshot(sim.router(), req)
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    let mut received = Vec::new();
+    let mut reset = false;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => received.extend_from_slice(frame.data_ref().map_or(&[][..], |d| d)),
+            Err(_) => {
+                reset = true;
+                break;
+            }
+        }
+    }
+    assert!(reset, "the stream was reset");
+    let text = String::from_utf8_lossy(&received);
+    assert_eq!(
+        text.lines().count(),
+        5,
+        "five whole lines before the reset: {text:?}"
+    );
+    sim.shutdown().await;
+}
+
+/// An injected 422 carries a real Invalid body: `Pod "<name>" is invalid: <field>: ...` with
+/// the kind, name and one field cause in `details`, as a client's validation-error handling
+/// expects.
+#[tokio::test]
+async fn an_injected_422_is_an_invalid_status_with_causes() {
+    let sim = sim_without_kubelet().await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(422))
+            .resource("pods")
+            .times(1),
+    );
+    let r = raw(
+        &sim,
+        Method::PUT,
+        "/api/v1/namespaces/default/pods/some-pod",
+        Some("application/json"),
+        "{}",
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let status = r.json();
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(status["details"]["kind"], "Pod");
+    assert_eq!(status["details"]["name"], "some-pod");
+    let causes = status["details"]["causes"].as_array().expect("causes");
+    assert_eq!(causes.len(), 1);
+    assert_eq!(causes[0]["reason"], "FieldValueInvalid");
+    let message = status["message"].as_str().expect("message");
+    assert!(
+        message.starts_with("Pod \"some-pod\" is invalid: metadata.annotations: Invalid value"),
+        "{message}"
+    );
+    sim.shutdown().await;
+}
