@@ -18,6 +18,7 @@ use crate::cleanup::{self, OnFinish};
 use crate::create;
 use crate::error::LaunchError;
 use crate::exit;
+use crate::liveness::{LAUNCHER_LABEL, Liveness, ON_FINISH_ANNOTATION};
 use crate::logs::{self, LogConfig, LogSink};
 use crate::podwatch::{self, PodState, SharedPodWatches};
 use crate::report::TaskResult;
@@ -110,6 +111,8 @@ pub struct Launcher {
     /// Set by [`Launcher::sharing_pod_watches`]: tasks follow their pods on one watch per
     /// namespace instead of one each.
     shared_watches: Option<SharedPodWatches>,
+    /// Set by [`Launcher::with_liveness`]: the Lease that owns this launcher's pods.
+    liveness: Option<Arc<Liveness>>,
 }
 
 /// A cancellation token plus the reason, shared by the CLI's signal handler and the run.
@@ -166,6 +169,17 @@ impl Launcher {
             default_namespace: default_namespace.into(),
             config: Arc::new(config),
             shared_watches: None,
+            liveness: None,
+        }
+    }
+
+    /// This launcher, with its pods owned by `liveness`'s Lease (label, annotation and
+    /// `ownerReference`, see [`crate::liveness`]), so that a reaper deletes them if this process
+    /// dies without cleaning up. A reattached pod is re-pointed at this Lease.
+    pub fn with_liveness(&self, liveness: Arc<Liveness>) -> Self {
+        Self {
+            liveness: Some(liveness),
+            ..self.clone()
         }
     }
 
@@ -309,11 +323,19 @@ impl Launcher {
             },
             _ => None,
         };
-        if let Some(pod) = reattached {
+        if let Some(mut pod) = reattached {
+            if let Err(err) = self.repoint(api, &mut pod).await {
+                fail(result, err);
+                return None;
+            }
             adopt_reattached(built, &pod, result);
             result.absorb_pod(&pod);
             // Watched alone (see `sharing_pod_watches`).
             return Some((pod, None));
+        }
+        if let Err(err) = self.mark(built).await {
+            fail(result, err);
+            return None;
         }
         let subscribed = self
             .shared_watches
@@ -504,6 +526,99 @@ impl Launcher {
         if delete && !current_gone(state) {
             result.deleted =
                 cleanup::delete_pod(run.api, &run.built.name, cfg.delete_grace, &cfg.calls).await;
+        } else if !delete && !current_gone(state) {
+            self.disown(run.api, current_pod(state).as_ref()).await;
+        }
+    }
+
+    /// Before the create: the pod gets this launcher's label and, unless the task keeps its
+    /// pod whatever happens (`keep`, also said by an annotation the reaper reads), an
+    /// `ownerReference` to the Lease (created here on the namespace's first pod).
+    async fn mark(&self, built: &mut BuiltPod) -> Result<(), LaunchError> {
+        let Some(liveness) = &self.liveness else {
+            return Ok(());
+        };
+        let meta = &mut built.pod.metadata;
+        meta.labels
+            .get_or_insert_default()
+            .insert(LAUNCHER_LABEL.to_owned(), liveness.name().to_owned());
+        if self.config.on_finish == OnFinish::Keep {
+            meta.annotations
+                .get_or_insert_default()
+                .insert(ON_FINISH_ANNOTATION.to_owned(), "keep".to_owned());
+            return Ok(());
+        }
+        let owner = liveness.owner_in(&built.namespace).await?;
+        built
+            .pod
+            .metadata
+            .owner_references
+            .get_or_insert_default()
+            .push(owner);
+        Ok(())
+    }
+
+    /// After a reattach: the pod's label and `ownerReference` are moved from the dead
+    /// launcher's Lease to this one's, so the reaper of the old Lease leaves the pod alone.
+    async fn repoint(&self, api: &Api<Pod>, pod: &mut Pod) -> Result<(), LaunchError> {
+        let Some(liveness) = &self.liveness else {
+            return Ok(());
+        };
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let mut owners = foreign_owners(pod);
+        if self.config.on_finish != OnFinish::Keep {
+            owners.push(liveness.owner_in(&namespace).await?);
+        }
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let patch = serde_json::json!({
+            "metadata": {
+                "labels": { LAUNCHER_LABEL: liveness.name() },
+                "ownerReferences": owners,
+            }
+        });
+        let (params, patch) = (
+            kube::api::PatchParams::default(),
+            kube::api::Patch::Merge(&patch),
+        );
+        let patched = podline_client::retry::retry(&self.config.calls, "re-own the pod", || {
+            api.patch(&name, &params, &patch)
+        })
+        .await
+        .map_err(|source| LaunchError::Api {
+            action: "moving the reattached pod to this launcher's Lease",
+            source,
+        })?;
+        *pod = patched;
+        Ok(())
+    }
+
+    /// A pod kept at the end loses its reference to the Lease, so that deleting the Lease does
+    /// not collect it. Best effort: on failure the pod is collected (and a warning says so).
+    async fn disown(&self, api: &Api<Pod>, pod: Option<&Pod>) {
+        let (Some(liveness), Some(pod)) = (&self.liveness, pod) else {
+            return;
+        };
+        let owned = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.kind == "Lease" && o.name == liveness.name());
+        if !owned {
+            return;
+        }
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let patch = serde_json::json!({ "metadata": { "ownerReferences": foreign_owners(pod) } });
+        let (params, patch) = (
+            kube::api::PatchParams::default(),
+            kube::api::Patch::Merge(&patch),
+        );
+        let patched = podline_client::retry::retry(&self.config.calls, "disown the pod", || {
+            api.patch(&name, &params, &patch)
+        })
+        .await;
+        if let Err(err) = patched {
+            tracing::warn!(pod = %name, error = %err, "could not detach the kept pod from the launcher's Lease; it will be deleted with the Lease");
         }
     }
 
@@ -793,6 +908,23 @@ fn finish_early(mut result: TaskResult, err: LaunchError) -> TaskResult {
 fn fail(result: &mut TaskResult, err: LaunchError) {
     result.exit_code = err.exit_code();
     result.error = Some(err.to_string());
+}
+
+/// The pod's owner references that are not podline launcher Leases.
+fn foreign_owners(
+    pod: &Pod,
+) -> Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|o| {
+            !(o.kind == "Lease"
+                && o.api_version == "coordination.k8s.io/v1"
+                && o.name.starts_with("podline-launcher-"))
+        })
+        .cloned()
+        .collect()
 }
 
 fn current_pod(state: &watch::Receiver<PodState>) -> Option<Pod> {

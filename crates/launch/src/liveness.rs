@@ -1,0 +1,382 @@
+//! A launcher's proof of life: a `coordination.k8s.io/v1` Lease per namespace it launches in,
+//! renewed every period, that owns the launcher's pods.
+//!
+//! Why: a `kill -9` of `podline run` (or the loss of its host) runs no cleanup, so without this
+//! its pods would run on with nobody watching (Airflow's orphan-pod problem). With it, every pod
+//! carries the label [`LAUNCHER_LABEL`]`=<lease name>` and an `ownerReference` to the Lease; a
+//! reaper ([`crate::reaper`]) deletes a Lease that stopped being renewed, and the cluster's
+//! garbage collector then deletes the pods it owns (the reaper also deletes the labelled pods
+//! itself, for clusters whose collector is slow).
+//!
+//! The rules, chosen so that a kept pod is never collected:
+//! - a pod of a task with `--on-finish keep` gets the label and the [`ON_FINISH_ANNOTATION`]
+//!   annotation but no `ownerReference`: neither the reaper nor the collector touches it;
+//! - a pod the launcher decides to keep at the end (`delete-succeeded` after a failure) loses its
+//!   `ownerReference` before the Lease goes ([`crate::Launcher`]'s clean-up);
+//! - on a clean exit the launcher deletes its Lease ([`Liveness::release`]) after its own
+//!   clean-up, with background propagation: a pod whose delete failed is collected.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use podline_client::retry::{self, RetryPolicy};
+use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{LaunchError, SpecError};
+
+/// The label on a launcher's pods (and on its Leases) naming its Lease: how the reaper finds
+/// the pods of a launcher that died.
+pub const LAUNCHER_LABEL: &str = "podline.io/launcher";
+
+/// The annotation a pod of a `--on-finish keep` task carries: the reaper leaves it alone.
+pub const ON_FINISH_ANNOTATION: &str = "podline.io/on-finish";
+
+/// Default Lease duration: how long a launcher may go without renewing before it counts as dead.
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(10);
+
+/// Default renewal period.
+pub const DEFAULT_RENEW_EVERY: Duration = Duration::from_secs(3);
+
+/// Longest Lease duration accepted (an hour: a longer one would let orphans live that long).
+pub const MAX_LEASE_DURATION: Duration = Duration::from_secs(3600);
+
+/// How long the Lease lives and how often it is renewed, checked against each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LivenessConfig {
+    duration: Duration,
+    renew_every: Duration,
+}
+
+impl Default for LivenessConfig {
+    fn default() -> Self {
+        Self {
+            duration: DEFAULT_LEASE_DURATION,
+            renew_every: DEFAULT_RENEW_EVERY,
+        }
+    }
+}
+
+impl LivenessConfig {
+    /// A Lease of `duration` (whole seconds, 1 s to [`MAX_LEASE_DURATION`]: it is sent as
+    /// `leaseDurationSeconds`) renewed every `renew_every` (100 ms to half the duration, so that
+    /// one lost renewal does not expire it).
+    pub fn new(duration: Duration, renew_every: Duration) -> Result<Self, SpecError> {
+        if duration.subsec_nanos() != 0 || duration < Duration::from_secs(1) {
+            return Err(SpecError::OutOfRange {
+                flag: "lease duration",
+                message: format!(
+                    "{duration:?} is invalid (expected whole seconds from 1 to {})",
+                    MAX_LEASE_DURATION.as_secs()
+                ),
+            });
+        }
+        if duration > MAX_LEASE_DURATION {
+            return Err(SpecError::OutOfRange {
+                flag: "lease duration",
+                message: format!(
+                    "{duration:?} is too long (at most {}s)",
+                    MAX_LEASE_DURATION.as_secs()
+                ),
+            });
+        }
+        if renew_every < Duration::from_millis(100) || renew_every > duration / 2 {
+            return Err(SpecError::OutOfRange {
+                flag: "lease renewal period",
+                message: format!(
+                    "{renew_every:?} is invalid (expected from 100ms to half the lease duration, {:?})",
+                    duration / 2
+                ),
+            });
+        }
+        Ok(Self {
+            duration,
+            renew_every,
+        })
+    }
+
+    /// The Lease duration.
+    pub fn duration(&self) -> Duration {
+        self.duration
+    }
+
+    /// The renewal period.
+    pub fn renew_every(&self) -> Duration {
+        self.renew_every
+    }
+
+    fn duration_seconds(&self) -> i32 {
+        // Bounded by MAX_LEASE_DURATION (3600) in `new`.
+        i32::try_from(self.duration.as_secs()).unwrap_or(i32::MAX)
+    }
+}
+
+/// A launcher's Leases (one per namespace it launched in, created on first use), renewed in the
+/// background until [`Liveness::release`]. Shared by every task of one `podline run`.
+pub struct Liveness {
+    client: kube::Client,
+    name: String,
+    identity: String,
+    config: LivenessConfig,
+    calls: RetryPolicy,
+    /// Namespace -> the reference to the Lease there.
+    leases: Arc<Mutex<BTreeMap<String, OwnerReference>>>,
+    stop: CancellationToken,
+    renewer: std::sync::Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Liveness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Liveness")
+            .field("name", &self.name)
+            .field("identity", &self.identity)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The Lease name of the launcher with this id: `podline-launcher-<id>` (the id is hex, so the
+/// name is a valid object name; cut to 63 characters so it is a valid label value too).
+pub fn lease_name(launch_id: &str) -> String {
+    let mut name = format!("podline-launcher-{launch_id}");
+    name.truncate(63);
+    name
+}
+
+impl Liveness {
+    /// Starts the renewal loop; Leases are created by [`Liveness::owner_in`]. `identity` becomes
+    /// the Lease's `holderIdentity` (who holds it: host and process, for people reading it).
+    pub fn start(
+        client: kube::Client,
+        launch_id: &str,
+        identity: impl Into<String>,
+        config: LivenessConfig,
+        calls: RetryPolicy,
+    ) -> Arc<Self> {
+        let live = Arc::new(Self {
+            client,
+            name: lease_name(launch_id),
+            identity: identity.into(),
+            config,
+            calls,
+            leases: Arc::default(),
+            stop: CancellationToken::new(),
+            renewer: std::sync::Mutex::new(None),
+        });
+        let task = tokio::spawn(renew_loop(
+            live.client.clone(),
+            live.name.clone(),
+            live.identity.clone(),
+            config,
+            live.leases.clone(),
+            live.stop.clone(),
+        ));
+        if let Ok(mut slot) = live.renewer.lock() {
+            *slot = Some(task);
+        }
+        live
+    }
+
+    /// The Lease name (the value of [`LAUNCHER_LABEL`] on the pods).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> LivenessConfig {
+        self.config
+    }
+
+    /// The `ownerReference` to this launcher's Lease in `namespace`, creating the Lease first if
+    /// this is the first pod there. An error here fails the task before its pod is created: a
+    /// pod without a living owner would not be protected.
+    pub async fn owner_in(&self, namespace: &str) -> Result<OwnerReference, LaunchError> {
+        let mut leases = self.leases.lock().await;
+        if let Some(owner) = leases.get(namespace) {
+            return Ok(owner.clone());
+        }
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), namespace);
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                namespace: Some(namespace.to_owned()),
+                labels: Some(BTreeMap::from([(
+                    LAUNCHER_LABEL.to_owned(),
+                    self.name.clone(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(spec(&self.identity, self.config, jiff::Timestamp::now())),
+        };
+        let post = PostParams::default();
+        let created = retry::retry(&self.calls, "create the launcher's Lease", || {
+            api.create(&post, &lease)
+        })
+        .await;
+        let created = match created {
+            Ok(created) => created,
+            // A retried create that went through the first time: take the Lease as it is.
+            Err(err) if retry::status_code(&err) == Some(409) => {
+                retry::retry(&self.calls, "read the launcher's Lease", || {
+                    api.get(&self.name)
+                })
+                .await
+                .map_err(|source| LaunchError::Api {
+                    action: "reading the launcher's Lease",
+                    source,
+                })?
+            }
+            Err(source) => {
+                return Err(LaunchError::Api {
+                    action: "creating the launcher's Lease (needs create/update/delete on \
+                             leases.coordination.k8s.io in the task's namespace)",
+                    source,
+                });
+            }
+        };
+        let owner = OwnerReference {
+            api_version: "coordination.k8s.io/v1".into(),
+            kind: "Lease".into(),
+            name: self.name.clone(),
+            uid: created.metadata.uid.clone().unwrap_or_default(),
+            block_owner_deletion: Some(false),
+            controller: Some(false),
+        };
+        tracing::debug!(lease = %self.name, namespace, "launcher Lease created");
+        leases.insert(namespace.to_owned(), owner.clone());
+        Ok(owner)
+    }
+
+    /// Stops renewing and deletes the Leases (background propagation: what the launcher's own
+    /// clean-up left behind and still owns is collected). Called on a clean exit, after every
+    /// task's clean-up. Errors are logged: an undeleted Lease expires and is reaped.
+    pub async fn release(&self) {
+        self.stop.cancel();
+        let task = self.renewer.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+        let leases = std::mem::take(&mut *self.leases.lock().await);
+        for namespace in leases.keys() {
+            let api: Api<Lease> = Api::namespaced(self.client.clone(), namespace);
+            let params = DeleteParams::background();
+            let deleted = retry::retry(&self.calls, "delete the launcher's Lease", || {
+                api.delete(&self.name, &params)
+            })
+            .await;
+            match deleted {
+                Ok(_) => tracing::debug!(lease = %self.name, namespace, "launcher Lease deleted"),
+                Err(err) if retry::status_code(&err) == Some(404) => {}
+                Err(err) => tracing::warn!(lease = %self.name, namespace, error = %err,
+                    "could not delete the launcher's Lease; a reaper will once it expires"),
+            }
+        }
+    }
+}
+
+impl Drop for Liveness {
+    fn drop(&mut self) {
+        // Without a release (a panic unwinding past it), renewal stops: the Lease expires and
+        // the reaper collects the pods.
+        self.stop.cancel();
+    }
+}
+
+/// The Lease's spec at `now`.
+fn spec(identity: &str, config: LivenessConfig, now: jiff::Timestamp) -> LeaseSpec {
+    LeaseSpec {
+        holder_identity: Some(identity.to_owned()),
+        lease_duration_seconds: Some(config.duration_seconds()),
+        acquire_time: Some(MicroTime(now)),
+        renew_time: Some(MicroTime(now)),
+        ..LeaseSpec::default()
+    }
+}
+
+/// Renews every Lease once a period (a merge patch of `renewTime`) until stopped. A failed
+/// renewal is logged and retried next period; a Lease that was deleted (404: reaped after the
+/// launcher lost the API server for longer than its duration) is not recreated, since its pods
+/// are being collected.
+async fn renew_loop(
+    client: kube::Client,
+    name: String,
+    identity: String,
+    config: LivenessConfig,
+    leases: Arc<Mutex<BTreeMap<String, OwnerReference>>>,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(config.renew_every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        let namespaces: Vec<String> = leases.lock().await.keys().cloned().collect();
+        for namespace in namespaces {
+            let api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+            let patch = serde_json::json!({
+                "spec": {
+                    "holderIdentity": identity,
+                    "renewTime": MicroTime(jiff::Timestamp::now()),
+                }
+            });
+            let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+            let renewed = tokio::select! {
+                r = tokio::time::timeout(config.renew_every, api.patch(&name, &params, &patch)) => r,
+                () = stop.cancelled() => return,
+            };
+            match renewed {
+                Ok(Ok(_)) => tracing::trace!(lease = %name, namespace, "launcher Lease renewed"),
+                Ok(Err(err)) if retry::status_code(&err) == Some(404) => {
+                    tracing::error!(lease = %name, namespace,
+                        "the launcher's Lease is gone (reaped?): its pods are being deleted");
+                }
+                Ok(Err(err)) => {
+                    tracing::warn!(lease = %name, namespace, error = %err, "could not renew the launcher's Lease")
+                }
+                Err(_) => {
+                    tracing::warn!(lease = %name, namespace, "renewing the launcher's Lease timed out")
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_should_be_bounded_and_consistent() {
+        let ok = LivenessConfig::new(Duration::from_secs(10), Duration::from_secs(3)).unwrap();
+        assert_eq!(ok, LivenessConfig::default());
+        for (d, r, named) in [
+            (0, 100, "lease duration"),
+            (3601, 1000, "lease duration"),
+            (10, 6000, "renewal"),
+            (10, 50, "renewal"),
+        ] {
+            let err = LivenessConfig::new(Duration::from_secs(d), Duration::from_millis(r))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(named), "{d} {r}: {err}");
+        }
+        assert!(
+            LivenessConfig::new(Duration::from_millis(1500), Duration::from_millis(500)).is_err()
+        );
+    }
+
+    #[test]
+    fn the_lease_name_should_be_a_valid_label_value() {
+        assert_eq!(lease_name("abc123"), "podline-launcher-abc123");
+        assert_eq!(lease_name(&"a".repeat(100)).len(), 63);
+    }
+}
