@@ -164,3 +164,136 @@ async fn writes_record_managed_fields_per_manager_operation_and_subresource() {
     assert_eq!(reporter["subresource"], "status", "{reporter}");
     assert!(reporter["fieldsV1"]["f:status"].is_object(), "{reporter}");
 }
+
+/// A pod of an apiVersion the server does not register is 400, worded like the scheme's error.
+#[tokio::test]
+async fn a_pod_of_an_unknown_version_cannot_be_handled() {
+    let t = Target::new().await;
+    let mut p = pod("v2");
+    p["apiVersion"] = json!("v2");
+    let r = t.create_pod(&p).await;
+    let message = assert_status(&r, 400, "BadRequest");
+    assert!(
+        message.starts_with(
+            r#"Pod in version "v2" cannot be handled as a Pod: no kind "Pod" is registered for version "v2" in scheme ""#
+        ),
+        "{message}"
+    );
+}
+
+/// A field of the wrong JSON type is Go's unmarshal error, with the Go struct and field path.
+#[tokio::test]
+async fn a_field_of_the_wrong_type_is_a_go_unmarshal_error() {
+    let t = Target::new().await;
+    let mut p = pod("typed");
+    p["spec"]["terminationGracePeriodSeconds"] = json!("30");
+    let r = t.create_pod(&p).await;
+    let message = assert_status(&r, 400, "BadRequest");
+    assert_eq!(
+        message,
+        r#"Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal string into Go struct field PodSpec.spec.terminationGracePeriodSeconds of type int64"#
+    );
+}
+
+/// A body that is not JSON is unrecognized: the parse error and the body's start.
+#[tokio::test]
+async fn a_body_that_is_not_json_is_unrecognized() {
+    let t = Target::new().await;
+    let r = t
+        .request(
+            Method::POST,
+            &t.core_path("pods"),
+            Some("application/json"),
+            Some("application/json"),
+            br#"{"apiVersion":"v1","kind":"Pod""#.to_vec(),
+        )
+        .await;
+    let message = assert_status(&r, 400, "BadRequest");
+    assert_eq!(
+        message,
+        r#"the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: unexpected end of JSON input ({"apiVersion":"v1","kind":"Pod ...)"#
+    );
+}
+
+/// An invalid `generateName` is reported on `metadata.generateName` with the prefix as the value.
+#[tokio::test]
+async fn an_invalid_generate_name_is_reported_on_generate_name() {
+    let t = Target::new().await;
+    let mut p = pod("");
+    p["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("name");
+    p["metadata"]["generateName"] = json!("Bad_");
+    let r = t.create_pod(&p).await;
+    let message = assert_status(&r, 422, "Invalid");
+    assert!(
+        message.contains(
+            r#"metadata.generateName: Invalid value: "Bad_": a lowercase RFC 1123 subdomain"#
+        ),
+        "{message}"
+    );
+    let causes = r.json()["details"]["causes"].clone();
+    assert_eq!(causes[0]["field"], "metadata.generateName", "{causes}");
+}
+
+/// A JSON patch that cannot be applied is 422 Invalid with the generic message and empty
+/// details (the patch library's own message is not sent).
+#[tokio::test]
+async fn a_json_patch_that_cannot_be_applied_is_rejected_with_empty_details() {
+    let t = Target::new().await;
+    assert!(t.create_pod(&pod("jsonpatch")).await.status.is_success());
+    let patch = json!([{"op": "replace", "path": "/metadata/labels/missing/deeper", "value": "x"}]);
+    let r = t
+        .request(
+            Method::PATCH,
+            &format!("{}/jsonpatch", t.core_path("pods")),
+            Some("application/json-patch+json"),
+            Some("application/json"),
+            patch.to_string().into_bytes(),
+        )
+        .await;
+    let message = assert_status(&r, 422, "Invalid");
+    assert_eq!(
+        message,
+        "the server rejected our request due to an error in our request"
+    );
+    assert_eq!(r.json()["details"], json!({}), "{}", r.text());
+}
+
+/// Malformed patch bodies are 400 BadRequest with the decoders' messages.
+#[tokio::test]
+async fn malformed_patch_bodies_are_bad_requests_with_the_decoders_messages() {
+    let t = Target::new().await;
+    assert!(t.create_pod(&pod("badpatch")).await.status.is_success());
+    let path = format!("{}/badpatch", t.core_path("pods"));
+    for (content_type, body, expected) in [
+        (
+            "application/json-patch+json",
+            r#"{"op": "add"}"#,
+            "json: cannot unmarshal object into Go value of type jsonpatch.Patch",
+        ),
+        (
+            "application/merge-patch+json",
+            "{nope",
+            "Invalid JSON Patch",
+        ),
+        (
+            "application/strategic-merge-patch+json",
+            "[1]",
+            "json: cannot unmarshal array into Go value of type map[string]interface {}",
+        ),
+    ] {
+        let r = t
+            .request(
+                Method::PATCH,
+                &path,
+                Some(content_type),
+                Some("application/json"),
+                body.as_bytes().to_vec(),
+            )
+            .await;
+        let message = assert_status(&r, 400, "BadRequest");
+        assert_eq!(message, expected, "{content_type}");
+    }
+}

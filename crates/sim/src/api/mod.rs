@@ -6,6 +6,7 @@
 
 mod apply;
 mod control;
+mod decode;
 pub(crate) mod delete;
 mod discovery;
 pub(crate) mod kinds;

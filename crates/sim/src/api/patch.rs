@@ -50,19 +50,41 @@ pub fn merge_key(path: &str) -> Option<&'static str> {
 const MERGE_SETS: &[&str] = &["metadata.finalizers"];
 
 impl Patch {
-    /// Parses a body of the given media type; 415 for other types, 400 for malformed bodies.
+    /// Parses a body of the given media type; 415 for other types, 400 for malformed bodies
+    /// (worded like kube-apiserver's JSON decoders), and a JSON patch whose operations cannot be
+    /// read is the 422 [`rejected`] answer its application would give.
     pub fn parse(media_type: &str, body: &[u8]) -> Result<Self, ApiError> {
-        let bad =
-            |e: serde_json::Error| ApiError::bad_request(format!("error decoding patch: {e}"));
+        let syntax =
+            |e: serde_json::Error| ApiError::bad_request(super::decode::go_syntax_error(&e, body));
         match media_type {
-            "application/merge-patch+json" => {
-                Ok(Patch::Merge(serde_json::from_slice(body).map_err(bad)?))
-            }
+            "application/merge-patch+json" => serde_json::from_slice(body)
+                .map(Patch::Merge)
+                // evanphx/json-patch's MergePatch: `errBadJSONPatch`.
+                .map_err(|_| ApiError::bad_request("Invalid JSON Patch")),
             "application/strategic-merge-patch+json" => {
-                Ok(Patch::Strategic(serde_json::from_slice(body).map_err(bad)?))
+                let value: Value = serde_json::from_slice(body).map_err(syntax)?;
+                if !value.is_object() && !value.is_null() {
+                    return Err(ApiError::bad_request(format!(
+                        "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                        go_json_type(&value)
+                    )));
+                }
+                Ok(Patch::Strategic(value))
             }
             "application/json-patch+json" => {
-                Ok(Patch::Json(serde_json::from_slice(body).map_err(bad)?))
+                let value: Value = serde_json::from_slice(body).map_err(syntax)?;
+                if !value.is_array() && !value.is_null() {
+                    return Err(ApiError::bad_request(format!(
+                        "json: cannot unmarshal {} into Go value of type jsonpatch.Patch",
+                        go_json_type(&value)
+                    )));
+                }
+                if value.is_null() {
+                    return Ok(Patch::Json(json_patch::Patch(Vec::new())));
+                }
+                serde_json::from_value(value)
+                    .map(Patch::Json)
+                    .map_err(|_| rejected())
             }
             other => Err(ApiError::unsupported_media_type(other)),
         }
@@ -76,22 +98,38 @@ impl Patch {
                 Ok(())
             }
             Patch::Strategic(patch) => {
-                if !patch.is_object() {
-                    return Err(ApiError::bad_request(
-                        "strategic merge patch must be a JSON object",
-                    ));
+                if patch.is_object() {
+                    strategic_merge(doc, patch, "");
                 }
-                strategic_merge(doc, patch, "");
                 Ok(())
             }
-            Patch::Json(patch) => json_patch::patch(doc, patch).map_err(|e| {
-                ApiError::new(
-                    422,
-                    "Invalid",
-                    format!("the server rejected our request due to an error in our request: {e}"),
-                )
-            }),
+            Patch::Json(patch) => json_patch::patch(doc, patch).map_err(|_| rejected()),
         }
+    }
+}
+
+/// kube-apiserver's answer to a JSON patch that cannot be applied (a missing path, a failed
+/// `test`, an unknown op): `NewGenericServerResponse(422, ...)`, which keeps none of the
+/// patch library's message and sends empty details.
+fn rejected() -> ApiError {
+    let mut err = ApiError::new(
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request",
+    );
+    err.details = Some(Box::default());
+    err
+}
+
+/// A JSON value's type as Go's `encoding/json` names it in unmarshal errors.
+fn go_json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
     }
 }
 

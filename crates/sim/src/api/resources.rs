@@ -123,7 +123,7 @@ async fn handle<K: ApiKind>(
         ("status", "get") if K::HAS_STATUS => get::<K>(&state, &info, query.as_deref()),
         ("", "create") => {
             let body = read_create_body::<K>(&state, req).await?;
-            let obj: K = decode(&body)?;
+            let obj: K = super::decode::decode_object::<K>(&body)?;
             create::<K>(
                 &state,
                 &info,
@@ -703,7 +703,7 @@ fn update<K: ApiKind>(
     body: JsonBody,
     writer: Writer,
 ) -> Result<Response, ApiError> {
-    let mut obj: K = decode(&body)?;
+    let mut obj: K = super::decode::decode_object::<K>(&body)?;
     match obj.meta().name.as_deref() {
         None | Some("") => obj.meta_mut().name = Some(info.name.clone()),
         Some(n) if n != info.name => {

@@ -172,6 +172,20 @@ fn validate_labels(causes: &mut Causes, labels: &BTreeMap<String, String>) {
 
 /// Validates the metadata every object has: name (as an RFC 1123 subdomain), labels, annotations.
 pub fn validate_meta(causes: &mut Causes, meta: &ObjectMeta) {
+    // A generateName is checked as a prefix (a trailing `-` is fine), before the name made of it.
+    if let Some(prefix) = meta.generate_name.as_deref().filter(|g| !g.is_empty()) {
+        let masked = match prefix.strip_suffix('-') {
+            Some(rest) if !rest.is_empty() => format!("{rest}a"),
+            _ => prefix.to_owned(),
+        };
+        if !is_dns1123_subdomain(&masked) {
+            causes.invalid(
+                "metadata.generateName",
+                &quote(prefix),
+                DNS1123_SUBDOMAIN_MSG,
+            );
+        }
+    }
     match meta.name.as_deref() {
         None | Some("") => causes.required("metadata.name", "name or generateName is required"),
         Some(name) if !is_dns1123_subdomain(name) => {

@@ -147,7 +147,9 @@ async fn malformed_json_is_400_a_wrong_content_type_415_a_wrong_verb_405() {
         "{}",
     )
     .await;
-    assert_eq!(r.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    // Server-side apply is served: without a fieldManager it is invalid, not an unknown type.
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(r.json()["reason"], "Invalid");
     let r = raw(
         &sim,
         Method::POST,

@@ -1,0 +1,276 @@
+//! Decoding an object body (create, update) with kube-apiserver's error messages: a body that
+//! is not JSON is `the object provided is unrecognized (must be of type Pod): couldn't get
+//! version/kind; json parse error: ...`, a group/version/kind the server does not register is
+//! `Pod in version "v2" cannot be handled as a Pod: no kind "Pod" is registered for version
+//! "v2" in scheme "pkg/api/legacyscheme/scheme.go:30"`, and a field of the wrong type is Go's
+//! `json: cannot unmarshal string into Go struct field PodSpec.spec.terminationGracePeriodSeconds
+//! of type int64` behind the same `cannot be handled as` prefix.
+//!
+//! The parse errors are worded like Go's `encoding/json` for the common cases (an unexpected
+//! end, an invalid character); Go's wording of some rarer syntax errors differs.
+
+use serde_json::Value;
+
+use super::kinds::ApiKind;
+use super::resources::JsonBody;
+use crate::status::ApiError;
+
+/// Where built-in kinds are registered, as kube-apiserver names its scheme in errors.
+const SCHEME: &str = "pkg/api/legacyscheme/scheme.go:30";
+
+/// Decodes an object of kind `K` from a create or update body.
+pub fn decode_object<K: ApiKind>(body: &JsonBody) -> Result<K, ApiError> {
+    let value: Value = if body.media_type == "application/yaml" {
+        let text = std::str::from_utf8(&body.bytes)
+            .map_err(|e| unrecognized::<K>(&format!("the body is not UTF-8: {e}"), body))?;
+        serde_saphyr::from_str(text).map_err(|e| {
+            unrecognized::<K>(
+                &format!("couldn't get version/kind; yaml parse error: {e}"),
+                body,
+            )
+        })?
+    } else {
+        serde_json::from_slice(&body.bytes).map_err(|e| {
+            unrecognized::<K>(
+                &format!(
+                    "couldn't get version/kind; json parse error: {}",
+                    go_syntax_error(&e, &body.bytes)
+                ),
+                body,
+            )
+        })?
+    };
+    let api_version = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let sent_kind = if kind.is_empty() { K::KIND } else { kind };
+    let sent_version = if api_version.is_empty() {
+        K::API_VERSION
+    } else {
+        api_version
+    };
+    let version = sent_version.rsplit('/').next().unwrap_or(sent_version);
+    let handled = |detail: String| {
+        ApiError::bad_request(format!(
+            "{sent_kind} in version {version:?} cannot be handled as a {}: {detail}",
+            K::KIND
+        ))
+    };
+    if !K::CUSTOM_RESOURCE && (sent_kind != K::KIND || sent_version != K::API_VERSION) {
+        return Err(handled(format!(
+            "no kind {sent_kind:?} is registered for version {sent_version:?} in scheme {SCHEME:?}"
+        )));
+    }
+    serde_path_to_error::deserialize::<_, K>(&value).map_err(|e| {
+        let path = e.path().to_string();
+        handled(go_type_error(&value, &path, e.inner(), K::KIND))
+    })
+}
+
+/// `the object provided is unrecognized (must be of type Pod): <detail> (<summary>)`.
+fn unrecognized<K: ApiKind>(detail: &str, body: &JsonBody) -> ApiError {
+    ApiError::bad_request(format!(
+        "the object provided is unrecognized (must be of type {}): {detail} ({})",
+        K::KIND,
+        summarize(&body.bytes)
+    ))
+}
+
+/// The start of a body as kube-apiserver quotes it: JSON-looking bodies as text, others in hex,
+/// cut at 30 bytes with ` ...`.
+fn summarize(data: &[u8]) -> String {
+    const MAX: usize = 30;
+    let cut = &data[..data.len().min(MAX)];
+    let more = if data.len() > MAX { " ..." } else { "" };
+    match data.first() {
+        None => "<empty>".to_owned(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(cut)),
+        Some(_) => {
+            let hex: String = cut.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{hex}{more}")
+        }
+    }
+}
+
+/// A serde_json syntax error worded like Go's `encoding/json`.
+pub(super) fn go_syntax_error(err: &serde_json::Error, data: &[u8]) -> String {
+    if err.is_eof() {
+        return "unexpected end of JSON input".to_owned();
+    }
+    // The byte serde stopped at: its line and column are 1-based.
+    let offset = data
+        .split_inclusive(|b| *b == b'\n')
+        .take(err.line().saturating_sub(1))
+        .map(<[u8]>::len)
+        .sum::<usize>()
+        + err.column().saturating_sub(1);
+    match data.get(offset) {
+        Some(b) if b.is_ascii_graphic() => {
+            format!(
+                "invalid character '{}' looking for beginning of value",
+                *b as char
+            )
+        }
+        Some(b) => format!(
+            "invalid character {:?} looking for beginning of value",
+            *b as char
+        ),
+        None => "unexpected end of JSON input".to_owned(),
+    }
+}
+
+/// Go's `json: cannot unmarshal <json type> into Go struct field <Struct>.<path> of type <type>`
+/// for a field of the wrong type at `path` (serde's dotted path, with list indices).
+fn go_type_error(value: &Value, path: &str, err: &serde_json::Error, kind: &str) -> String {
+    let segments: Vec<&str> = path.split('.').filter(|s| !s.is_empty()).collect();
+    let mut node = Some(value);
+    let mut go_path = Vec::new();
+    for seg in &segments {
+        match seg.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            Some(index) => node = node.and_then(|n| n.get(index.parse::<usize>().ok()?)),
+            None => {
+                // serde_path_to_error writes `spec.containers[0].image` as separate segments.
+                let (name, index) = match seg.split_once('[') {
+                    Some((name, rest)) => (name, rest.trim_end_matches(']').parse::<usize>().ok()),
+                    None => (*seg, None),
+                };
+                go_path.push(name);
+                node = node.and_then(|n| n.get(name));
+                if let Some(i) = index {
+                    node = node.and_then(|n| n.get(i));
+                }
+            }
+        }
+    }
+    let json_type = match node {
+        Some(Value::String(_)) => "string".to_owned(),
+        Some(Value::Number(n)) if n.is_f64() => format!("number {n}"),
+        Some(Value::Number(_)) => "number".to_owned(),
+        Some(Value::Bool(_)) => "bool".to_owned(),
+        Some(Value::Array(_)) => "array".to_owned(),
+        Some(Value::Object(_)) => "object".to_owned(),
+        Some(Value::Null) | None => {
+            return format!("json: {err}");
+        }
+    };
+    let Some((_, parents)) = go_path.split_last() else {
+        return format!("json: cannot unmarshal {json_type} into Go value of type {kind}");
+    };
+    let go_struct = go_struct_name(&parents.join("."), kind);
+    let go_type = go_type_name(&err.to_string());
+    format!(
+        "json: cannot unmarshal {json_type} into Go struct field {go_struct}.{} of type {go_type}",
+        go_path.join(".")
+    )
+}
+
+/// The Go struct that holds the fields under `parent` (a dotted path without indices).
+fn go_struct_name(parent: &str, kind: &str) -> String {
+    let known = match (kind, parent) {
+        (_, "") => kind,
+        (_, "metadata") => "ObjectMeta",
+        ("Pod", "spec") => "PodSpec",
+        ("Pod", "status") => "PodStatus",
+        ("Lease", "spec") => "LeaseSpec",
+        ("Namespace", "spec") => "NamespaceSpec",
+        (_, "spec.containers" | "spec.initContainers") => "Container",
+        (_, "spec.ephemeralContainers") => "EphemeralContainer",
+        (_, "spec.containers.resources" | "spec.initContainers.resources") => {
+            "ResourceRequirements"
+        }
+        (_, "spec.containers.env" | "spec.initContainers.env") => "EnvVar",
+        (_, "spec.containers.ports" | "spec.initContainers.ports") => "ContainerPort",
+        (_, "spec.containers.securityContext" | "spec.initContainers.securityContext") => {
+            "SecurityContext"
+        }
+        (_, "spec.securityContext") => "PodSecurityContext",
+        (_, "spec.tolerations") => "Toleration",
+        (_, "spec.volumes") => "Volume",
+        (_, "metadata.ownerReferences") => "OwnerReference",
+        _ => "",
+    };
+    if !known.is_empty() {
+        return known.to_owned();
+    }
+    // Otherwise the field's name, capitalized: close to Go's type names for most fields.
+    let last = parent.rsplit('.').next().unwrap_or(parent);
+    let mut chars = last.chars();
+    chars.next().map_or_else(String::new, |c| {
+        c.to_uppercase().collect::<String>() + chars.as_str()
+    })
+}
+
+/// The Go type serde expected, from its message (`invalid type: ..., expected i64`).
+fn go_type_name(message: &str) -> &'static str {
+    let expected = message
+        .split("expected ")
+        .nth(1)
+        .unwrap_or_default()
+        .split(" at line")
+        .next()
+        .unwrap_or_default();
+    match expected {
+        "i64" => "int64",
+        "i32" => "int32",
+        "u64" => "uint64",
+        "u32" => "uint32",
+        "f64" => "float64",
+        "a boolean" => "bool",
+        "a string" => "string",
+        e if e.starts_with("a sequence") => "[]interface {}",
+        e if e.starts_with("a map") || e.starts_with("struct") => "map[string]interface {}",
+        _ => "string",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+
+    fn body(text: &str) -> JsonBody {
+        JsonBody {
+            bytes: bytes::Bytes::copy_from_slice(text.as_bytes()),
+            media_type: "application/json".to_owned(),
+        }
+    }
+
+    fn message(text: &str) -> String {
+        decode_object::<Pod>(&body(text))
+            .expect_err("an error")
+            .message
+    }
+
+    #[test]
+    fn decode_errors_are_worded_like_kube_apiserver() {
+        assert_eq!(
+            message(r#"{"apiVersion":"v2","kind":"Pod","metadata":{"name":"x"}}"#),
+            r#"Pod in version "v2" cannot be handled as a Pod: no kind "Pod" is registered for version "v2" in scheme "pkg/api/legacyscheme/scheme.go:30""#
+        );
+        assert_eq!(
+            message(
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"terminationGracePeriodSeconds":"30","containers":[]}}"#
+            ),
+            r#"Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal string into Go struct field PodSpec.spec.terminationGracePeriodSeconds of type int64"#
+        );
+        assert_eq!(
+            message(
+                r#"{"apiVersion":"v1","kind":"Pod","spec":{"containers":[{"name":"a","image":5}]}}"#
+            ),
+            r#"Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal number into Go struct field Container.spec.containers.image of type string"#
+        );
+        assert_eq!(
+            message(r#"{"apiVersion":"v1","kind":"Pod""#),
+            r#"the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: unexpected end of JSON input ({"apiVersion":"v1","kind":"Pod ...)"#
+        );
+        assert_eq!(
+            message("hello"),
+            "the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: invalid character 'h' looking for beginning of value (68656c6c6f)"
+        );
+    }
+}
