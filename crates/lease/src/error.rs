@@ -86,3 +86,48 @@ pub enum CallError {
     #[error("no answer within {0:?}")]
     TimedOut(Duration),
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::core::Status;
+
+    use super::*;
+
+    /// What `{:#}` prints: the message, then every `source()`.
+    fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+        let mut out = err.to_string();
+        let mut cause = err.source();
+        while let Some(c) = cause {
+            out = format!("{out}: {c}");
+            cause = c.source();
+        }
+        out
+    }
+
+    #[test]
+    fn an_election_error_should_print_the_apis_answer_once() {
+        let api = || {
+            kube::Error::Api(
+                Status::failure("no RBAC for leases", "Forbidden")
+                    .with_code(403)
+                    .boxed(),
+            )
+        };
+        let fatal = ElectionError::Fatal {
+            namespace: "ns".into(),
+            name: "lease".into(),
+            error: api(),
+        };
+        let release = ElectionError::Release {
+            namespace: "ns".into(),
+            name: "lease".into(),
+            error: CallError::Api(api()),
+        };
+        // kube's own message (which itself shows the Status twice) must appear once.
+        let kube_text = api().to_string();
+        for err in [fatal, release] {
+            let text = chain(&err);
+            assert_eq!(text.matches(&kube_text).count(), 1, "{text}");
+        }
+    }
+}
