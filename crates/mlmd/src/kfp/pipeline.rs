@@ -286,12 +286,10 @@ impl Watcher {
             match item {
                 Ok(Event::Connected { reason, .. }) => {
                     health.set_watch_established(true);
-                    // The reason's label (a string, or a typed reason's `Display`).
-                    let reason = reason.to_string();
-                    if reason != "initial" && reason != "resume" {
-                        metrics.reconnect(&reason);
+                    if !reason.is_first_connect() {
+                        metrics.reconnect(reason.as_str());
                     }
-                    tracing::debug!(reason, "pod watch connected");
+                    tracing::debug!(reason = reason.as_str(), "pod watch connected");
                 }
                 Ok(Event::Init) => {
                     metrics.event("init");
@@ -318,7 +316,7 @@ impl Watcher {
                 Err(e) if e.is_fatal() => return Err(e),
                 Err(e) => {
                     // Counted as a reconnect by reason when the watch is back.
-                    tracing::debug!(reason = %e.reason(), error = %e, "pod watch interrupted; resuming");
+                    tracing::debug!(reason = e.reason().as_str(), error = %e, "pod watch interrupted; resuming");
                     continue;
                 }
             }
