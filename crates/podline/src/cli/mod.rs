@@ -1,6 +1,7 @@
 //! Command-line surface: the global kubectl-style flags and one module per subcommand.
 
 mod demo;
+pub mod gc;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -95,6 +96,8 @@ pub enum Command {
     Show(query::ShowArgs),
     /// Serve a read-only web page over the store: runs, timelines, pods, failures, live.
     Ui(ui::UiArgs),
+    /// Delete the pods of `podline run`s that died (their liveness Lease expired), once.
+    Gc(gc::GcArgs),
 }
 
 /// Sets up tracing to stderr: podline's own info lines (retries, reconnects) and warnings by
@@ -147,5 +150,6 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pods(args) => query::pods(args, &cli.global).await,
         Command::Show(args) => query::show(args, &cli.global).await,
         Command::Ui(args) => ui::run(args).await,
+        Command::Gc(args) => gc::run(args, &cli.global).await,
     }
 }

@@ -29,6 +29,16 @@ pub struct RecordArgs {
     /// Watch pods in all namespaces (needs list/watch on pods cluster-wide).
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
+    /// Also run the reaper in the recorder's namespace(s): delete the Lease and pods of every
+    /// `podline run` whose liveness Lease expired (see `podline gc`).
+    #[arg(long)]
+    pub reap: bool,
+    /// With --reap: time on top of a Lease's duration before it counts as expired.
+    #[arg(long, value_name = "DURATION", default_value = "9s", value_parser = crate::cli::gc::parse_duration)]
+    pub reap_grace: std::time::Duration,
+    /// With --reap: time between two reaper passes.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::cli::gc::parse_period)]
+    pub reap_every: std::time::Duration,
     /// Only record pods matching this label selector (e.g. "app=train,tier!=db").
     #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
     pub selector: Option<String>,
@@ -213,8 +223,19 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     };
 
     let probe_every = config.store_probe_interval;
+    let reaper = args.reap.then(|| {
+        podline_launch::reaper::Reaper::new(
+            connected.client.clone(),
+            namespace.clone(),
+            args.reap_grace,
+        )
+    });
     let recorder = Recorder::new(connected.client, store.clone(), config);
     let shutdown = CancellationToken::new();
+    if let Some(reaper) = reaper {
+        let (stop, every) = (shutdown.clone(), args.reap_every);
+        tokio::spawn(async move { reaper.run(every, stop).await });
+    }
     let server = tokio::spawn(health::serve(listener, recorder.health(), shutdown.clone()));
     tokio::spawn(cancel_on_signal(shutdown.clone()));
 

@@ -105,6 +105,14 @@ pub struct RunArgs {
     /// Follow the logs of every container, each line prefixed with [container].
     #[arg(help_heading = "Lifecycle", long)]
     pub all_containers: bool,
+    /// Duration of this run's liveness Lease (whole seconds, 1s to 1h): if podline dies and
+    /// stops renewing it, a reaper (`podline gc`, `podline record --reap`) deletes its pods once
+    /// it is this old plus the reaper's grace.
+    #[arg(help_heading = "Lifecycle", long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+    /// How often the liveness Lease is renewed (100ms to half --lease-duration).
+    #[arg(help_heading = "Lifecycle", long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    pub lease_renew_every: Duration,
     /// Write the result as JSON to FILE: first the pod's name before it is created, then the
     /// whole result (phase, exit codes, Warning events, failure report). For wrappers such as
     /// the Airflow operator; stdout keeps the container's logs. Single tasks only.
@@ -431,20 +439,74 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
         Ok(ping) => ping,
         Err(err) => return usage(err.into()),
     };
+    let liveness_config =
+        match podline_launch::LivenessConfig::new(args.lease_duration, args.lease_renew_every) {
+            Ok(c) => c,
+            Err(err) => {
+                return usage(anyhow::anyhow!(
+                    "--lease-duration/--lease-renew-every: {err}"
+                ));
+            }
+        };
+    let calls = config.calls.clone();
     let (client, namespace) = connect(global, http2_ping).await?;
-    let launcher = Launcher::new(client.clone(), namespace.clone(), config);
+    let run_id = spec::new_launch_id()[..12].to_owned();
+    // The run's proof of life: its pods are owned by this Lease, deleted by a reaper if the
+    // process dies without cleaning up (SIGKILL, host lost), released below on a clean exit.
+    let liveness = podline_launch::Liveness::start(
+        client.clone(),
+        &run_id,
+        holder_identity(),
+        liveness_config,
+        calls,
+    );
+    let launcher =
+        Launcher::new(client.clone(), namespace.clone(), config).with_liveness(liveness.clone());
     let cancel = Cancel::new();
     watch_signals(cancel.clone());
+    let code = run_tasks(
+        &args, global, many, specs, &client, &namespace, &launcher, &run_id, &cancel,
+    )
+    .await;
+    liveness.release().await;
+    code
+}
 
+/// Who holds the liveness Lease: this process on this host, for people reading the Lease.
+fn holder_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let host = if host.is_empty() {
+        "unknown-host".to_owned()
+    } else {
+        host
+    };
+    format!("podline-run/{host}/{}", std::process::id())
+}
+
+/// The tasks themselves, once connected; the caller releases the liveness Lease after.
+#[allow(clippy::too_many_arguments)]
+async fn run_tasks(
+    args: &RunArgs,
+    global: &Global,
+    many: bool,
+    specs: Specs,
+    client: &kube::Client,
+    namespace: &str,
+    launcher: &Launcher,
+    run_id: &str,
+    cancel: &Cancel,
+) -> anyhow::Result<ExitCode> {
     if many {
-        let run_id = spec::new_launch_id()[..12].to_owned();
         let summary = podline_launch::run_many(
-            &launcher,
-            specs.with_run(&run_id),
+            launcher,
+            specs.with_run(run_id),
             args.parallel as usize,
             None,
             true,
-            &cancel,
+            cancel,
         )
         .await;
         match global.output {
@@ -473,12 +535,12 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let result_file = args.result_file.as_deref().map(ResultFile::new);
     if let Some(file) = &result_file
         && let Err(err) = file
-            .announce(&client, &namespace, &mut spec, args.reattach)
+            .announce(client, namespace, &mut spec, args.reattach)
             .await
     {
         return usage(err);
     }
-    let result = launcher.run(&spec, sink, &cancel).await;
+    let result = launcher.run(&spec, sink, cancel).await;
     if let Some(file) = &result_file
         && let Err(err) = file.finish(&result)
     {

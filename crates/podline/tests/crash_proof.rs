@@ -1,0 +1,218 @@
+//! Issue 17, launcher half: no pod outlives a `kill -9` of `podline run`. Each run holds a
+//! liveness Lease that owns its pods; the reaper (`podline gc`) deletes the Lease of a run that
+//! stopped renewing it, and the sim's garbage collector (kube-controller-manager's job) and the
+//! reaper delete its pods. A `--reattach` restart inside the grace period takes its pod back.
+#![allow(clippy::unwrap_used)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+use podline_testkit::{client, kubeconfig_file, start_sim, test_config, wait_until};
+use tokio::process::Command;
+use tokio::time::Instant;
+
+/// The test's liveness: a 2 s Lease renewed every 500 ms, reaped 1 s after it expires.
+const LEASE: &[&str] = &["--lease-duration", "2s", "--lease-renew-every", "500ms"];
+const GRACE: &str = "1s";
+
+fn podline(kubeconfig: &std::path::Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_podline"));
+    cmd.arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env_remove("KUBECONFIG")
+        .env("PODLINE_CREATE_BACKOFF_BASE", "10ms")
+        .env("PODLINE_CREATE_BACKOFF_CAP", "200ms")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// One `podline gc` pass; returns its summary line.
+async fn gc(kubeconfig: &std::path::Path) -> String {
+    let out = podline(kubeconfig)
+        .args(["gc", "--grace", GRACE])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn running(p: &Pod) -> bool {
+    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+}
+
+/// The done-when test: 50 pods running, the launcher SIGKILLed; the first reaper pass (inside
+/// the Lease's life) deletes nothing, and every pod is gone within the Lease's duration + grace
+/// + one reaper pass (plus the pods' own graceful deletion).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_a_count_run_should_leave_no_pod_once_the_reaper_passed() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kc = kubeconfig.path();
+    let kube = client(&sim).await;
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), "default");
+    let leases: Api<Lease> = Api::namespaced(kube, "default");
+    let mut child = podline(kc)
+        .args([
+            "run",
+            "--image",
+            "busybox",
+            "--count",
+            "50",
+            "--parallel",
+            "50",
+        ])
+        .args(LEASE)
+        .args(["--annotation", "sim.podline.io/duration=300s"])
+        .args(["--", "sleep", "300"])
+        .spawn()
+        .unwrap();
+    let all_running = wait_until(Duration::from_secs(30), || async {
+        pods.list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.len() == 50 && l.items.iter().all(running))
+    })
+    .await;
+    assert!(all_running, "the 50 pods never all ran");
+    // Every pod is labelled with, and owned by, the run's Lease.
+    let lease_list = leases.list(&ListParams::default()).await.unwrap();
+    assert_eq!(lease_list.items.len(), 1, "one Lease per run and namespace");
+    let lease = &lease_list.items[0];
+    let name = lease.metadata.name.clone().unwrap();
+    for pod in pods.list(&ListParams::default()).await.unwrap().items {
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get("podline.io/launcher"), Some(&name));
+        let owners = pod.metadata.owner_references.clone().unwrap_or_default();
+        assert!(
+            owners.iter().any(|o| o.kind == "Lease"
+                && o.api_version == "coordination.k8s.io/v1"
+                && o.name == name
+                && Some(&o.uid) == lease.metadata.uid.as_ref()
+                && o.block_owner_deletion == Some(false)
+                && o.controller == Some(false)),
+            "{owners:?}"
+        );
+    }
+
+    child.start_kill().unwrap(); // SIGKILL: no clean-up runs
+    child.wait().await.unwrap();
+    let killed = Instant::now();
+
+    // Inside the Lease's duration + grace the reaper leaves the run alone.
+    let early = gc(kc).await;
+    assert!(early.contains("0 expired"), "{early}");
+    assert_eq!(
+        pods.list(&ListParams::default()).await.unwrap().items.len(),
+        50
+    );
+
+    // Lease 2 s + grace 1 s; then one pass (every 500 ms here) and the pods' deletion.
+    let bound = Duration::from_secs(2 + 1) + Duration::from_secs(5);
+    let reaped = std::sync::atomic::AtomicBool::new(false);
+    let gone = wait_until(Duration::from_secs(20), || async {
+        if !reaped.load(std::sync::atomic::Ordering::Relaxed) && gc(kc).await.contains("1 expired")
+        {
+            reaped.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        pods.list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.is_empty())
+    })
+    .await;
+    let took = killed.elapsed();
+    assert!(gone, "pods outlived the killed run");
+    assert!(reaped.into_inner(), "the reaper never reaped the Lease");
+    assert!(took <= bound, "took {took:?}, over the bound {bound:?}");
+    assert!(
+        leases
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "the Lease outlived the reap"
+    );
+    assert!(sim.ground_truth().iter().all(|p| p.deleted_at.is_some()));
+}
+
+/// A `--reattach` restart inside the grace period re-points the pod at its own Lease: the
+/// reaper then reaps the dead launcher's Lease but not the pod, and the task finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reattach_inside_the_grace_period_should_keep_its_pod_and_finish() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kc = kubeconfig.path();
+    let kube = client(&sim).await;
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), "default");
+    let leases: Api<Lease> = Api::namespaced(kube, "default");
+    let task = |extra: &[&str]| {
+        let mut cmd = podline(kc);
+        cmd.args(["run", "--image", "busybox", "--task-id", "nightly"])
+            .args(LEASE)
+            .args(extra)
+            .args(["--annotation", "sim.podline.io/duration=10s"])
+            .args(["--", "sleep", "10"]);
+        cmd
+    };
+    let mut first = task(&[]).spawn().unwrap();
+    let ran = wait_until(Duration::from_secs(20), || async {
+        pods.list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.len() == 1 && l.items.iter().all(running))
+    })
+    .await;
+    assert!(ran, "the pod never ran");
+    let old_lease = leases.list(&ListParams::default()).await.unwrap().items[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    first.start_kill().unwrap();
+    first.wait().await.unwrap();
+
+    let second = task(&["--reattach", "-o", "json"]).spawn().unwrap();
+    // Reap until the dead launcher's Lease is gone (2 s + 1 s after the kill); the pod stays.
+    let old_reaped = wait_until(Duration::from_secs(15), || async {
+        gc(kc).await;
+        leases.get_opt(&old_lease).await.is_ok_and(|l| l.is_none())
+    })
+    .await;
+    assert!(old_reaped, "the dead launcher's Lease was never reaped");
+    let pod = &pods.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(pod.len(), 1, "the reattached pod was reaped");
+    assert!(pod[0].metadata.deletion_timestamp.is_none());
+    let out = tokio::time::timeout(Duration::from_secs(30), second.wait_with_output())
+        .await
+        .expect("the reattached run did not finish")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("\"reattached\": true"), "{stdout}");
+    // The clean exit deleted the pod and the new Lease: nothing left.
+    let empty = wait_until(Duration::from_secs(10), || async {
+        pods.list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.is_empty())
+            && leases
+                .list(&ListParams::default())
+                .await
+                .is_ok_and(|l| l.items.is_empty())
+    })
+    .await;
+    assert!(empty, "a pod or a Lease outlived the clean exit");
+}
