@@ -195,3 +195,37 @@ async fn a_garbage_continue_token_is_bad_request_invalid_continue_token() {
     let message = podline_conformance::assert_status(&r, 400, "BadRequest");
     assert!(message.starts_with("invalid continue token: "), "{message}");
 }
+
+/// Discovery gives each top-level resource its `storageVersionHash` (base64 of the first 8
+/// bytes of the SHA-256 of `<group>/<version>/<Kind>`, so it is the same on every 1.32 server):
+/// pods `xPOwRZ+Yhw8=`, namespaces `Q3oi5N2YM8M=`, leases `gqkMMb/YqFM=`; subresources have
+/// none.
+#[tokio::test]
+async fn discovery_lists_storage_version_hashes() {
+    let t = Target::new().await;
+    let core = t.get("/api/v1").await.json();
+    let find = |doc: &Value, name: &str| {
+        doc["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {doc}"))
+            .clone()
+    };
+    assert_eq!(find(&core, "pods")["storageVersionHash"], "xPOwRZ+Yhw8=");
+    assert_eq!(
+        find(&core, "namespaces")["storageVersionHash"],
+        "Q3oi5N2YM8M="
+    );
+    assert!(
+        find(&core, "pods/status")
+            .get("storageVersionHash")
+            .is_none()
+    );
+    let coordination = t.get("/apis/coordination.k8s.io/v1").await.json();
+    assert_eq!(
+        find(&coordination, "leases")["storageVersionHash"],
+        "gqkMMb/YqFM="
+    );
+}

@@ -7,7 +7,6 @@ use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-
 /// The Kubernetes version the sim reports.
 pub const KUBE_VERSION: (&str, &str) = ("1", "33");
 
@@ -43,7 +42,24 @@ fn resource(
     if name == "pods" {
         r["categories"] = json!(["all"]);
     }
+    if let Some(hash) = storage_version_hash(name) {
+        r["storageVersionHash"] = json!(hash);
+    }
     r
+}
+
+/// kube-apiserver's `storageVersionHash` of a top-level resource (subresources have none): the
+/// base64 of the first 8 bytes of the SHA-256 of `<group>/<version>/<Kind>` of its storage
+/// version (`/v1/Pod` for pods), computed once and written down here.
+fn storage_version_hash(resource: &str) -> Option<&'static str> {
+    Some(match resource {
+        "pods" => "xPOwRZ+Yhw8=",
+        "namespaces" => "Q3oi5N2YM8M=",
+        "events" => "r2yiGXH7wu8=",
+        "leases" => "gqkMMb/YqFM=",
+        "workflowtaskresults" => "h+8WuvWnY6I=",
+        _ => return None,
+    })
 }
 
 /// `200 ok` for /healthz, /livez, /readyz.
