@@ -16,9 +16,14 @@
 //!   clone it.
 //! - kube's own `RetryLayer` is **off**: retries are ours ([`crate::retry`]), bounded and logged,
 //!   instead of up to 15 silent retries per call.
-//! - connect, read and write timeouts are derived from the client timeout, and so is a bound on
-//!   each request's wait for its response headers, so no call can hang on a dead connection
-//!   (kube 5 has no read timeout by default). They are a little longer than the client timeout so
+//! - each connect attempt (TCP, proxy, TLS) is bounded by the **connect timeout** (default: the
+//!   PING timeout), abandoned when it runs out and tried again with full-jitter backoff, logged
+//!   at a rate ([`crate::dial`]), so a network that froze and comes back is used within about
+//!   one attempt, not after a 30 s connect gives up.
+//! - the bound on one dial (all attempts: the client timeout, at most 30 s), the read and write
+//!   timeouts and a bound on each request's wait for its response headers are derived from the
+//!   client timeout, so no call can hang on a dead connection (kube 5 has no read timeout by
+//!   default). The last two are a little longer than the client timeout so
 //!   the watch's own timers fire first, with a clear reason; `reset_reader_on_write` keeps a
 //!   pooled connection's idle time from counting.
 //! - a `Retry-After` header on an error answer is copied into the `Status` body
@@ -39,6 +44,7 @@ use kube::client::{Body, DynBody};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tower::{BoxError, ServiceExt};
 
+use crate::dial::DialLimits;
 use crate::error::Chain;
 use crate::ping::Http2Ping;
 use crate::timeouts::DEFAULT_CLIENT_TIMEOUT;
@@ -57,6 +63,11 @@ pub struct ConnectOptions {
     pub client_timeout: Duration,
     /// HTTP/2 PING health checks (interval and timeout), used whenever the server speaks HTTP/2.
     pub http2_ping: Http2Ping,
+    /// Bounds each attempt at a new connection (TCP connect and TLS handshake); an attempt that
+    /// runs out is abandoned and retried ([`crate::dial`]). `None`: the PING timeout, so a new
+    /// connection gets no longer to come up than a live one has to answer a PING. Check a
+    /// user's value with [`crate::timeouts::connect_timeout`].
+    pub connect_timeout: Option<Duration>,
 }
 
 impl Default for ConnectOptions {
@@ -67,6 +78,7 @@ impl Default for ConnectOptions {
             namespace: None,
             client_timeout: DEFAULT_CLIENT_TIMEOUT,
             http2_ping: Http2Ping::default(),
+            connect_timeout: None,
         }
     }
 }
@@ -214,7 +226,13 @@ async fn finish(loaded: Loaded, opts: &ConnectOptions) -> Result<Connected, Conn
             "TLS certificate verification is OFF (insecure-skip-tls-verify in the kubeconfig)"
         );
     }
-    let client = client_with_ca(config, opts.client_timeout, opts.http2_ping, &ca)?;
+    let client = client_with_ca(
+        config,
+        opts.client_timeout,
+        opts.http2_ping,
+        opts.connect_timeout,
+        &ca,
+    )?;
     warm_up(&client, opts.client_timeout).await;
     tracing::debug!(%source, cluster = %cluster_url, %namespace, "kubernetes client ready");
     Ok(Connected {
@@ -402,8 +420,9 @@ fn proxy_from_environment(cluster_url: &http::Uri) -> Result<Option<http::Uri>, 
 /// Margin of the socket read timeout (and of the wait for response headers) over the client
 /// timeout, so the watch's own timer (with a precise reason label) fires first.
 const READ_TIMEOUT_MARGIN: Duration = Duration::from_secs(5);
-/// Upper bound on the TCP/TLS connect timeout.
-const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Upper bound on one dial (every connect attempt of one request, see [`crate::dial`]): after
+/// it the request fails and its caller's retry takes over.
+const MAX_DIAL_BUDGET: Duration = Duration::from_secs(30);
 
 /// The one place podline's client stack is assembled (see the module doc): podline's transport
 /// ([`crate::transport`]: HTTP/2 with `ping` health checks, or HTTP/1.1) under kube's auth and
@@ -418,7 +437,7 @@ pub fn client_from_config(
     } else {
         "the system's trusted root certificates"
     };
-    client_with_ca(config, client_timeout, ping, ca)
+    client_with_ca(config, client_timeout, ping, None, ca)
 }
 
 /// [`client_from_config`], naming where the CA certificates came from (`ca`) in TLS errors.
@@ -426,10 +445,15 @@ fn client_with_ca(
     config: kube::Config,
     client_timeout: Duration,
     ping: Http2Ping,
+    connect_timeout: Option<Duration>,
     ca: &str,
 ) -> Result<kube::Client, ConnectError> {
+    let attempt = connect_timeout.unwrap_or(ping.timeout);
     let timeouts = TransportTimeouts {
-        connect: client_timeout.min(MAX_CONNECT_TIMEOUT),
+        connect: DialLimits {
+            attempt,
+            budget: client_timeout.min(MAX_DIAL_BUDGET).max(attempt),
+        },
         io: client_timeout + READ_TIMEOUT_MARGIN,
         headers: client_timeout + READ_TIMEOUT_MARGIN,
     };

@@ -57,6 +57,7 @@
 
 pub mod backoff;
 pub mod connect;
+pub mod dial;
 pub mod error;
 pub mod ping;
 pub mod proxy;

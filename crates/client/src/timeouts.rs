@@ -146,6 +146,46 @@ pub enum TimeoutError {
         /// The client timeout.
         client: Duration,
     },
+    /// A connect timeout must end an attempt before the client timeout ends the request.
+    #[error(
+        "{name} ({value}) must be shorter than the client timeout ({client})",
+        value = Human(*value),
+        client = Human(*client)
+    )]
+    ConnectNotShorter {
+        /// Where the connect timeout came from.
+        name: String,
+        /// Its value.
+        value: Duration,
+        /// The client timeout.
+        client: Duration,
+    },
+}
+
+/// Checks a connect timeout the user chose (see [`crate::connect::ConnectOptions::connect_timeout`]):
+/// `name` is where it came from (the binary's flag or variable, for the message), `raw` its
+/// text, parsed like every duration here. It must be greater than zero and shorter than the
+/// client timeout, so an attempt is abandoned (and another made) before the caller's own timer
+/// gives up on the request. It may be longer than the PING timeout (a slow link's TLS handshake
+/// may need it); only the default follows the PING timeout.
+pub fn connect_timeout(
+    name: &str,
+    raw: &str,
+    client_timeout: Duration,
+) -> Result<Duration, TimeoutError> {
+    let setting = Setting {
+        name: name.to_string(),
+        raw: raw.to_string(),
+    };
+    let value = setting.parse()?;
+    if value >= client_timeout {
+        return Err(TimeoutError::ConnectNotShorter {
+            name: setting.name,
+            value,
+            client: client_timeout,
+        });
+    }
+    Ok(value)
 }
 
 /// Where a setting's value came from, for messages: the flag or variable, or "(default)".
@@ -429,6 +469,36 @@ impl WatchTimeouts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connect_timeout_should_be_positive_and_shorter_than_the_client_timeout() {
+        let client = Duration::from_secs(60);
+        assert_eq!(
+            connect_timeout("--connect-timeout", "2s", client),
+            Ok(Duration::from_secs(2))
+        );
+        // Longer than the default PING timeout is allowed when chosen.
+        assert_eq!(
+            connect_timeout("X", "45", client),
+            Ok(Duration::from_secs(45))
+        );
+        assert_eq!(
+            connect_timeout("--connect-timeout", "0", client)
+                .unwrap_err()
+                .to_string(),
+            r#"--connect-timeout="0" must be greater than zero"#
+        );
+        assert_eq!(
+            connect_timeout("PODLINE_CONNECT_TIMEOUT", "1m", client)
+                .unwrap_err()
+                .to_string(),
+            "PODLINE_CONNECT_TIMEOUT (60s) must be shorter than the client timeout (60s)"
+        );
+        assert!(matches!(
+            connect_timeout("--connect-timeout", "soon", client),
+            Err(TimeoutError::NotADuration { .. })
+        ));
+    }
     use proptest::prelude::*;
 
     fn secs(n: u64) -> Duration {

@@ -10,7 +10,8 @@
 //! - **PING**: a connection silent for [`Http2Ping::interval`] gets a PING; no answer within
 //!   [`Http2Ping::timeout`] closes it, failing every request and stream on it at once, so a frozen
 //!   connection is noticed in seconds even when its watches are legitimately quiet;
-//! - **timeouts**: connect (TCP + TLS), and a socket read/write timeout a little longer than the
+//! - **timeouts**: connect (TCP + TLS; each attempt bounded by the connect timeout, abandoned
+//!   and retried with backoff, see [`crate::dial`]), and a socket read/write timeout a little longer than the
 //!   client timeout. On HTTP/2 the PING answers keep a healthy quiet connection's reads flowing,
 //!   so the read timeout never cuts it; a [`tower::timeout`] bounds each request's wait for its
 //!   response headers, which PING traffic would otherwise keep alive forever on a live connection;
@@ -35,6 +36,7 @@ use kube::client::{Body, ConfigExt, DynBody};
 use rustls::pki_types::ServerName;
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 
+use crate::dial::{BoundedConnect, DialLimits};
 use crate::ping::Http2Ping;
 use crate::proxy::{ProxyConnector, ProxyError};
 
@@ -59,8 +61,8 @@ impl ResponseVersion {
 /// Timeouts of the transport, derived from the client timeout by [`crate::connect`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TransportTimeouts {
-    /// TCP connect plus TLS handshake.
-    pub connect: Duration,
+    /// Bounds each connect attempt and the whole dial (see [`crate::dial`]).
+    pub connect: DialLimits,
     /// Socket reads and writes (reset by every read and write).
     pub io: Duration,
     /// From sending a request to its response headers.
@@ -119,8 +121,10 @@ pub(crate) fn build(
     }
     // ALPN offers h2 then http/1.1: a server (or proxy) without HTTP/2 gets HTTP/1.1.
     let https = https.enable_all_versions().wrap_connector(tcp);
+    let https = BoundedConnect::new(https, timeouts.connect, &peer.server);
     let mut connector = hyper_timeout::TimeoutConnector::new(https);
-    connector.set_connect_timeout(Some(timeouts.connect));
+    // Connects are bounded (and retried) by `BoundedConnect`; this adds the socket timeouts.
+    connector.set_connect_timeout(None);
     connector.set_read_timeout(Some(timeouts.io));
     connector.set_write_timeout(Some(timeouts.io));
     // A pooled connection's idle time must not count against the next response.

@@ -325,12 +325,14 @@ impl RunArgs {
 async fn connect(
     global: &Global,
     http2_ping: podline_client::ping::Http2Ping,
+    connect_timeout: Option<std::time::Duration>,
 ) -> anyhow::Result<(kube::Client, String)> {
     let options = podline_client::connect::ConnectOptions {
         kubeconfig: global.kubeconfig.clone(),
         context: global.context.clone(),
         namespace: global.namespace.clone(),
         http2_ping,
+        connect_timeout,
         ..podline_client::connect::ConnectOptions::default()
     };
     let connected = podline_client::connect::connect(&options).await?;
@@ -439,6 +441,11 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
         Ok(ping) => ping,
         Err(err) => return usage(err.into()),
     };
+    let connect_timeout =
+        match global.connect_timeout(podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT) {
+            Ok(timeout) => timeout,
+            Err(err) => return usage(err.into()),
+        };
     let liveness_config =
         match podline_launch::LivenessConfig::new(args.lease_duration, args.lease_renew_every) {
             Ok(c) => c,
@@ -449,7 +456,7 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
             }
         };
     let calls = config.calls.clone();
-    let (client, namespace) = connect(global, http2_ping).await?;
+    let (client, namespace) = connect(global, http2_ping, connect_timeout).await?;
     let run_id = spec::new_launch_id()[..12].to_owned();
     // The run's proof of life: its pods are owned by this Lease, deleted by a reaper if the
     // process dies without cleaning up (SIGKILL, host lost), released below on a clean exit.
@@ -645,6 +652,7 @@ mod tests {
             namespace: Some("ns".into()),
             http2_ping_interval: None,
             http2_ping_timeout: None,
+            connect_timeout: None,
             output: Output::Table,
             verbosity: 0,
         };
