@@ -292,14 +292,6 @@ pub struct Cluster {
     inner: Arc<Inner>,
 }
 
-impl std::fmt::Debug for Cluster {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cluster")
-            .field("resource_version", &self.inner.clock.current())
-            .finish()
-    }
-}
-
 /// A handle on a [`Cluster`] that does not keep it alive, for background tasks (the garbage
 /// collector, the namespace controller) that must end with the sim.
 #[derive(Clone)]
@@ -336,6 +328,8 @@ struct Inner {
     /// hence the hashes (a hit is checked against the Event itself).
     event_index: Mutex<HashMap<u64, u64>>,
     kubelet_enabled: AtomicBool,
+    /// See [`Cluster::set_watch_buffer`].
+    watch_buffer: AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -348,8 +342,6 @@ pub fn now_time() -> Time {
     Time(Timestamp::now())
 }
 
-    /// See [`Cluster::set_watch_buffer`].
-    watch_buffer: AtomicUsize,
 impl Cluster {
     /// An empty cluster (with the initial namespaces) keeping `history` worth of watch events.
     pub fn new(history: HistoryLimits) -> Self {
@@ -368,12 +360,17 @@ impl Cluster {
                 logs: LogStore::new(),
                 event_index: Mutex::new(HashMap::new()),
                 kubelet_enabled: AtomicBool::new(false),
+                watch_buffer: AtomicUsize::new(crate::config::DEFAULT_WATCH_BUFFER),
             }),
         };
         for ns in INITIAL_NAMESPACES {
             // Invariant: a fresh cluster has none of these, so creating them cannot fail.
             let _ = cluster.create_namespace(ns);
         }
+        // Like a watch cache that starts from a LIST: the history begins now, so a resume from
+        // a resourceVersion before the sim's start (say, one a client kept from another sim) is
+        // 410 Expired, not a replay of the initial namespaces.
+        cluster.compact();
         cluster
     }
 
@@ -385,17 +382,12 @@ impl Cluster {
     /// Creates a namespace (status Active); false if it exists.
     pub fn create_namespace(&self, name: &str) -> bool {
         let ns = Namespace {
-                watch_buffer: AtomicUsize::new(crate::config::DEFAULT_WATCH_BUFFER),
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
                 uid: Some(uuid::Uuid::new_v4().to_string()),
                 creation_timestamp: Some(now_time()),
                 labels: Some(BTreeMap::from([(
                     "kubernetes.io/metadata.name".to_owned(),
-        // Like a watch cache that starts from a LIST: the history begins now, so a resume from
-        // a resourceVersion before the sim's start (say, one a client kept from another sim) is
-        // 410 Expired, not a replay of the initial namespaces.
-        cluster.compact();
                     name.to_owned(),
                 )])),
                 ..ObjectMeta::default()
@@ -437,6 +429,17 @@ impl Cluster {
         self.inner.kubelet_enabled.load(Ordering::SeqCst)
     }
 
+    /// Sets how many committed events a watcher may leave untaken before its watch is closed
+    /// (0: never; a lagging watcher then catches up from the history).
+    pub fn set_watch_buffer(&self, events: usize) {
+        self.inner.watch_buffer.store(events, Ordering::Relaxed);
+    }
+
+    /// See [`Cluster::set_watch_buffer`].
+    pub fn watch_buffer(&self) -> usize {
+        self.inner.watch_buffer.load(Ordering::Relaxed)
+    }
+
     /// The shared resourceVersion clock.
     pub fn clock(&self) -> &RvClock {
         &self.inner.clock
@@ -454,17 +457,6 @@ impl Cluster {
     pub fn event_table(&self) -> &Table<Event> {
         &self.inner.events
     }
-    /// Sets how many committed events a watcher may leave untaken before its watch is closed
-    /// (0: never; a lagging watcher then catches up from the history).
-    pub fn set_watch_buffer(&self, events: usize) {
-        self.inner.watch_buffer.store(events, Ordering::Relaxed);
-    }
-
-    /// See [`Cluster::set_watch_buffer`].
-    pub fn watch_buffer(&self) -> usize {
-        self.inner.watch_buffer.load(Ordering::Relaxed)
-    }
-
     /// The leases table.
     pub fn lease_table(&self) -> &Table<Lease> {
         &self.inner.leases
