@@ -21,6 +21,7 @@ use podline_record::CancellationToken;
 use podline_record::lifecycle::DEFAULT_RUN_LABEL;
 use podline_record::{Health, LabelSelector, LifecycleConfig, Recorder, RecorderConfig, health};
 
+use crate::cli::signal::cancel_on_signal;
 use crate::cli::{EXIT_USAGE, Global};
 
 /// Record every pod's lifecycle into a store, surviving whatever the API server does.
@@ -157,10 +158,6 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(ping) => ping,
         Err(err) => return usage(err),
     };
-    let connect_timeout = match global.connect_timeout(timeouts.client) {
-        Ok(timeout) => timeout,
-        Err(err) => return usage(err),
-    };
     let selector = match args
         .selector
         .as_deref()
@@ -195,7 +192,6 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         namespace: global.namespace.clone(),
         client_timeout: timeouts.client,
         http2_ping,
-        connect_timeout,
     })
     .await?;
     let store = podline_store::open_with(
@@ -287,10 +283,6 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(ping) => ping,
         Err(err) => return usage(err),
     };
-    let connect_timeout = match global.connect_timeout(env.client_side_timeout) {
-        Ok(timeout) => timeout,
-        Err(err) => return usage(err),
-    };
     let election = match election_plan(&args, global) {
         Ok(election) => election,
         Err(err) => return usage(err),
@@ -305,7 +297,6 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         namespace: global.namespace.clone(),
         client_timeout: env.client_side_timeout,
         http2_ping,
-        connect_timeout,
     })
     .await?;
     let election = match elector(election, &connected, KFP_LEASE) {
@@ -604,31 +595,6 @@ struct Standby {
 fn usage(err: impl std::fmt::Display) -> anyhow::Result<ExitCode> {
     eprintln!("error: {err}");
     Ok(ExitCode::from(EXIT_USAGE))
-}
-
-/// Cancels `token` on SIGTERM (what Kubernetes sends) or Ctrl-C.
-async fn cancel_on_signal(token: CancellationToken) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-    tracing::info!("signal received: stopping the watch and flushing");
-    token.cancel();
 }
 
 #[cfg(test)]

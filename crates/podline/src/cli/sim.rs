@@ -179,32 +179,10 @@ pub async fn run(args: SimArgs, _global: &Global) -> anyhow::Result<ExitCode> {
     println!();
     println!("Press Ctrl-C to stop.");
     let _ = std::io::stdout().flush();
-    wait_for_shutdown_signal().await;
+    crate::cli::signal::shutdown().await;
     eprintln!("podline sim: stopping");
     sim.shutdown().await;
     Ok(ExitCode::SUCCESS)
-}
-
-async fn wait_for_shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::query::DbArgs;
+use crate::cli::signal::cancel_on_signal;
 
 /// Flags of `podline ui`.
 #[derive(Debug, Clone, clap::Args)]
@@ -95,27 +96,6 @@ fn warn_exposed(addr: SocketAddr) {
     );
     // Printed, not logged: it must show whatever the log level.
     eprintln!("WARNING: {message}");
-}
-
-/// Cancels `token` on SIGTERM or Ctrl-C.
-async fn cancel_on_signal(token: CancellationToken) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        } else {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-    token.cancel();
 }
 
 #[cfg(test)]

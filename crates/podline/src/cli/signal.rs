@@ -1,0 +1,111 @@
+//! The one shutdown-signal handler every subcommand uses: waits for SIGINT (Ctrl-C) or SIGTERM
+//! (what Kubernetes sends) and says which arrived, so a subcommand that reports interruption can
+//! exit 130 or 143 as a shell would.
+
+use tokio_util::sync::CancellationToken;
+
+/// The signal that asked podline to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGINT, i.e. Ctrl-C.
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+}
+
+impl Signal {
+    /// The shell's exit status for a process ended by this signal: 128 + its number.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Signal::Interrupt => 130,
+            Signal::Terminate => 143,
+        }
+    }
+
+    /// The signal's name, for logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Interrupt => "SIGINT",
+            Signal::Terminate => "SIGTERM",
+        }
+    }
+}
+
+/// Waits for SIGINT or SIGTERM and returns which came first. A handler that cannot be installed
+/// is logged once and never fires (the other still does).
+pub async fn shutdown() -> Signal {
+    let interrupt = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %err, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = interrupt => Signal::Interrupt,
+        () = terminate() => Signal::Terminate,
+    }
+}
+
+/// Waits for SIGTERM; pending forever where there is none (or it cannot be installed).
+async fn terminate() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                term.recv().await;
+                return;
+            }
+            Err(err) => tracing::warn!(error = %err, "cannot listen for SIGTERM"),
+        }
+    }
+    std::future::pending::<()>().await;
+}
+
+/// Cancels `token` when SIGINT or SIGTERM arrives (spawn it), and returns the signal.
+pub async fn cancel_on_signal(token: CancellationToken) -> Signal {
+    let signal = shutdown().await;
+    tracing::info!(signal = signal.name(), "signal received: stopping");
+    token.cancel();
+    signal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_should_be_128_plus_the_signal_number() {
+        assert_eq!(Signal::Interrupt.exit_code(), 128 + 2);
+        assert_eq!(Signal::Terminate.exit_code(), 128 + 15);
+    }
+
+    /// The process sends itself SIGTERM: the handler must report it as Terminate.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_sigterm_should_be_reported_as_terminate() {
+        // Installed first, so a SIGTERM sent before the handler under test listens is caught by
+        // tokio (and retried below) instead of killing the test process.
+        let _installed =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
+        let token = CancellationToken::new();
+        let waiter = tokio::spawn(cancel_on_signal(token.clone()));
+        // The spawned task may not listen yet: resend until the token is cancelled.
+        let pid = std::process::id().to_string();
+        for _ in 0..200 {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid])
+                .status();
+            if tokio::time::timeout(std::time::Duration::from_millis(50), token.cancelled())
+                .await
+                .is_ok()
+            {
+                break;
+            }
+        }
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), waiter)
+            .await
+            .expect("SIGTERM was never reported");
+        assert_eq!(got.unwrap(), Signal::Terminate);
+    }
+}
