@@ -261,7 +261,7 @@ async fn record_kfp_honours_watch_timeout_flags_and_kfp_variables() {
         .env_remove("KUBECONFIG")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(64));
+    assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("--watch-client-timeout=\"soon\""),

@@ -37,11 +37,31 @@ fn run_with_env(env: &[(&str, &str)]) -> Output {
     cmd.output().unwrap()
 }
 
+/// One exit-code policy: every subcommand's `--help` ends with its exit codes, and bad usage is 2
+/// everywhere (clap's own code), never sysexits' 64.
+#[test]
+fn every_subcommand_help_should_document_its_exit_codes() {
+    for sub in ["demo", "run", "sim", "record", "runs", "pods", "show", "ui"] {
+        let out = Command::new(BIN).args([sub, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{sub}: {help}");
+        let codes = help
+            .split("Exit codes")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{sub} --help lists no exit codes:\n{help}"));
+        assert!(
+            codes.contains("\n  2 "),
+            "{sub}: exit 2 undocumented:\n{codes}"
+        );
+        assert!(!codes.contains("\n  64 "), "{sub}: {codes}");
+    }
+}
+
 #[test]
 fn bad_timeout_values_stop_startup_naming_the_variable_value_and_expectation() {
     let out = run_with_env(&[("PODLINE_WATCH_CLIENT_TIMEOUT", "abc")]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains(r#"PODLINE_WATCH_CLIENT_TIMEOUT="abc" is not a duration"#)
             && stderr.contains("expected"),
@@ -50,7 +70,7 @@ fn bad_timeout_values_stop_startup_naming_the_variable_value_and_expectation() {
 
     let out = run_with_env(&[("PODLINE_WATCH_SERVER_TIMEOUT", "0")]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("PODLINE_WATCH_SERVER_TIMEOUT") && stderr.contains("greater than zero"),
         "{stderr}"
@@ -64,7 +84,7 @@ fn a_client_timeout_not_shorter_than_the_server_timeout_stops_startup() {
         ("PODLINE_WATCH_SERVER_TIMEOUT", "1800"),
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("PODLINE_WATCH_CLIENT_TIMEOUT")
             && stderr.contains("must be shorter than PODLINE_WATCH_SERVER_TIMEOUT"),
@@ -80,7 +100,7 @@ fn a_client_timeout_not_shorter_than_the_server_timeout_stops_startup() {
     .output()
     .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--watch-client-timeout"), "{stderr}");
 }
 
@@ -376,7 +396,8 @@ fn closed_port() -> u16 {
 }
 
 /// Every flag of `podline record` is checked before it connects or opens the store: a bad value
-/// exits 64 at once with a message naming the flag and what is expected, the `--db` file is never
+/// exits 2 at once (the usage code of every subcommand) with a message naming the flag and
+/// what is expected, the `--db` file is never
 /// created and the API server (a listener the test owns) never sees a connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_bad_record_flag_stops_startup_before_any_connection_or_database() {
@@ -484,7 +505,7 @@ async fn every_bad_record_flag_stops_startup_before_any_connection_or_database()
         let mut stderr = String::new();
         std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
         let status = status.unwrap_or_else(|| panic!("{flags:?} did not stop startup:\n{stderr}"));
-        assert_eq!(status.code(), Some(64), "{flags:?}:\n{stderr}");
+        assert_eq!(status.code(), Some(2), "{flags:?}:\n{stderr}");
         for text in expected {
             assert!(
                 stderr.contains(text),

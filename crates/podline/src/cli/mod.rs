@@ -18,8 +18,30 @@ pub mod ui;
 
 /// Exit code for errors podline could not attribute to a task (bad config, unreachable API...).
 pub const EXIT_ERROR: u8 = 2;
-/// Exit code for invalid usage (bad flag or environment value), as in sysexits' EX_USAGE.
-pub const EXIT_USAGE: u8 = 64;
+/// Exit code for invalid usage (bad flag or environment value): 2 in every subcommand, the code
+/// clap itself exits with for a usage error, so a script sees one convention.
+pub const EXIT_USAGE: u8 = 2;
+
+/// The exit-code policy of the daemons (`record`, `ui`), shown at the end of their `--help`.
+const EXIT_CODES_DAEMON: &str = "\
+Exit codes:
+  0  stopped by SIGINT (Ctrl-C) or SIGTERM after a clean shutdown
+  2  bad usage (an invalid flag, environment variable or file: nothing was started), or an
+     error no retry can fix (e.g. 401, 403, a missing namespace, an unusable store)";
+
+/// The exit-code policy of the store queries (`runs`, `pods`, `show`).
+const EXIT_CODES_QUERY: &str = "\
+Exit codes:
+  0  printed
+  2  bad usage (an invalid flag, environment variable or file), a store that cannot be read,
+     or (show) no such recorded pod";
+
+/// The exit-code policy of `demo`.
+const EXIT_CODES_DEMO: &str = "\
+Exit codes:
+  0  every check on the store passed
+  1  a check failed (the summary says which)
+  2  bad usage (an invalid flag, environment variable or file) or an error that stopped the demo";
 
 /// podline runs Kubernetes pods as tasks and records what every pod did, and keeps doing both
 /// when the Kubernetes API misbehaves.
@@ -82,20 +104,26 @@ pub enum Output {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The whole system on the embedded sim with faults switched on; checks the store at the end.
+    #[command(after_help = EXIT_CODES_DEMO)]
     Demo(demo::DemoArgs),
     /// Run a command as a pod, follow its logs, exit with its exit code.
     Run(Box<run::RunArgs>),
     /// Serve the embedded, fault-injecting Kubernetes API server (and its kubelet) until Ctrl-C.
     Sim(Box<sim::SimArgs>),
     /// Record every pod's lifecycle into a store (a daemon with /metrics, /healthz, /readyz).
+    #[command(after_help = EXIT_CODES_DAEMON)]
     Record(Box<record::RecordArgs>),
     /// List recorded runs (pods grouped by their run label).
+    #[command(after_help = EXIT_CODES_QUERY)]
     Runs(query::RunsArgs),
     /// List recorded pods (filter with --run, --phase, -n).
+    #[command(after_help = EXIT_CODES_QUERY)]
     Pods(query::PodsArgs),
     /// Show one recorded pod and its timeline.
+    #[command(after_help = EXIT_CODES_QUERY)]
     Show(query::ShowArgs),
     /// Serve a read-only web page over the store: runs, timelines, pods, failures, live.
+    #[command(after_help = EXIT_CODES_DAEMON)]
     Ui(ui::UiArgs),
     /// Delete the pods of `podline run`s that died (their liveness Lease expired), once.
     Gc(gc::GcArgs),

@@ -2,11 +2,11 @@
 //! (or, with `--kfp`, Argo pods into ML Metadata as Kubeflow's metadata-writer does), serving
 //! `/metrics`, `/healthz` and `/readyz`, optionally as one of several replicas (`--leader-elect`).
 //!
-//! Exit codes: 0 after SIGTERM/Ctrl-C (queue flushed); 64 for a bad flag or environment value
-//! (the message names it and what is expected), checked before anything is bound, connected or
-//! created (a value of a type clap parses itself, such as a malformed `--listen`, exits 2 as every
-//! clap error does); non-zero with a clear message when the watch fails in a way no retry can fix
-//! (401, 403, a missing namespace, a rejected certificate).
+//! Exit codes (also in `--help`): 0 after SIGTERM/Ctrl-C (queue flushed); 2 for a bad flag or
+//! environment value (the message names it and what is expected), checked before anything is
+//! bound, connected or created, the same code clap exits with for the flags it parses itself
+//! (such as a malformed `--listen`); 2 with a clear message when the watch fails in a way no
+//! retry can fix (401, 403, a missing namespace, a rejected certificate).
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -31,7 +31,11 @@ Rules can also be changed at runtime: GET/POST/DELETE /_sim/faults, GET /_sim/co
 POST /_sim/compact, POST /_sim/restart?seconds=N (same bearer token as the API).
 
 Scripted pods (default) read annotations: sim.podline.io/duration, exit-code, logs, log-lines,
-image-error, unschedulable, ... With --exec, containers run their command as local processes.";
+image-error, unschedulable, ... With --exec, containers run their command as local processes.
+
+Exit codes:
+  0  stopped by SIGINT (Ctrl-C) or SIGTERM
+  2  bad usage (an invalid flag, environment variable or faults file) or the server could not start";
 
 /// Serve the embedded Kubernetes API server (with a simulated kubelet) until Ctrl-C.
 #[derive(Debug, Clone, clap::Args)]
