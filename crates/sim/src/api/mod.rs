@@ -15,16 +15,16 @@ pub(crate) mod namespaces;
 mod patch;
 mod pods;
 mod protobuf;
-pub(crate) mod query;
-mod request_info;
 mod qos;
 mod quantity;
+pub(crate) mod query;
+mod request_info;
 mod resources;
 mod selector;
+mod table;
 mod validation;
 mod watch;
 
-mod table;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -165,10 +165,10 @@ pub fn app(state: AppState) -> Router {
         .route("/apis/{group}/{version}", get(discovery::group_version))
         .merge(control::routes())
         .fallback(resources::dispatch)
+        .layer(middleware::from_fn(table::negotiate))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             crate::fault::layer::fault_layer,
-        .layer(middleware::from_fn(table::negotiate))
         ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
