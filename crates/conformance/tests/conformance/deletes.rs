@@ -104,9 +104,7 @@ async fn a_grace_zero_pod_delete_is_modified_with_a_deletion_timestamp_then_dele
     let kinds: Vec<&str> = tail.iter().filter_map(|e| e["type"].as_str()).collect();
     assert_eq!(kinds.last(), Some(&"DELETED"), "{events:?}");
     let first = tail.first().expect("an event with a deletionTimestamp");
-    if !t.tolerates(podline_conformance::Difference::KubeletTimings) {
-        assert_eq!(first["type"], "MODIFIED", "{events:?}");
-    }
+    assert_eq!(first["type"], "MODIFIED", "{events:?}");
     assert_eq!(
         first["object"]["metadata"]["deletionGracePeriodSeconds"], 0,
         "{events:?}"
