@@ -15,6 +15,9 @@ pub enum Signal {
 
 impl Signal {
     /// The shell's exit status for a process ended by this signal: 128 + its number.
+    // For `run`, which exits 130/143 when interrupted: its handler in run.rs moves here next
+    // (record, ui and sim exit 0 after a clean shutdown, so nothing else calls this yet).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn exit_code(self) -> u8 {
         match self {
             Signal::Interrupt => 130,
