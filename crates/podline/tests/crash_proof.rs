@@ -216,3 +216,43 @@ async fn a_reattach_inside_the_grace_period_should_keep_its_pod_and_finish() {
     .await;
     assert!(empty, "a pod or a Lease outlived the clean exit");
 }
+
+/// `--timeout` is also the server's backstop: the pod carries activeDeadlineSeconds = timeout +
+/// 30 s, so it stops even with no podline and no reaper left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_should_set_active_deadline_seconds_with_a_margin() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
+    let mut child = podline(kubeconfig.path())
+        .args(["run", "--image", "busybox", "--timeout", "60s"])
+        .args(["--annotation", "sim.podline.io/duration=60s"])
+        .args(["--", "sleep", "60"])
+        .spawn()
+        .unwrap();
+    let mut deadline = None;
+    let seen = wait_until(Duration::from_secs(20), || {
+        let pods = pods.clone();
+        async move {
+            pods.list(&ListParams::default())
+                .await
+                .ok()
+                .and_then(|l| l.items.into_iter().next())
+                .is_some()
+        }
+    })
+    .await;
+    assert!(seen, "no pod was created");
+    if let Some(pod) = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .first()
+    {
+        deadline = pod.spec.as_ref().and_then(|s| s.active_deadline_seconds);
+    }
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    assert_eq!(deadline, Some(90));
+}
