@@ -99,3 +99,34 @@ async fn the_python_client_should_follow_a_pod_log() {
     );
     sim.shutdown().await;
 }
+
+/// The Python client decodes kube-shaped BOOKMARK events on a watch with bookmarks, reads a
+/// server-side Table as kubectl asks for it, and deletes a collection by label selector.
+#[tokio::test]
+async fn the_python_client_should_watch_bookmarks_read_tables_and_delete_collections() {
+    if !python_client_installed().await {
+        return;
+    }
+    let sim = podline_testkit::start_sim(
+        SimConfig::default()
+            .kubelet_enabled(false)
+            .bookmark_interval(Duration::from_millis(200)),
+    )
+    .await;
+    let kubeconfig = podline_testkit::kubeconfig_file(&sim);
+    let mut cmd = Command::new("python3");
+    cmd.arg(python_file("kube_compat.py"))
+        .arg(kubeconfig.path())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(45), cmd.output())
+        .await
+        .expect("the Python client finished within 45 s")
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim() == "ok",
+        "the Python client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sim.shutdown().await;
+}
