@@ -256,3 +256,65 @@ async fn timeout_should_set_active_deadline_seconds_with_a_margin() {
     child.wait().await.unwrap();
     assert_eq!(deadline, Some(90));
 }
+
+/// The same guarantee from the recorder: `podline record --reap` reaps a SIGKILLed run's pods
+/// continuously, timing the Lease on its own clock from the last change it saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_reap_should_delete_the_pods_of_a_killed_run() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kc = kubeconfig.path();
+    let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("podline.db");
+    let _recorder = podline(kc)
+        .args(["record", "--listen", "127.0.0.1:0", "--db"])
+        .arg(&db)
+        .args(["--reap", "--reap-grace", GRACE, "--reap-every", "500ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = podline(kc)
+        .args([
+            "run",
+            "--image",
+            "busybox",
+            "--count",
+            "5",
+            "--parallel",
+            "5",
+        ])
+        .args(LEASE)
+        .args(["--annotation", "sim.podline.io/duration=300s"])
+        .args(["--", "sleep", "300"])
+        .spawn()
+        .unwrap();
+    let all_running = wait_until(Duration::from_secs(30), || async {
+        pods.list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.len() == 5 && l.items.iter().all(running))
+    })
+    .await;
+    assert!(all_running, "the 5 pods never ran");
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    let killed = Instant::now();
+    let gone = wait_until(Duration::from_secs(20), || async {
+        pods.list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.is_empty())
+    })
+    .await;
+    assert!(
+        gone,
+        "pods outlived the killed run with record --reap running"
+    );
+    // Lease 2 s + grace 1 s + one 500 ms pass, plus the pods' deletion.
+    let took = killed.elapsed();
+    assert!(took <= Duration::from_secs(8), "took {took:?}");
+    assert!(
+        took >= Duration::from_secs(2),
+        "reaped before the Lease expired: {took:?}"
+    );
+}

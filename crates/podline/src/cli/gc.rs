@@ -14,8 +14,15 @@ use podline_launch::reaper::{Clock, Reaper, Tracker};
 
 use crate::cli::{Global, Output};
 
+const AFTER_HELP: &str = "\
+Exit codes:
+  0  one pass done (whatever it reaped)
+  1  the pass failed (an API error no retry fixed, e.g. 403: see deploy/README.md for RBAC)
+  2  bad usage (an invalid flag): nothing was done";
+
 /// Delete the pods of launchers that died (their liveness Lease expired).
 #[derive(Debug, Clone, clap::Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct GcArgs {
     /// Reap in all namespaces (needs list on leases and pods cluster-wide).
     #[arg(short = 'A', long)]
