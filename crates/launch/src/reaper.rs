@@ -5,10 +5,10 @@
 //! Expiry is the client's business, as in Kubernetes' leader election, and is decided by the
 //! pure [`Tracker`] (tested without a cluster):
 //! - [`Clock::Observed`] (the continuous reaper, `podline record --reap`): a Lease is expired
-//!   once the reaper has seen no change to it (its `resourceVersion`) for `leaseDurationSeconds
-//!   + grace`, measured on the reaper's own monotonic clock from when it first saw the current
-//!   version: clock skew between hosts cannot expire a live launcher. A reaper that just started
-//!   waits one full duration + grace before reaping anything.
+//!   once the reaper has seen no change to it (its `resourceVersion`) for its
+//!   `leaseDurationSeconds` plus the grace, measured on the reaper's own monotonic clock from
+//!   when it first saw the current version: clock skew between hosts cannot expire a live
+//!   launcher. A reaper that just started waits one full duration and grace before reaping.
 //! - [`Clock::RenewTime`] (one pass, `podline gc`): a Lease is expired when its `renewTime` is
 //!   older than `leaseDurationSeconds + grace` by the reaper's wall clock. This trusts the hosts'
 //!   clocks to agree within the grace; a Lease without a `renewTime` counts as expired.
