@@ -89,8 +89,8 @@ mod tests {
     async fn a_sigterm_should_be_reported_as_terminate() {
         // Installed first, so a SIGTERM sent before the handler under test listens is caught by
         // tokio (and retried below) instead of killing the test process.
-        let _installed =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
+        let _installed = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
         let token = CancellationToken::new();
         let waiter = tokio::spawn(cancel_on_signal(token.clone()));
         // The spawned task may not listen yet: resend until the token is cancelled.
@@ -109,6 +109,6 @@ mod tests {
         let got = tokio::time::timeout(std::time::Duration::from_secs(10), waiter)
             .await
             .expect("SIGTERM was never reported");
-        assert_eq!(got.unwrap(), Signal::Terminate);
+        assert_eq!(got.expect("the handler task panicked"), Signal::Terminate);
     }
 }
