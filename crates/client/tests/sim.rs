@@ -443,7 +443,9 @@ async fn connect_should_verify_tls_with_the_kubeconfig_ca() {
     // A rejected certificate is not worth retrying: fatal, with its own label.
     assert_eq!(
         podline_client::retry::classify(&err),
-        podline_client::retry::Disposition::Fatal { reason: Reason::Tls },
+        podline_client::retry::Disposition::Fatal {
+            reason: Reason::Tls
+        },
         "{err:?}"
     );
 }

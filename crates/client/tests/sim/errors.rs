@@ -86,7 +86,12 @@ async fn a_wrong_ca_should_say_the_certificate_was_not_trusted_and_which_ca_was_
     );
     assert!(message.contains(&sim.url()), "the server: {message}");
     assert_eq!(count(&message, "invalid peer certificate"), 1, "{message}");
-    assert_eq!(classify(&err), Disposition::Fatal { reason: Reason::Tls });
+    assert_eq!(
+        classify(&err),
+        Disposition::Fatal {
+            reason: Reason::Tls
+        }
+    );
 
     // A CA file is named by its path.
     let dir = tempfile::tempdir().unwrap();
@@ -134,7 +139,12 @@ async fn an_http_url_to_a_tls_server_should_fail_at_once_saying_use_https() {
         "{message}"
     );
     assert!(message.contains(&http), "names the URL: {message}");
-    assert_eq!(classify(&err), Disposition::Fatal { reason: Reason::Tls });
+    assert_eq!(
+        classify(&err),
+        Disposition::Fatal {
+            reason: Reason::Tls
+        }
+    );
 }
 
 /// The reverse: `https://` in front of a plain-HTTP server, which answers the TLS handshake in
@@ -164,7 +174,12 @@ async fn an_https_url_to_a_plain_http_server_should_fail_at_once_saying_use_http
         "{message}"
     );
     assert!(message.contains(&https), "names the URL: {message}");
-    assert_eq!(classify(&err), Disposition::Fatal { reason: Reason::Tls });
+    assert_eq!(
+        classify(&err),
+        Disposition::Fatal {
+            reason: Reason::Tls
+        }
+    );
 }
 
 /// A Go TLS server (kube-apiserver) answers a plain request with 400 "Client sent an HTTP request
@@ -210,7 +225,12 @@ async fn a_go_tls_servers_400_to_plain_http_should_say_use_https() {
         "{message}"
     );
     assert!(message.contains(&server), "names the URL: {message}");
-    assert_eq!(classify(&err), Disposition::Fatal { reason: Reason::Tls });
+    assert_eq!(
+        classify(&err),
+        Disposition::Fatal {
+            reason: Reason::Tls
+        }
+    );
 }
 
 /// A kubeconfig naming `server`, without credentials.

@@ -9,7 +9,7 @@
 mod deletes;
 mod pods;
 mod query;
-mod requests;
-mod writes;
-mod watch;
 mod reads;
+mod requests;
+mod watch;
+mod writes;

@@ -252,11 +252,7 @@ async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             }
             None => {
                 eprintln!("benchmarking KFP mode into MLMD...");
-                rows.extend(
-                    mlmd::run_all(&sizes)
-                        .await
-                        .context("MLMD benchmark")?,
-                );
+                rows.extend(mlmd::run_all(&sizes).await.context("MLMD benchmark")?);
                 notes.push(
                     "mlmd: the whole KFP mode pipeline (sim watch, keyed queue, 8 workers, pod \
                      patches) into the real MLMD (`ml-metadata` behind crates/mlmd/tests/mlmd_server.py, \

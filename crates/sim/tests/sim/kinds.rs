@@ -47,7 +47,10 @@ async fn namespaces_exist_and_can_be_created_listed_and_deleted() {
         .expect("delete");
     // Terminating first; the namespace controller then removes its contents and it.
     let gone = podline_testkit::wait_until(std::time::Duration::from_secs(10), || async {
-        namespaces.get_opt("team-a").await.is_ok_and(|n| n.is_none())
+        namespaces
+            .get_opt("team-a")
+            .await
+            .is_ok_and(|n| n.is_none())
     })
     .await;
     assert!(gone, "the namespace stayed");
