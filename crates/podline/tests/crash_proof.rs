@@ -318,3 +318,110 @@ async fn record_reap_should_delete_the_pods_of_a_killed_run() {
         "reaped before the Lease expired: {took:?}"
     );
 }
+
+/// Kept pods are never collected: a `--on-finish keep` pod outlives a SIGKILL and the reaper
+/// (no ownerReference, and the keep annotation), and a `delete-succeeded` pod kept after a
+/// failure outlives the clean exit's Lease delete (it is detached from the Lease first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_pods_should_survive_the_reaper_and_the_lease_delete() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kc = kubeconfig.path();
+    let kube = client(&sim).await;
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), "default");
+    let leases: Api<Lease> = Api::namespaced(kube, "default");
+
+    // A failing task with delete-succeeded: a clean exit, its pod kept, its Lease deleted.
+    let out = podline(kc)
+        .args(["run", "--image", "busybox", "--name", "failed"])
+        .args(["--on-finish", "delete-succeeded"])
+        .args(LEASE)
+        .args(["--annotation", "sim.podline.io/exit-code=3"])
+        .args(["--", "false"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A keep task, SIGKILLed while it runs.
+    let mut child = podline(kc)
+        .args([
+            "run",
+            "--image",
+            "busybox",
+            "--name",
+            "kept",
+            "--on-finish",
+            "keep",
+        ])
+        .args(LEASE)
+        .args(["--annotation", "sim.podline.io/duration=300s"])
+        .args(["--", "sleep", "300"])
+        .spawn()
+        .unwrap();
+    let ran = wait_until(Duration::from_secs(20), || async {
+        pods.list(&ListParams::default()).await.is_ok_and(|l| {
+            l.items.iter().any(|p| {
+                p.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("kept-"))
+                    && running(p)
+            })
+        })
+    })
+    .await;
+    assert!(ran, "the kept pod never ran");
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    // Neither pod is owned by a Lease; the kept one says so for the reaper.
+    let listed = pods.list(&ListParams::default()).await.unwrap().items;
+    let by_prefix = |prefix: &str| {
+        listed
+            .iter()
+            .find(|p| {
+                p.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(prefix))
+            })
+            .cloned()
+            .unwrap()
+    };
+    for pod in [by_prefix("failed-"), by_prefix("kept-")] {
+        let owners = pod.metadata.owner_references.clone().unwrap_or_default();
+        assert!(owners.iter().all(|o| o.kind != "Lease"), "{owners:?}");
+    }
+    let kept = by_prefix("kept-");
+    let annotations = kept.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations.get("podline.io/on-finish").map(String::as_str),
+        Some("keep")
+    );
+    // A negative can only be observed: past the Lease's expiry, a reaper pass, and two of the
+    // sim garbage collector's 1 s sweeps, both pods are still there.
+    let lost = wait_until(Duration::from_secs(4), || async {
+        gc(kc).await;
+        pods.list(&ListParams::default()).await.is_ok_and(|l| {
+            l.items.len() < 2
+                || l.items
+                    .iter()
+                    .any(|p| p.metadata.deletion_timestamp.is_some())
+        })
+    })
+    .await;
+    assert!(!lost, "a kept pod was deleted");
+    assert!(
+        leases
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}
