@@ -105,7 +105,7 @@ async fn adopt(
 
 /// Turns a non-retryable API error into [`LaunchError::CreateRejected`] with the server's
 /// message and causes.
-fn rejected(err: kube::Error) -> LaunchError {
+pub(crate) fn rejected(err: kube::Error) -> LaunchError {
     match err {
         kube::Error::Api(status) => LaunchError::CreateRejected {
             code: status.code,

@@ -232,9 +232,12 @@ impl Liveness {
                     source,
                 })?
             }
+            // Refused (a missing namespace, no RBAC on leases, 422): as a refused pod create
+            // would be (exit 3, the server's message, which names the Lease).
+            Err(err @ kube::Error::Api(_)) => return Err(crate::create::rejected(err)),
             Err(source) => {
                 return Err(LaunchError::Api {
-                    action: "creating the launcher's Lease (needs create/update/delete on \
+                    action: "creating the launcher's Lease (needs create, patch and delete on \
                              leases.coordination.k8s.io in the task's namespace)",
                     source,
                 });

@@ -425,3 +425,50 @@ async fn kept_pods_should_survive_the_reaper_and_the_lease_delete() {
             .is_empty()
     );
 }
+
+/// The Lease's knobs are checked before anything is created (exit 2, naming the flags), and a
+/// Lease the server refuses fails the run as a refused create does (exit 3, the server's
+/// message), with no pod: an unprotected pod is not started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_lease_flags_and_a_refused_lease_should_create_no_pod() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kc = kubeconfig.path();
+    let out = podline(kc)
+        .args([
+            "run",
+            "--image",
+            "busybox",
+            "--lease-renew-every",
+            "6s",
+            "--",
+            "true",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--lease-renew-every") && stderr.contains("half"),
+        "{stderr}"
+    );
+
+    let out = podline(kc)
+        .args([
+            "-n",
+            "no-such-namespace",
+            "run",
+            "--image",
+            "busybox",
+            "--",
+            "true",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("no-such-namespace"), "{stderr}");
+    assert!(sim.ground_truth().is_empty(), "a pod was created");
+}
