@@ -41,7 +41,9 @@ fn run_with_env(env: &[(&str, &str)]) -> Output {
 /// everywhere (clap's own code), never sysexits' 64.
 #[test]
 fn every_subcommand_help_should_document_its_exit_codes() {
-    for sub in ["demo", "run", "sim", "record", "runs", "pods", "show", "ui", "gc"] {
+    for sub in [
+        "demo", "run", "sim", "record", "runs", "pods", "show", "ui", "gc",
+    ] {
         let out = Command::new(BIN).args([sub, "--help"]).output().unwrap();
         let help = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{sub}: {help}");

@@ -79,6 +79,13 @@ pub struct Global {
     /// most a third of the client timeout).
     #[arg(long, global = true, value_name = "DURATION")]
     pub http2_ping_timeout: Option<String>,
+    /// Each attempt at a new connection to the API server (TCP connect and TLS handshake) that
+    /// is not done within this long is abandoned and tried again with backoff, so a network
+    /// that froze is used again as soon as it is back. Must be shorter than the client timeout;
+    /// may be longer than the PING timeout (a slow link). Also PODLINE_CONNECT_TIMEOUT. Default:
+    /// the PING timeout.
+    #[arg(long, global = true, value_name = "DURATION")]
+    pub connect_timeout: Option<String>,
     /// Output format.
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -165,6 +172,21 @@ impl Global {
             self.http2_ping_timeout.as_deref(),
             client_timeout,
         )
+    }
+
+    /// The connect timeout (the flag, then `PODLINE_CONNECT_TIMEOUT`), checked against the
+    /// client timeout; `None` when neither is set (the client then uses the PING timeout).
+    pub fn connect_timeout(
+        &self,
+        client_timeout: std::time::Duration,
+    ) -> Result<Option<std::time::Duration>, podline_client::timeouts::TimeoutError> {
+        const ENV: &str = "PODLINE_CONNECT_TIMEOUT";
+        let (name, raw) = match (&self.connect_timeout, std::env::var(ENV).ok()) {
+            (Some(flag), _) => ("--connect-timeout", flag.clone()),
+            (None, Some(env)) => (ENV, env),
+            (None, None) => return Ok(None),
+        };
+        podline_client::timeouts::connect_timeout(name, &raw, client_timeout).map(Some)
     }
 }
 

@@ -158,6 +158,10 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(ping) => ping,
         Err(err) => return usage(err),
     };
+    let connect_timeout = match global.connect_timeout(timeouts.client) {
+        Ok(timeout) => timeout,
+        Err(err) => return usage(err),
+    };
     let selector = match args
         .selector
         .as_deref()
@@ -192,6 +196,7 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         namespace: global.namespace.clone(),
         client_timeout: timeouts.client,
         http2_ping,
+        connect_timeout,
     })
     .await?;
     let store = podline_store::open_with(
@@ -283,6 +288,10 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(ping) => ping,
         Err(err) => return usage(err),
     };
+    let connect_timeout = match global.connect_timeout(env.client_side_timeout) {
+        Ok(timeout) => timeout,
+        Err(err) => return usage(err),
+    };
     let election = match election_plan(&args, global) {
         Ok(election) => election,
         Err(err) => return usage(err),
@@ -297,6 +306,7 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         namespace: global.namespace.clone(),
         client_timeout: env.client_side_timeout,
         http2_ping,
+        connect_timeout,
     })
     .await?;
     let election = match elector(election, &connected, KFP_LEASE) {
