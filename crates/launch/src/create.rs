@@ -111,19 +111,7 @@ pub(crate) fn rejected(err: kube::Error) -> LaunchError {
             code: status.code,
             reason: status.reason.clone(),
             message: status.message.clone(),
-            causes: status
-                .details
-                .as_ref()
-                .map(|d| {
-                    d.causes
-                        .iter()
-                        .map(|c| StatusCause {
-                            field: c.field.clone(),
-                            message: c.message.clone(),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
+            causes: StatusCause::all_of(&status),
         },
         other => LaunchError::Api {
             action: "creating the pod",

@@ -287,19 +287,7 @@ pub enum LaunchError {
 pub fn describe_api_error(err: &kube::Error) -> String {
     match err {
         kube::Error::Api(status) => {
-            let causes: Vec<StatusCause> = status
-                .details
-                .as_ref()
-                .map(|d| {
-                    d.causes
-                        .iter()
-                        .map(|c| StatusCause {
-                            field: c.field.clone(),
-                            message: c.message.clone(),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
+            let causes = StatusCause::all_of(status);
             format!(
                 "HTTP {} {}: {}{}",
                 status.code,
@@ -309,6 +297,25 @@ pub fn describe_api_error(err: &kube::Error) -> String {
             )
         }
         other => other.to_string(),
+    }
+}
+
+impl StatusCause {
+    /// The field causes a kube `Status` answer carries (none when it has no details).
+    pub(crate) fn all_of(status: &kube::core::Status) -> Vec<StatusCause> {
+        status
+            .details
+            .as_ref()
+            .map(|d| {
+                d.causes
+                    .iter()
+                    .map(|c| StatusCause {
+                        field: c.field.clone(),
+                        message: c.message.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 

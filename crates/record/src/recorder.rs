@@ -594,6 +594,25 @@ impl Writer {
         }
     }
 
+    /// Puts the ops not yet written (`first`, then `rest`, in order) back into the queue with the
+    /// batch's resume point, so the next drain retries them from where this one stopped.
+    fn requeue_unwritten(
+        &self,
+        first: Vec<StoreOp>,
+        rest: impl Iterator<Item = StoreOp>,
+        resume: Option<u64>,
+        oldest: Option<Instant>,
+    ) {
+        let mut ops = first;
+        ops.extend(rest);
+        self.queue.requeue(Drained {
+            ops,
+            resume,
+            reconcile: None,
+            oldest,
+        });
+    }
+
     /// Applies the ops of a refused batch one by one, drops the ones that can never be written,
     /// then commits the resume point.
     async fn isolate(&self, batch: Batch, oldest: Option<Instant>) -> Result<(), ()> {
@@ -604,14 +623,8 @@ impl Writer {
                 Ok(_) => {}
                 Err(err) if err.is_retryable() => {
                     self.failed(&err);
-                    let mut rest = single.ops;
-                    rest.extend(ops);
-                    self.queue.requeue(Drained {
-                        ops: rest,
-                        resume: batch.resume.map(|r| r.resource_version),
-                        reconcile: None,
-                        oldest,
-                    });
+                    let resume = batch.resume.map(|r| r.resource_version);
+                    self.requeue_unwritten(single.ops, ops, resume, oldest);
                     return Err(());
                 }
                 Err(err) => {
@@ -626,14 +639,8 @@ impl Writer {
                         Ok(_) => describe_stripped(&single.ops[0], &err),
                         Err(again) if again.is_retryable() => {
                             self.failed(&again);
-                            let mut rest = single.ops;
-                            rest.extend(ops);
-                            self.queue.requeue(Drained {
-                                ops: rest,
-                                resume: batch.resume.map(|r| r.resource_version),
-                                reconcile: None,
-                                oldest,
-                            });
+                            let resume = batch.resume.map(|r| r.resource_version);
+                            self.requeue_unwritten(single.ops, ops, resume, oldest);
                             return Err(());
                         }
                         Err(again) => describe_dropped(&single.ops[0], &again),

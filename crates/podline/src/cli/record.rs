@@ -154,12 +154,8 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(timeouts) => timeouts,
         Err(err) => return usage(err),
     };
-    let http2_ping = match global.http2_ping(timeouts.client) {
-        Ok(ping) => ping,
-        Err(err) => return usage(err),
-    };
-    let connect_timeout = match global.connect_timeout(timeouts.client) {
-        Ok(timeout) => timeout,
+    let connect_options = match connect_options(global, timeouts.client) {
+        Ok(options) => options,
         Err(err) => return usage(err),
     };
     let selector = match args
@@ -190,15 +186,7 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     let listener = health::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on --listen {}", args.listen))?;
-    let connected = connect(&ConnectOptions {
-        kubeconfig: global.kubeconfig.clone(),
-        context: global.context.clone(),
-        namespace: global.namespace.clone(),
-        client_timeout: timeouts.client,
-        http2_ping,
-        connect_timeout,
-    })
-    .await?;
+    let connected = connect(&connect_options).await?;
     let store = podline_store::open_with(
         &db,
         &podline_store::PoolSettings::for_read_write(db.backend()),
@@ -218,8 +206,8 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         listen = %args.listen,
         server_timeout = ?timeouts.server,
         client_timeout = ?timeouts.client,
-        http2_ping_interval = ?http2_ping.interval,
-        http2_ping_timeout = ?http2_ping.timeout,
+        http2_ping_interval = ?connect_options.http2_ping.interval,
+        http2_ping_timeout = ?connect_options.http2_ping.timeout,
         "recording pods"
     );
 
@@ -284,12 +272,8 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(mlmd) => mlmd,
         Err(err) => return usage(format!("--mlmd-address: {err}")),
     };
-    let http2_ping = match global.http2_ping(env.client_side_timeout) {
-        Ok(ping) => ping,
-        Err(err) => return usage(err),
-    };
-    let connect_timeout = match global.connect_timeout(env.client_side_timeout) {
-        Ok(timeout) => timeout,
+    let connect_options = match connect_options(global, env.client_side_timeout) {
+        Ok(options) => options,
         Err(err) => return usage(err),
     };
     let election = match election_plan(&args, global) {
@@ -300,15 +284,7 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     let listener = health::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on --listen {}", args.listen))?;
-    let connected = connect(&ConnectOptions {
-        kubeconfig: global.kubeconfig.clone(),
-        context: global.context.clone(),
-        namespace: global.namespace.clone(),
-        client_timeout: env.client_side_timeout,
-        http2_ping,
-        connect_timeout,
-    })
-    .await?;
+    let connected = connect(&connect_options).await?;
     let election = match elector(election, &connected, KFP_LEASE) {
         Ok(election) => election,
         Err(err) => return usage(err),
@@ -600,6 +576,22 @@ fn election_config(args: &RecordArgs) -> Result<ElectionConfig, String> {
 struct Standby {
     store: std::sync::Arc<dyn podline_store::Store>,
     probe_every: std::time::Duration,
+}
+
+/// The client options both recorder modes connect with: the global cluster flags, with the PING
+/// and connect timeouts checked against the mode's client timeout (before anything connects).
+fn connect_options(
+    global: &Global,
+    client_timeout: std::time::Duration,
+) -> Result<ConnectOptions, podline_client::timeouts::TimeoutError> {
+    Ok(ConnectOptions {
+        kubeconfig: global.kubeconfig.clone(),
+        context: global.context.clone(),
+        namespace: global.namespace.clone(),
+        client_timeout,
+        http2_ping: global.http2_ping(client_timeout)?,
+        connect_timeout: global.connect_timeout(client_timeout)?,
+    })
 }
 
 fn usage(err: impl std::fmt::Display) -> anyhow::Result<ExitCode> {
