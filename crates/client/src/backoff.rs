@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use backon::BackoffBuilder;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use tokio::time::Instant;
 
 use crate::error::InvalidBackoff;
@@ -140,7 +140,7 @@ impl BackoffBuilder for FullJitter {
     fn build(self) -> FullJitterBackoff {
         let rng = match self.seed {
             Some(seed) => StdRng::seed_from_u64(seed),
-            None => StdRng::from_os_rng(),
+            None => rand::make_rng::<StdRng>(),
         };
         FullJitterBackoff {
             config: self,
