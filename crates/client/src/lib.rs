@@ -59,6 +59,7 @@ pub mod backoff;
 pub mod connect;
 pub mod dial;
 pub mod error;
+pub mod finalizer;
 pub mod ping;
 pub mod proxy;
 pub mod reason;
