@@ -1,6 +1,6 @@
 //! Errors of the launcher, each mapped to a documented exit code.
 //!
-//! Two families: [`SpecError`] (the task as given cannot become a valid pod: a bad flag value,
+//! Two families: [`SpecError`] (the task as given cannot become a valid pod: a bad value,
 //! template or label) and [`LaunchError`] (something went wrong while creating, starting or
 //! following the pod). Every variant says what was wrong and, where it helps, what was expected.
 
@@ -13,10 +13,10 @@ use crate::exit;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpecError {
-    /// A `KEY=VALUE` style flag value without `=` or with an empty key.
+    /// A `KEY=VALUE` style value without `=` or with an empty key.
     #[error("{flag}: {value:?} is not KEY=VALUE (expected e.g. {flag} {example})")]
     NotKeyValue {
-        /// The flag, e.g. `--env`.
+        /// What the value was given for, as the caller names it (the binary: its flag).
         flag: &'static str,
         /// What was given.
         value: String,
@@ -26,7 +26,8 @@ pub enum SpecError {
     /// A label key or value that Kubernetes would reject.
     #[error("{flag}: {what} {value:?} is invalid: {why}")]
     InvalidLabel {
-        /// The flag (or `label` for generated ones).
+        /// Which labels, as the caller names them (a task field such as `nodeSelector`, or the
+        /// binary's flag).
         flag: &'static str,
         /// "key" or "value".
         what: &'static str,
@@ -38,14 +39,15 @@ pub enum SpecError {
     /// A resource quantity such as `500m` or `1Gi` that does not parse.
     #[error("{flag}: {value:?} is not a Kubernetes quantity (expected e.g. cpu=500m,memory=1Gi)")]
     InvalidQuantity {
-        /// `--requests` or `--limits`.
+        /// Which resource list (`requests` or `limits`), as the caller names it.
         flag: &'static str,
         /// What was given.
         value: String,
     },
-    /// A pod name that is not a DNS-1123 subdomain (only checked with `--exact-name`).
+    /// A pod name that is not a DNS-1123 subdomain (only checked for a name used as is,
+    /// [`crate::TaskSpec::exact_name`]).
     #[error(
-        "--name: {value:?} is not a valid pod name: {why} (expected lower-case a-z, 0-9, '-' and '.', starting and ending alphanumeric, at most 253 characters)"
+        "name {value:?} is not a valid pod name: {why} (expected lower-case a-z, 0-9, '-' and '.', starting and ending alphanumeric, at most 253 characters)"
     )]
     InvalidName {
         /// What was given.
@@ -53,11 +55,12 @@ pub enum SpecError {
         /// Which rule it breaks.
         why: &'static str,
     },
-    /// Neither `--image` nor the template gives the main container an image.
-    #[error("no image: pass --image IMAGE or give the first container an image in --pod-template")]
+    /// Neither the task nor its template gives the main container an image.
+    #[error("no image: give the task an image, or the first container of its pod template one")]
     MissingImage,
-    /// The pod template file cannot be read.
-    #[error("--pod-template {path}: cannot read: {source}")]
+    /// The pod template file cannot be read. The message starts with the path, so a caller can
+    /// say what the file was given as.
+    #[error("{path}: cannot read: {source}")]
     TemplateRead {
         /// The file.
         path: String,
@@ -66,25 +69,27 @@ pub enum SpecError {
         source: std::io::Error,
     },
     /// The pod template file is neither a valid Pod in YAML nor in JSON.
-    #[error("--pod-template {path}: not a Pod manifest in YAML or JSON: {message}")]
+    #[error("{path}: not a Pod manifest in YAML or JSON: {message}")]
     TemplateParse {
         /// The file.
         path: String,
         /// The parser's message (line/column where available).
         message: String,
     },
-    /// The tasks file (`-f`) cannot be read or parsed.
-    #[error("-f {path}: {message}")]
+    /// A tasks file ([`crate::spec::parse_tasks`]) cannot be parsed. The message starts with
+    /// the path, so a caller can say what the file was given as.
+    #[error("{path}: {message}")]
     TasksFile {
         /// The file.
         path: String,
         /// What is wrong with it.
         message: String,
     },
-    /// One task of a tasks file (`-f`) is invalid. The whole file is checked before anything is
+    /// One task of a tasks file is invalid. The whole file is checked before anything is
     /// created, and the message names the task (1-based index, and name or task id if it has
-    /// one), the field and what was expected.
-    #[error("-f {path}: task {index}{}: {field}: {message}", fmt_task_name(name))]
+    /// one), the field and what was expected; it starts with the path, like
+    /// [`SpecError::TasksFile`].
+    #[error("{path}: task {index}{}: {field}: {message}", fmt_task_name(name))]
     Task {
         /// The file.
         path: String,
@@ -98,7 +103,7 @@ pub enum SpecError {
         message: String,
     },
     /// An invalid image pull policy.
-    #[error("--image-pull-policy: {value:?} is invalid (expected Always, IfNotPresent or Never)")]
+    #[error("{value:?} is not an image pull policy (expected Always, IfNotPresent or Never)")]
     InvalidPullPolicy {
         /// What was given.
         value: String,
@@ -106,7 +111,7 @@ pub enum SpecError {
     /// A numeric or duration knob out of range.
     #[error("{flag}: {message}")]
     OutOfRange {
-        /// The flag or environment variable.
+        /// The setting, as the caller names it (a pod field such as `activeDeadlineSeconds`).
         flag: &'static str,
         /// What was expected.
         message: String,

@@ -11,15 +11,15 @@
 //! - [`StartTracker`]: the start state machine (schedule timeout, startup timeout, permanent
 //!   image errors fail fast).
 //! - [`Dedup`]: exactly-once log lines across stream reconnects.
-//! - [`TaskResult`]: the outcome, serialisable for `-o json`, with a readable failure report.
+//! - [`TaskResult`]: the outcome, serialisable (JSON, YAML), with a readable failure report.
 //! - [`Launcher`]: runs one task end to end (create, start, logs, completion, cleanup);
 //!   [`run_many`] runs many with a concurrency limit and a [`Summary`].
 //! - [`exit`]: the documented exit codes.
 //!
 //! # Flow of one run ([`Launcher::run`])
 //!
-//! 1. [`TaskSpec::build_pod`]: template + flags, unique name, launch id label, `restartPolicy:
-//!    Never` (errors here exit 2, nothing is created).
+//! 1. [`TaskSpec::build_pod`]: template + the task's fields, unique name, launch id label,
+//!    `restartPolicy: Never` (errors here exit 2, nothing is created).
 //! 2. [`create::create_idempotent`]: retries 409 Conflict / 429 / 5xx / transport errors with
 //!    full-jitter backoff and a deadline; `AlreadyExists` with our launch id is adopted, with
 //!    another is refused (exit 5); 400/401/403/404/422 fail at once (exit 3).
@@ -31,8 +31,8 @@
 //! 5. [`logs::follow`]: streams logs to a [`LogSink`], resuming with `sinceTime` + [`Dedup`].
 //! 6. Completion: the main container's exit code becomes the process exit code. The overall
 //!    timeout, if set, ends the run with exit 4 before the start and 124 after it.
-//! 7. [`cleanup`]: `--on-finish`, and deletion after failures, timeouts, signals and panics in
-//!    steps 3-6.
+//! 7. [`cleanup`]: what the task's [`OnFinish`] says, and deletion after failures, timeouts,
+//!    signals and panics in steps 3-6.
 //!
 //! # Example: build a pod
 //!

@@ -1,5 +1,5 @@
-//! Tasks files (`-f tasks.yaml`): reading them into [`TaskSpec`]s and checking every task
-//! before any runs.
+//! Tasks files (a YAML or JSON list of tasks): reading them into [`TaskSpec`]s and checking
+//! every task before any runs.
 
 use super::TaskSpec;
 use crate::error::SpecError;
@@ -103,18 +103,11 @@ fn explain_serde(message: &str) -> String {
 }
 
 /// A [`TaskSpec::build_pod`] error, told in the file's terms: the field as spelled in the file
-/// and what was expected (the flag-oriented wording would point at flags the file doesn't use).
+/// (`build_pod` names fields so already, except the pod's `activeDeadlineSeconds`) and what was
+/// expected, with examples in YAML rather than `KEY=VALUE` form.
 fn file_field_error(err: &SpecError) -> (String, String) {
-    let field = |flag: &str| {
-        match flag {
-            "--label" => "labels",
-            "--annotation" => "annotations",
-            "--node-selector" => "nodeSelector",
-            "--task-id" => "taskId",
-            "--run" => "run",
-            "--requests" => "requests",
-            "--limits" => "limits",
-            "--name" => "name",
+    let field = |name: &str| {
+        match name {
             "activeDeadlineSeconds" => "activeDeadline",
             other => other,
         }
@@ -199,7 +192,7 @@ mod tests {
         );
         assert_eq!(
             err.to_string(),
-            "-f t.yaml: task 2 (\"second\"): image: missing: every task needs an image (e.g. `image: busybox:1.36`)"
+            "t.yaml: task 2 (\"second\"): image: missing: every task needs an image (e.g. `image: busybox:1.36`)"
         );
         for (text, index, field, want) in [
             (

@@ -1,14 +1,15 @@
 //! The task description ([`TaskSpec`]) and how it becomes a Pod.
 //!
-//! A pod is built from an optional template (`--pod-template`, YAML or JSON) with the flags laid
-//! over it: flags always win. podline then adds what makes a launch safe to retry and find again:
+//! A pod is built from an optional template (a Pod manifest, YAML or JSON) with the task's own
+//! fields laid over it: they always win. podline then adds what makes a launch safe to retry and
+//! find again:
 //!
 //! - a unique name: the base name plus `-` and 8 random `[a-z0-9]` characters (unless
 //!   `exact_name`), so two runs of the same task never clash;
 //! - the label [`LAUNCH_ID_LABEL`], chosen before the first POST: when a create's response is
 //!   lost and the retry answers `AlreadyExists`, this label tells our pod from someone else's;
-//! - [`TASK_ID_LABEL`] (for `--reattach`) and [`RUN_LABEL`] (to group the pods of one
-//!   `--count`/`-f` invocation);
+//! - [`TASK_ID_LABEL`] (to find a task's running pod again and reattach to it) and
+//!   [`RUN_LABEL`] (to group the pods of one invocation that runs many tasks);
 //! - `restartPolicy: Never`: a task runs once, its exit code is the result.
 //!
 //! Env values are secrets as far as podline is concerned: nothing here logs them, and
@@ -16,8 +17,9 @@
 //!
 //! One job per module: this one holds the types ([`TaskSpec`], [`BuiltPod`], [`PullPolicy`])
 //! and the labels; `pod` builds the pod ([`TaskSpec::build_pod`], names, launch ids);
-//! `validate` checks names, labels and quantities as the API server will; `parse` reads flag
-//! values and pod templates; `file` reads and checks a tasks file ([`parse_tasks`]).
+//! `validate` checks names, labels and quantities as the API server will; `parse` reads
+//! `KEY=VALUE` values, resource lists and pod templates; `file` reads and checks a tasks file
+//! ([`parse_tasks`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -41,11 +43,12 @@ pub use validate::{is_quantity, validate_label_key, validate_label_value, valida
 /// makes create idempotent: an `AlreadyExists` answer is ours exactly when the existing pod
 /// carries our launch id.
 pub const LAUNCH_ID_LABEL: &str = "podline.io/launch-id";
-/// Label carrying the user's task id; `--reattach` finds a running pod of the same task by it.
+/// Label carrying the user's task id; a reattaching run finds a running pod of the same task by
+/// it.
 pub const TASK_ID_LABEL: &str = "podline.io/task-id";
-/// Label grouping the pods of one invocation (`--count` / `-f`), for `kubectl get -l`.
+/// Label grouping the pods of one invocation that runs many tasks, for `kubectl get -l`.
 pub const RUN_LABEL: &str = "podline.io/run";
-/// Name of the main container when neither the template nor the flags name one.
+/// Name of the main container when neither the template nor the task names one.
 pub const DEFAULT_CONTAINER: &str = "task";
 /// Length of the random name suffix (as Airflow's KubernetesPodOperator does).
 pub const SUFFIX_LEN: usize = 8;
@@ -68,7 +71,7 @@ pub enum PullPolicy {
 }
 
 impl PullPolicy {
-    /// Parses the Kubernetes spelling (case-insensitive), naming the flag on error.
+    /// Parses the Kubernetes spelling (case-insensitive).
     pub fn parse(value: &str) -> Result<Self, SpecError> {
         match value.to_ascii_lowercase().as_str() {
             "always" => Ok(PullPolicy::Always),
@@ -89,8 +92,9 @@ impl PullPolicy {
     }
 }
 
-/// Everything a user says about one task. Built by the CLI from flags, or by library users
-/// directly; turned into a Pod by [`TaskSpec::build_pod`].
+/// Everything a user says about one task. Built by the binary from its flags, read from a tasks
+/// file ([`parse_tasks`]), or built by library users directly; turned into a Pod by
+/// [`TaskSpec::build_pod`].
 #[derive(Clone, Default, serde::Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskSpec {
@@ -105,9 +109,9 @@ pub struct TaskSpec {
     pub image: Option<String>,
     /// `CMD ARGS...`: the main container's command (overrides the image entrypoint).
     pub command: Vec<String>,
-    /// Environment variables (`--env K=V`), applied in order; later ones win.
+    /// Environment variables (`K=V`), applied in order; later ones win.
     pub env: Vec<(String, String)>,
-    /// Secrets whose keys become environment variables (`--env-from-secret NAME`).
+    /// Secrets (by name) whose keys become environment variables.
     pub env_from_secrets: Vec<String>,
     /// Extra labels.
     pub labels: BTreeMap<String, String>,
@@ -126,10 +130,11 @@ pub struct TaskSpec {
     pub active_deadline: Option<Duration>,
     /// Image pull policy of the main container.
     pub image_pull_policy: Option<PullPolicy>,
-    /// Base pod from `--pod-template`.
+    /// The base pod, from a template manifest ([`load_template`]).
     #[serde(skip)]
     pub template: Option<Pod>,
-    /// Task id for `--reattach` (becomes the [`TASK_ID_LABEL`] label).
+    /// Task id, by which a reattaching run finds the task's pod (becomes the
+    /// [`TASK_ID_LABEL`] label).
     pub task_id: Option<String>,
     /// Run group (becomes the [`RUN_LABEL`] label).
     pub run: Option<String>,

@@ -1,4 +1,7 @@
-//! Parsing flag values (`KEY=VALUE`, resource lists) and pod templates (YAML or JSON).
+//! Parsing `KEY=VALUE` values, resource lists and pod templates (YAML or JSON).
+//!
+//! Each value parser takes the name its caller knows the value by (`flag`) and repeats it in
+//! errors, so a message points at what the user typed without this crate naming it.
 
 use std::collections::BTreeMap;
 
@@ -7,8 +10,8 @@ use k8s_openapi::api::core::v1::Pod;
 use super::is_quantity;
 use crate::error::SpecError;
 
-/// Parses `KEY=VALUE` (for `--env`, `--label`, `--annotation`, `--node-selector`). The value
-/// may be empty and may contain `=`.
+/// Parses `KEY=VALUE` (an env variable, label, annotation or node selector entry). The value
+/// may be empty and may contain `=`; `example` is a valid value for the message.
 pub fn parse_key_value(
     flag: &'static str,
     example: &'static str,
@@ -24,7 +27,7 @@ pub fn parse_key_value(
     }
 }
 
-/// Parses `cpu=500m,memory=1Gi` for `--requests` / `--limits`.
+/// Parses `cpu=500m,memory=1Gi`: resource requests or limits.
 pub fn parse_resources(flag: &'static str, s: &str) -> Result<BTreeMap<String, String>, SpecError> {
     let mut out = BTreeMap::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -93,17 +96,17 @@ mod tests {
     #[test]
     fn key_value_parsing_should_name_the_flag() {
         assert_eq!(
-            parse_key_value("--env", "--env K=V", "A=b=c").unwrap(),
+            parse_key_value("env", "K=V", "A=b=c").unwrap(),
             ("A".into(), "b=c".into())
         );
         assert_eq!(
-            parse_key_value("--env", "--env K=V", "A=").unwrap(),
+            parse_key_value("env", "K=V", "A=").unwrap(),
             ("A".into(), String::new())
         );
-        let err = parse_key_value("--env", "--env K=V", "novalue")
+        let err = parse_key_value("env", "K=V", "novalue")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("--env") && err.contains("novalue"), "{err}");
-        assert!(parse_key_value("--label", "--label k=v", "=v").is_err());
+        assert!(err.starts_with("env: ") && err.contains("novalue"), "{err}");
+        assert!(parse_key_value("labels", "k=v", "=v").is_err());
     }
 }

@@ -1,5 +1,5 @@
-//! Building the pod of a task: template first, flags over it, then podline's unique name,
-//! launch-id, task-id and run labels, and `restartPolicy: Never`.
+//! Building the pod of a task: template first, the task's fields over it, then podline's unique
+//! name, launch-id, task-id and run labels, and `restartPolicy: Never`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -18,9 +18,10 @@ use super::{
 use crate::error::SpecError;
 
 impl TaskSpec {
-    /// Builds the pod: template first, flags over it, then podline's name, labels and
-    /// `restartPolicy: Never`. Validates everything the server would reject for reasons the
-    /// user can fix here (names, labels, quantities, missing image).
+    /// Builds the pod: template first, the task's fields over it, then podline's name, labels
+    /// and `restartPolicy: Never`. Validates everything the server would reject for reasons the
+    /// user can fix here (names, labels, quantities, missing image); errors name a field by its
+    /// tasks-file spelling (`labels`, `nodeSelector`, `taskId`...).
     pub fn build_pod(&self, default_namespace: &str) -> Result<BuiltPod, SpecError> {
         let mut pod = self.template.clone().unwrap_or_default();
         pod.metadata.resource_version = None;
@@ -50,23 +51,23 @@ impl TaskSpec {
 
         let labels = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
         for (k, v) in &self.labels {
-            validate_label_key("--label", k)?;
-            validate_label_value("--label", v)?;
+            validate_label_key("labels", k)?;
+            validate_label_value("labels", v)?;
             labels.insert(k.clone(), v.clone());
         }
         labels.insert(LAUNCH_ID_LABEL.to_owned(), launch_id.clone());
         if let Some(task_id) = &self.task_id {
-            validate_label_value("--task-id", task_id)?;
+            validate_label_value("taskId", task_id)?;
             labels.insert(TASK_ID_LABEL.to_owned(), task_id.clone());
         }
         if let Some(run) = &self.run {
-            validate_label_value("--run", run)?;
+            validate_label_value("run", run)?;
             labels.insert(RUN_LABEL.to_owned(), run.clone());
         }
         if !self.annotations.is_empty() {
             let annotations = pod.metadata.annotations.get_or_insert_with(BTreeMap::new);
             for (k, v) in &self.annotations {
-                validate_label_key("--annotation", k)?;
+                validate_label_key("annotations", k)?;
                 annotations.insert(k.clone(), v.clone());
             }
         }
@@ -81,8 +82,8 @@ impl TaskSpec {
         if !self.node_selector.is_empty() {
             let ns = spec.node_selector.get_or_insert_with(BTreeMap::new);
             for (k, v) in &self.node_selector {
-                validate_label_key("--node-selector", k)?;
-                validate_label_value("--node-selector", v)?;
+                validate_label_key("nodeSelector", k)?;
+                validate_label_value("nodeSelector", v)?;
                 ns.insert(k.clone(), v.clone());
             }
         }
@@ -136,8 +137,8 @@ impl TaskSpec {
             let resources = main
                 .resources
                 .get_or_insert_with(ResourceRequirements::default);
-            merge_quantities("--requests", &self.requests, &mut resources.requests)?;
-            merge_quantities("--limits", &self.limits, &mut resources.limits)?;
+            merge_quantities("requests", &self.requests, &mut resources.requests)?;
+            merge_quantities("limits", &self.limits, &mut resources.limits)?;
         }
         let main_container = main.name.clone();
 
@@ -280,7 +281,10 @@ mod tests {
         assert_eq!(s.build_pod("ns").unwrap().name, "exact-one");
         s.name = Some("Bad_Name".into());
         let err = s.build_pod("ns").unwrap_err().to_string();
-        assert!(err.contains("--name") && err.contains("Bad_Name"), "{err}");
+        assert!(
+            err.contains("pod name") && err.contains("Bad_Name"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -311,7 +315,7 @@ spec:
         s.env = vec![("B".into(), "3".into()), ("C".into(), "4".into())];
         s.labels.insert("team".into(), "b".into());
         s.service_account = Some("flag-sa".into());
-        s.requests = parse_resources("--requests", "cpu=500m,memory=1Gi").unwrap();
+        s.requests = parse_resources("requests", "cpu=500m,memory=1Gi").unwrap();
         s.active_deadline = Some(Duration::from_secs(600));
         s.image_pull_policy = Some(PullPolicy::IfNotPresent);
         let built = s.build_pod("default").unwrap();
@@ -376,7 +380,7 @@ spec:
         let s = TaskSpec::default();
         let err = s.build_pod("default").unwrap_err();
         assert!(matches!(err, SpecError::MissingImage));
-        assert!(err.to_string().contains("--image"));
+        assert!(err.to_string().contains("no image"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Checks of names, labels and quantities, as the API server will make them, so a bad value
-//! fails before anything is created with a message naming the flag and what was expected.
+//! fails before anything is created with a message naming the setting (as the caller names it)
+//! and what was expected.
 
 use crate::error::SpecError;
 
@@ -137,29 +138,26 @@ mod tests {
         for bad in ["", "m", "1GB", "1.2.3", "abc", "1e", "1 Gi", "1x"] {
             assert!(!is_quantity(bad), "{bad}");
         }
-        let err = parse_resources("--limits", "cpu=lots")
+        let err = parse_resources("limits", "cpu=lots")
             .unwrap_err()
             .to_string();
-        assert!(
-            err.contains("--limits") && err.contains("cpu=lots"),
-            "{err}"
-        );
-        assert!(parse_resources("--requests", "").is_err());
+        assert!(err.contains("limits") && err.contains("cpu=lots"), "{err}");
+        assert!(parse_resources("requests", "").is_err());
     }
 
     #[test]
     fn labels_should_be_validated() {
-        validate_label_key("--label", "podline.io/task-id").unwrap();
-        validate_label_key("--label", "app").unwrap();
-        assert!(validate_label_key("--label", "-app").is_err());
-        assert!(validate_label_key("--label", "Bad Prefix/x").is_err());
-        validate_label_value("--label", "").unwrap();
-        validate_label_value("--label", "v1.2_x").unwrap();
-        assert!(validate_label_value("--label", &"a".repeat(64)).is_err());
-        assert!(validate_label_value("--label", "a b").is_err());
+        validate_label_key("labels", "podline.io/task-id").unwrap();
+        validate_label_key("labels", "app").unwrap();
+        assert!(validate_label_key("labels", "-app").is_err());
+        assert!(validate_label_key("labels", "Bad Prefix/x").is_err());
+        validate_label_value("labels", "").unwrap();
+        validate_label_value("labels", "v1.2_x").unwrap();
+        assert!(validate_label_value("labels", &"a".repeat(64)).is_err());
+        assert!(validate_label_value("labels", "a b").is_err());
         let mut s = spec();
         s.task_id = Some("not valid!".into());
         let err = s.build_pod("d").unwrap_err().to_string();
-        assert!(err.contains("--task-id"), "{err}");
+        assert!(err.contains("taskId"), "{err}");
     }
 }

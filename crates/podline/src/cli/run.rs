@@ -255,7 +255,10 @@ impl RunArgs {
     /// The task described by the flags (template loaded, not yet validated as a pod).
     fn task_spec(&self, global: &Global) -> anyhow::Result<TaskSpec> {
         let template = match &self.pod_template {
-            Some(path) => Some(spec::load_template(path)?),
+            // The library's message starts with the path; the flag is named here.
+            Some(path) => {
+                Some(spec::load_template(path).map_err(|e| anyhow::anyhow!("--pod-template {e}"))?)
+            }
             None => None,
         };
         Ok(TaskSpec {
@@ -428,7 +431,8 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
                 }
                 Specs::File(specs)
             }
-            Err(err) => return usage(err.into()),
+            // The library's message starts with the path; the flag is named here.
+            Err(err) => return usage(anyhow::anyhow!("-f {err}")),
         }
     } else {
         let spec = match args.task_spec(global) {
