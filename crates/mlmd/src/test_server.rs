@@ -130,7 +130,7 @@ impl MlmdTestServer {
         c
     }
 
-    /// `127.0.0.1:<port>`, as `--mlmd-address` takes it.
+    /// `127.0.0.1:<port>`, as [`crate::kfp::daemon::mlmd_config`] takes an address.
     pub fn address(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }

@@ -1,13 +1,11 @@
-//! KFP mode as a daemon: what `podline record --kfp` (or `--sink mlmd`) runs.
+//! KFP mode as a daemon: what the recorder runs when it writes into ML Metadata.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use podline_client::timeouts::{
-    CLIENT_TIMEOUT_FLAG, SERVER_TIMEOUT_FLAG, WatchTimeouts, parse_duration,
-};
+use podline_client::timeouts::{WatchTimeouts, parse_duration};
 use podline_client::watch::{WatchConfig, WatchError};
 use podline_record::{Health, Metrics};
 use tokio_util::sync::CancellationToken;
@@ -25,7 +23,7 @@ pub enum KfpError {
     /// A KFP environment variable is invalid.
     #[error(transparent)]
     Env(#[from] EnvError),
-    /// `--mlmd-address` is not `host:port`.
+    /// The MLMD address given to [`mlmd_config`] is not `host:port`.
     #[error(
         "invalid MLMD address {0:?}: expected HOST:PORT, e.g. metadata-grpc-service.kubeflow:8080"
     )]
@@ -129,16 +127,18 @@ impl KfpEnv {
             .map_err(|e| KfpError::Timeouts(e.to_string()))
     }
 
-    /// Apply `--watch-server-timeout` / `--watch-client-timeout` (raw flag
-    /// values, `None` when not given) over `K8S_WATCH_SERVER_SIDE_TIMEOUT` /
-    /// `K8S_WATCH_CLIENT_SIDE_TIMEOUT`: flags win, then KFP's variables,
-    /// then KFP's defaults (1800 s / 60 s). Errors name the flag.
+    /// Apply overrides of the server and client watch timeouts over
+    /// `K8S_WATCH_SERVER_SIDE_TIMEOUT` / `K8S_WATCH_CLIENT_SIDE_TIMEOUT`:
+    /// overrides win, then KFP's variables, then KFP's defaults (1800 s /
+    /// 60 s). Each override is `(name, raw)`: the name it was given under
+    /// (the caller's flag, say), which an error repeats, and its text; `None`
+    /// when not given.
     pub fn override_watch_timeouts(
         &mut self,
-        server_flag: Option<&str>,
-        client_flag: Option<&str>,
+        server: Option<(&str, &str)>,
+        client: Option<(&str, &str)>,
     ) -> Result<(), KfpError> {
-        let parse = |flag: &str, raw: &str| {
+        let parse = |(flag, raw): (&str, &str)| {
             parse_duration(raw).map_err(|err| {
                 KfpError::Timeouts(match err {
                     // Over the parser's bound (365 days): say so, with the range.
@@ -151,11 +151,11 @@ impl KfpEnv {
                 })
             })
         };
-        if let Some(raw) = server_flag {
-            self.server_side_timeout = parse(SERVER_TIMEOUT_FLAG, raw)?;
+        if let Some(given) = server {
+            self.server_side_timeout = parse(given)?;
         }
-        if let Some(raw) = client_flag {
-            self.client_side_timeout = parse(CLIENT_TIMEOUT_FLAG, raw)?;
+        if let Some(given) = client {
+            self.client_side_timeout = parse(given)?;
         }
         self.watch_timeouts().map(|_| ())
     }
@@ -190,25 +190,22 @@ mod tests {
         let t = kfp.watch_timeouts().expect("valid");
         assert_eq!((t.server.as_secs(), t.client.as_secs()), (300, 20));
 
-        kfp.override_watch_timeouts(Some("10m"), Some("45"))
+        kfp.override_watch_timeouts(Some(("server", "10m")), Some(("client", "45")))
             .expect("flags");
         let t = kfp.watch_timeouts().expect("valid");
         assert_eq!((t.server.as_secs(), t.client.as_secs()), (600, 45));
 
         let err = kfp
-            .override_watch_timeouts(None, Some("soon"))
+            .override_watch_timeouts(None, Some(("client-flag", "soon")))
             .expect_err("not a duration");
-        assert!(
-            err.to_string().contains("--watch-client-timeout=\"soon\""),
-            "{err}"
-        );
+        assert!(err.to_string().contains("client-flag=\"soon\""), "{err}");
         let err = kfp
-            .override_watch_timeouts(Some("18446744073709551615"), None)
+            .override_watch_timeouts(Some(("server", "18446744073709551615")), None)
             .expect_err("over the parser's bound");
         assert!(err.to_string().contains("at most 365 days"), "{err}");
         let mut short = env(&[]);
         let err = short
-            .override_watch_timeouts(Some("30"), None)
+            .override_watch_timeouts(Some(("server", "30")), None)
             .expect_err("client 60 s is not below server 30 s");
         assert!(err.to_string().contains("client timeout"), "{err}");
     }

@@ -10,7 +10,7 @@
 //!   [`queue`], a per-pod keyed work queue of slim [`PodSnapshot`]s, with
 //!   parallel workers.
 //! - [`patch`]: the labels and annotations written back on the pod.
-//! - [`daemon`]: [`run_daemon`], KFP mode as `podline record --kfp` runs it,
+//! - [`daemon`]: [`run_daemon`], KFP mode as the recorder's daemon runs it,
 //!   reporting into the SQL recorder's health and metrics ([`Observability`]).
 //! - [`config`]: [`KfpEnv`], the writer's environment variables, strictly parsed.
 //! - [`keys`]: the label/annotation names of the contract.

@@ -263,8 +263,12 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         env.namespace_to_watch = None;
     }
     if let Err(err) = env.override_watch_timeouts(
-        args.watch_server_timeout.as_deref(),
-        args.watch_client_timeout.as_deref(),
+        args.watch_server_timeout
+            .as_deref()
+            .map(|raw| ("--watch-server-timeout", raw)),
+        args.watch_client_timeout
+            .as_deref()
+            .map(|raw| ("--watch-client-timeout", raw)),
     ) {
         return usage(err);
     }
