@@ -3,7 +3,7 @@
 /// Everything that can go wrong in the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The `--db` / `PODLINE_DB` value is not something we can open.
+    /// The store target (as the user gave it) is not something we can open.
     #[error(
         "invalid database {value:?}: {reason} (expected a file path, sqlite://PATH, or postgres://USER@HOST/DB)"
     )]

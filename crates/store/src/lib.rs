@@ -27,8 +27,9 @@
 //!   the disk recovers succeeds; a database file deleted while open is noticed before the next
 //!   write and re-created and migrated (its old content is gone with it; a warning says so).
 //!
-//! Main types: [`DbTarget`] (parses `--db`), [`open`] (connect + migrate), [`SqlStore`] (the one
-//! SQL implementation, both backends through sqlx's `Any` driver), [`Store`] (the trait).
+//! Main types: [`DbTarget`] (parses a store target), [`open`] (connect + migrate), [`SqlStore`]
+//! (the one SQL implementation, both backends through sqlx's `Any` driver), [`Store`] (the
+//! trait).
 //!
 //! ```no_run
 //! use podline_store::{Batch, PodObservation, PhaseTransition, Store, StoreOp, open};
@@ -82,7 +83,7 @@ pub use sql::{DiskFault, PoolSettings, SqlStore};
 pub use store::Store;
 pub use target::{Backend, DbTarget, Redacted};
 
-/// Opens the store named by a `--db` value (path, `sqlite://`, `postgres://`), runs migrations,
+/// Opens the store named by a target (path, `sqlite://`, `postgres://`), runs migrations,
 /// and returns it ready for the recorder and queries. The one call the binary needs.
 pub async fn open(db: &str) -> Result<Arc<dyn Store>, StoreError> {
     let target = DbTarget::parse(db)?;

@@ -186,7 +186,7 @@ pub struct RunFilter {
     pub limit: Option<u32>,
 }
 
-/// Which pods to list (`podline pods --run R --phase Failed -n ns`).
+/// Which pods to list: by run, phase and namespace (what the pod queries and the UI filter on).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodFilter {
     /// Only pods of this run.

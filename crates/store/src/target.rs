@@ -1,4 +1,4 @@
-//! Parsing the `--db` / `PODLINE_DB` value into the database to open.
+//! Parsing a store target (the text a user gives to name the store) into the database to open.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -8,7 +8,7 @@ use crate::error::StoreError;
 
 /// Which database to open: one SQLite file (the embedded default) or a PostgreSQL server.
 ///
-/// Parsed strictly from the `--db` value, so a typo fails at startup with a message naming the
+/// Parsed strictly from the target's text, so a typo fails at startup with a message naming the
 /// value and what was expected instead of creating a file called `postgress://...`.
 #[derive(Clone, PartialEq, Eq)]
 pub enum DbTarget {
@@ -25,7 +25,7 @@ pub enum DbTarget {
 }
 
 impl DbTarget {
-    /// Parses a `--db` value: a plain path or `sqlite://PATH` / `sqlite:PATH` for SQLite,
+    /// Parses a target: a plain path or `sqlite://PATH` / `sqlite:PATH` for SQLite,
     /// `postgres://...` or `postgresql://...` for PostgreSQL. Anything else is an error that
     /// says what was expected.
     pub fn parse(value: &str) -> Result<Self, StoreError> {
@@ -193,8 +193,8 @@ fn strip_scheme<'a>(value: &'a str, schemes: &[&str]) -> Option<&'a str> {
     })
 }
 
-/// A store target (`--db` value: path, `sqlite://`, `postgres://` URL, or whatever the user
-/// typed) made safe to show. The ONE way a target reaches a log line, an error or a page.
+/// A store target (path, `sqlite://`, `postgres://` URL, or whatever the user typed) made
+/// safe to show. The ONE way a target reaches a log line, an error or a page.
 ///
 /// Hidden as `***`: the password of `scheme://user:password@host` (everything between the first
 /// `:` of the userinfo and its last `@`, so an unencoded `@`, `/` or `?` in a password is hidden
