@@ -251,6 +251,45 @@ impl Target {
         .await
     }
 
+    /// A node a pod can be bound to: the sim's simulated node, or on a cluster the first node
+    /// without taints (else the first node).
+    pub async fn node_name(&self) -> String {
+        if self.kind == TargetKind::Sim {
+            return podline_sim::KubeletConfig::default().node_name;
+        }
+        let nodes = self.get("/api/v1/nodes").await.json();
+        let items = nodes["items"].as_array().cloned().unwrap_or_default();
+        let untainted = items
+            .iter()
+            .find(|n| n["spec"]["taints"].as_array().is_none_or(Vec::is_empty));
+        untainted
+            .or(items.first())
+            .and_then(|n| n["metadata"]["name"].as_str())
+            .unwrap_or_else(|| panic!("the cluster lists no nodes: {nodes}"))
+            .to_owned()
+    }
+
+    /// The events a watch of `resource` (a path from [`Target::core_path`]) replays for the object
+    /// `name` after `resource_version`, for `seconds` (the watch's `timeoutSeconds`).
+    pub async fn events_since(
+        &self,
+        resource: &str,
+        name: &str,
+        resource_version: &str,
+        seconds: u32,
+    ) -> Vec<Value> {
+        let r = self
+            .get(&format!(
+                "{resource}?watch=1&fieldSelector=metadata.name%3D{name}&resourceVersion={resource_version}&timeoutSeconds={seconds}"
+            ))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.text()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("event {l}: {e}")))
+            .collect()
+    }
+
     /// Creates a pod from JSON in the test namespace and returns the answer.
     pub async fn create_pod(&self, pod: &Value) -> Raw {
         self.send_json(Method::POST, &self.core_path("pods"), pod)

@@ -11,5 +11,6 @@ mod pods;
 mod query;
 mod reads;
 mod requests;
+mod subresources;
 mod watch;
 mod writes;

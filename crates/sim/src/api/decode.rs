@@ -20,18 +20,48 @@ const SCHEME: &str = "pkg/api/legacyscheme/scheme.go:30";
 
 /// Decodes an object of kind `K` from a create or update body.
 pub fn decode_object<K: ApiKind>(body: &JsonBody) -> Result<K, ApiError> {
+    decode_as::<K>(
+        body,
+        &Expected {
+            kind: K::KIND,
+            api_versions: &[K::API_VERSION],
+            any_kind: K::CUSTOM_RESOURCE,
+        },
+    )
+}
+
+/// What a body must be to decode: its kind and the apiVersions it may be sent in (the first is
+/// the default for a body that names none).
+pub struct Expected<'a> {
+    /// The Kind.
+    pub kind: &'a str,
+    /// The accepted apiVersions, the default first.
+    pub api_versions: &'a [&'a str],
+    /// Whether any kind and version goes (custom resources: the sim keeps them as sent).
+    pub any_kind: bool,
+}
+
+/// Decodes a body as `T` of the [`Expected`] kind, with kube-apiserver's error messages (see
+/// the module docs). Subresources use it for their own kinds (Binding, Eviction).
+pub fn decode_as<T: serde::de::DeserializeOwned>(
+    body: &JsonBody,
+    expected: &Expected<'_>,
+) -> Result<T, ApiError> {
     let value: Value = if body.media_type == "application/yaml" {
-        let text = std::str::from_utf8(&body.bytes)
-            .map_err(|e| unrecognized::<K>(&format!("the body is not UTF-8: {e}"), body))?;
+        let text = std::str::from_utf8(&body.bytes).map_err(|e| {
+            unrecognized(expected.kind, &format!("the body is not UTF-8: {e}"), body)
+        })?;
         serde_saphyr::from_str(text).map_err(|e| {
-            unrecognized::<K>(
+            unrecognized(
+                expected.kind,
                 &format!("couldn't get version/kind; yaml parse error: {e}"),
                 body,
             )
         })?
     } else {
         serde_json::from_slice(&body.bytes).map_err(|e| {
-            unrecognized::<K>(
+            unrecognized(
+                expected.kind,
                 &format!(
                     "couldn't get version/kind; json parse error: {}",
                     go_syntax_error(&e, &body.bytes)
@@ -48,9 +78,10 @@ pub fn decode_object<K: ApiKind>(body: &JsonBody) -> Result<K, ApiError> {
         .get("kind")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let sent_kind = if kind.is_empty() { K::KIND } else { kind };
+    let sent_kind = if kind.is_empty() { expected.kind } else { kind };
+    let default_version = expected.api_versions.first().copied().unwrap_or("v1");
     let sent_version = if api_version.is_empty() {
-        K::API_VERSION
+        default_version
     } else {
         api_version
     };
@@ -58,25 +89,26 @@ pub fn decode_object<K: ApiKind>(body: &JsonBody) -> Result<K, ApiError> {
     let handled = |detail: String| {
         ApiError::bad_request(format!(
             "{sent_kind} in version {version:?} cannot be handled as a {}: {detail}",
-            K::KIND
+            expected.kind
         ))
     };
-    if !K::CUSTOM_RESOURCE && (sent_kind != K::KIND || sent_version != K::API_VERSION) {
+    if !expected.any_kind
+        && (sent_kind != expected.kind || !expected.api_versions.contains(&sent_version))
+    {
         return Err(handled(format!(
             "no kind {sent_kind:?} is registered for version {sent_version:?} in scheme {SCHEME:?}"
         )));
     }
-    serde_path_to_error::deserialize::<_, K>(&value).map_err(|e| {
+    serde_path_to_error::deserialize::<_, T>(&value).map_err(|e| {
         let path = e.path().to_string();
-        handled(go_type_error(&value, &path, e.inner(), K::KIND))
+        handled(go_type_error(&value, &path, e.inner(), expected.kind))
     })
 }
 
 /// `the object provided is unrecognized (must be of type Pod): <detail> (<summary>)`.
-fn unrecognized<K: ApiKind>(detail: &str, body: &JsonBody) -> ApiError {
+fn unrecognized(kind: &str, detail: &str, body: &JsonBody) -> ApiError {
     ApiError::bad_request(format!(
-        "the object provided is unrecognized (must be of type {}): {detail} ({})",
-        K::KIND,
+        "the object provided is unrecognized (must be of type {kind}): {detail} ({})",
         summarize(&body.bytes)
     ))
 }

@@ -48,6 +48,15 @@ fn resource(
     r
 }
 
+/// `pods/eviction`: a subresource of core pods whose kind is in another group (`policy/v1`
+/// Eviction), which discovery says with `group` and `version`, as kube-apiserver does.
+fn eviction_subresource() -> Value {
+    let mut r = resource("pods/eviction", "", true, "Eviction", &["create"], &[]);
+    r["group"] = json!("policy");
+    r["version"] = json!("v1");
+    r
+}
+
 /// kube-apiserver's `storageVersionHash` of a top-level resource (subresources have none): the
 /// base64 of the first 8 bytes of the SHA-256 of `<group>/<version>/<Kind>` of its storage
 /// version (`/v1/Pod` for pods), computed once and written down here.
@@ -99,11 +108,14 @@ pub async fn core_v1() -> Json<Value> {
         "kind": "APIResourceList",
         "groupVersion": "v1",
         "resources": [
+            resource("bindings", "binding", true, "Binding", &["create"], &[]),
             resource("events", "event", true, "Event", &ALL_VERBS, &["ev"]),
             resource("namespaces", "namespace", false, "Namespace", &["create", "delete", "get", "list", "patch", "update", "watch"], &["ns"]),
             resource("namespaces/finalize", "", false, "Namespace", &["update"], &[]),
             resource("namespaces/status", "", false, "Namespace", &["get", "patch", "update"], &[]),
             resource("pods", "pod", true, "Pod", &ALL_VERBS, &["po"]),
+            resource("pods/binding", "", true, "Binding", &["create"], &[]),
+            eviction_subresource(),
             resource("pods/log", "", true, "Pod", &["get"], &[]),
             resource("pods/status", "", true, "Pod", &["get", "patch", "update"], &[]),
         ],

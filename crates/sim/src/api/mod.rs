@@ -5,10 +5,12 @@
 //! (`tower::ServiceExt::oneshot`) as well as over a socket.
 
 mod apply;
+mod binding;
 mod control;
 mod decode;
 pub(crate) mod delete;
 mod discovery;
+mod eviction;
 pub(crate) mod kinds;
 mod logs;
 pub(crate) mod namespaces;

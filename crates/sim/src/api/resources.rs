@@ -40,6 +40,7 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
         ("", "v1", "pods") => handle::<Pod>(state, info, req).await,
         ("", "v1", "namespaces") => handle::<Namespace>(state, info, req).await,
         ("", "v1", "events") => handle::<Event>(state, info, req).await,
+        ("", "v1", "bindings") => legacy_binding(state, info, req).await,
         ("coordination.k8s.io", "v1", "leases") => handle::<Lease>(state, info, req).await,
         ("argoproj.io", "v1alpha1", "workflowtaskresults") => {
             handle::<WorkflowTaskResult>(state, info, req).await
@@ -117,6 +118,23 @@ async fn handle<K: ApiKind>(
     let writer = |part, apply| Writer::new(field_manager.as_deref(), &user_agent, apply, part);
     match (info.subresource.as_str(), info.verb.as_str()) {
         ("log", "get") if is_pod => super::logs::pod_log(&state, &info, query.as_deref()).await,
+        ("binding", "create") if is_pod => {
+            let dry_run = is_dry_run(query.as_deref())?;
+            let body = read_body(&state, req).await?;
+            super::binding::bind(
+                &state,
+                &info,
+                super::binding::Route::Subresource,
+                &body,
+                dry_run,
+            )
+        }
+        ("eviction", "create") if is_pod => {
+            let params: WriteParams = query::parse(query.as_deref())?;
+            let dry_run: Vec<String> = params.dry_run.into_iter().collect();
+            let body = read_body(&state, req).await?;
+            super::eviction::evict(&state, &info, &body, &dry_run)
+        }
         ("", "list") => list::<K>(&state, &info, query.as_deref()),
         ("", "watch") => watch::watch::<K>(&state, &info, query.as_deref()),
         ("", "get") => get::<K>(&state, &info, query.as_deref()),
@@ -176,6 +194,33 @@ async fn handle<K: ApiKind>(
         ("", _) | ("status", _) => Err(ApiError::method_not_allowed(&info.verb)),
         _ => Err(ApiError::path_not_found()),
     }
+}
+
+/// `POST /api/v1/namespaces/{ns}/bindings`, the legacy way to bind a pod (the Binding's
+/// `metadata.name` names it); create is its only verb.
+async fn legacy_binding(
+    state: AppState,
+    info: RequestInfo,
+    req: Request,
+) -> Result<Response, ApiError> {
+    if info.namespace.is_empty() || !info.name.is_empty() || !info.subresource.is_empty() {
+        return Err(ApiError::path_not_found());
+    }
+    if info.verb != "create" {
+        return Err(ApiError::method_not_allowed(&info.verb));
+    }
+    let dry_run = is_dry_run(req.uri().query())?;
+    let body = read_body(&state, req).await?;
+    super::binding::bind(&state, &info, super::binding::Route::Legacy, &body, dry_run)
+}
+
+/// The answer of a create that makes no object (a binding, an eviction): `201` with a Success
+/// Status whose `code` is 201, byte for byte as kube-apiserver writes it.
+pub fn created_success() -> Response {
+    json_response(
+        StatusCode::CREATED,
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#,
+    )
 }
 
 /// A parsed body: JSON (or YAML) of the request.

@@ -550,6 +550,17 @@ impl Cluster {
             .map(|s| Arc::new(s.decode()))
     }
 
+    /// The node a stored pod is bound to ("" when unbound), from its selector facts (no decode):
+    /// the kubelet's scheduler checks it before binding, as a pod may have been bound through
+    /// the API (`pods/binding`) meanwhile. None if there is no such pod.
+    pub fn pod_node_name(&self, namespace: &str, name: &str) -> Option<String> {
+        let index = <Pod as Kind>::FIELDS
+            .iter()
+            .position(|f| *f == "spec.nodeName")?;
+        let stored = self.inner.pods.get(namespace, name)?;
+        Some(stored.facts.field(index).to_owned())
+    }
+
     /// Kubelet-side write: applies `f` to the current pod if it still exists with this uid; bumps
     /// the resourceVersion, emits MODIFIED and updates the ground truth. None if the pod is gone or
     /// its uid differs. A change that leaves the pod equal is not written (no new version).

@@ -273,6 +273,25 @@ impl Driver {
         let uid = change.uid.as_str();
         if let Some(tracked) = self.pods.get_mut(uid) {
             tracked.saw(change);
+            if let Some(node) = change.node_name.as_deref().filter(|n| !n.is_empty())
+                && matches!(
+                    tracked.work.stage,
+                    pod::Stage::Scheduling | pod::Stage::Unschedulable
+                )
+            {
+                // Bound through the API while waiting for (or given up by) the sim's scheduler.
+                let key = Arc::clone(&tracked.work.uid);
+                if node == self.cfg.node_name {
+                    self.step(&key, Input::Bound);
+                } else {
+                    // Another node's now: nothing of it runs here.
+                    self.forget(&key);
+                    return;
+                }
+            }
+            let Some(tracked) = self.pods.get_mut(uid) else {
+                return;
+            };
             if let Some(grace) = change.deletion_grace_seconds
                 && !tracked.deleting
             {
@@ -321,7 +340,23 @@ impl Driver {
         }
     }
 
-    fn step(&mut self, uid: &Arc<str>, input: Input) {
+    fn step(&mut self, uid: &Arc<str>, mut input: Input) {
+        if input == Input::Timer(TimerKind::Schedule) {
+            // The scheduler binds only an unbound pod, like `pods/binding`: one bound through the
+            // API meanwhile is run if it is this node's and left alone otherwise.
+            let Some(tracked) = self.pods.get(uid) else {
+                return;
+            };
+            let (namespace, name) = (&tracked.work.namespace, &tracked.work.name);
+            match self.cluster.pod_node_name(namespace, name) {
+                Some(node) if node == self.cfg.node_name => input = Input::Bound,
+                Some(node) if !node.is_empty() => {
+                    self.forget(uid);
+                    return;
+                }
+                _ => {}
+            }
+        }
         let Some(tracked) = self.pods.get_mut(uid) else {
             return;
         };

@@ -80,6 +80,8 @@ pub(crate) struct ExecExit {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Input {
     Timer(TimerKind),
+    /// Someone else bound the pod to this node (`pods/binding`): run it without scheduling.
+    Bound,
     /// The pod got a deletionTimestamp.
     Delete {
         grace: Duration,
@@ -236,6 +238,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) images: &'a mut HashSet<String>,
 }
 
+/// The scheduler name of kube-scheduler's default profile (the sim's scheduler plays it).
+pub(crate) const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
 /// The node's labels, for `nodeSelector`.
 const NODE_LABELS: &[(&str, &str)] = &[
     ("kubernetes.io/os", "linux"),
@@ -322,6 +327,12 @@ impl PodWork {
             _ => RestartPolicy::Always,
         };
         let already_bound = spec.node_name.as_deref() == Some(cfg.node_name.as_str());
+        // kube-scheduler places only the pods that name it; others wait for their own scheduler
+        // to bind them (`pods/binding`).
+        let ours_to_schedule = spec
+            .scheduler_name
+            .as_deref()
+            .is_none_or(|s| s.is_empty() || s == DEFAULT_SCHEDULER);
         let schedule_delay = script.schedule_delay.unwrap_or(cfg.schedule_delay);
         let work = PodWork {
             namespace: meta.namespace.clone().unwrap_or_default(),
@@ -361,12 +372,17 @@ impl PodWork {
                 })
             })
             .collect();
-        let (after, kind) = if already_bound {
-            (Duration::ZERO, TimerKind::Admit)
-        } else {
-            (schedule_delay, TimerKind::Schedule)
-        };
-        effects.push(Effect::Timer { after, kind });
+        if already_bound {
+            effects.push(Effect::Timer {
+                after: Duration::ZERO,
+                kind: TimerKind::Admit,
+            });
+        } else if ours_to_schedule {
+            effects.push(Effect::Timer {
+                after: schedule_delay,
+                kind: TimerKind::Schedule,
+            });
+        }
         (work, effects)
     }
 
@@ -375,6 +391,7 @@ impl PodWork {
         let mut fx = Vec::new();
         let dirty = match input {
             Input::Timer(kind) => self.on_timer(kind, ctx, &mut fx),
+            Input::Bound => self.on_bound(ctx, &mut fx),
             Input::Delete { grace } => self.on_delete(grace, ctx, &mut fx),
             Input::ExecExited { idx, run, exit } => self.on_exec_exit(idx, run, exit, ctx, &mut fx),
         };
@@ -484,6 +501,22 @@ impl PodWork {
             kind: TimerKind::Admit,
         });
         true
+    }
+
+    /// Bound by another scheduler (or by hand) before ours placed it, or after ours gave up:
+    /// the kubelet picks it up. The binding wrote `PodScheduled` itself, and a scheduler other
+    /// than the sim's records its own events, so there is nothing to write or report here.
+    fn on_bound(&mut self, ctx: &mut Ctx<'_>, fx: &mut Vec<Effect>) -> bool {
+        if !matches!(self.stage, Stage::Scheduling | Stage::Unschedulable) {
+            return false;
+        }
+        self.stage = Stage::Bound;
+        self.scheduled_at = Some(ctx.now);
+        fx.push(Effect::Timer {
+            after: Duration::ZERO,
+            kind: TimerKind::Admit,
+        });
+        false
     }
 
     fn on_admit(&mut self, ctx: &mut Ctx<'_>, fx: &mut Vec<Effect>) -> bool {

@@ -35,7 +35,12 @@ pub(crate) fn render(work: &PodWork, cfg: &KubeletConfig, pod: &mut Pod) {
             .or_else(|| Some("BestEffort".to_owned())),
         ..PodStatus::default()
     };
-    status.conditions = Some(conditions(work));
+    let existing = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    status.conditions = Some(merge_conditions(existing, conditions(work)));
     if let Some(start) = work.start_time {
         status.start_time = Some(Time(start));
         status.host_ip = Some(HOST_IP.to_owned());
@@ -53,6 +58,42 @@ pub(crate) fn render(work: &PodWork, cfg: &KubeletConfig, pod: &mut Pod) {
         status.message = Some(message.clone());
     }
     pod.status = Some(status);
+}
+
+/// The condition types the kubelet owns (`PodConditionsByKubelet`); it keeps every other one the
+/// pod has (`DisruptionTarget` from an eviction, readiness gates' conditions).
+const KUBELET_CONDITIONS: [&str; 5] = [
+    "PodScheduled",
+    "Ready",
+    "Initialized",
+    "ContainersReady",
+    "PodReadyToStartContainers",
+];
+
+/// The conditions the kubelet writes, as its status manager merges them: the pod's conditions
+/// the kubelet does not own first, then its own, each keeping the `lastTransitionTime` the pod
+/// has for the same status (so `PodScheduled` keeps the time of a binding made through the API).
+/// With no opinion yet (not scheduled), the pod's conditions stay as they are.
+fn merge_conditions(existing: Vec<PodCondition>, ours: Vec<PodCondition>) -> Vec<PodCondition> {
+    if ours.is_empty() {
+        return existing;
+    }
+    let mut merged: Vec<PodCondition> = existing
+        .iter()
+        .filter(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()))
+        .cloned()
+        .collect();
+    for mut c in ours {
+        if c.type_ == "PodScheduled"
+            && let Some(old) = existing
+                .iter()
+                .find(|o| o.type_ == c.type_ && o.status == c.status)
+        {
+            c.last_transition_time.clone_from(&old.last_transition_time);
+        }
+        merged.push(c);
+    }
+    merged
 }
 
 fn condition(type_: &str, ok: bool, at: Option<Timestamp>) -> PodCondition {

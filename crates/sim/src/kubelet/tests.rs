@@ -224,3 +224,53 @@ async fn a_panic_in_one_pods_step_should_fail_that_pod_and_spare_the_others() {
     .await;
     run.abort();
 }
+
+/// Binds `name` as `pods/binding` would: nodeName set on an unbound pod.
+fn bind(cluster: &Cluster, name: &str, node: &str) {
+    cluster
+        .mutate_pod("default", name, &format!("uid-{name}"), |p| {
+            let spec = p.spec.get_or_insert_with(Default::default);
+            assert!(spec.node_name.is_none(), "already bound");
+            spec.node_name = Some(node.to_owned());
+        })
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_pod_bound_to_this_node_before_the_scheduler_runs_it_without_scheduling_it() {
+    let cluster = cluster();
+    let cfg = KubeletConfig::default().schedule_delay(Duration::from_secs(3600));
+    let kubelet = Kubelet::spawn(cluster.clone(), cfg.clone());
+    add_pod(&cluster, "bound", serde_json::json!({}));
+    bind(&cluster, "bound", &cfg.node_name);
+    wait("the bound pod to succeed", || {
+        phase_of(&cluster, "bound").as_deref() == Some("Succeeded")
+    })
+    .await;
+    kubelet.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_scheduler_leaves_a_pod_bound_elsewhere_alone() {
+    let cluster = cluster();
+    let mut driver = Driver::new(cluster.clone(), KubeletConfig::default());
+    add_pod(&cluster, "elsewhere", serde_json::json!({}));
+    driver.resync();
+    assert!(driver.pods.contains_key("uid-elsewhere"));
+    // Bound through the API before the schedule timer fires (the change not yet seen).
+    bind(&cluster, "elsewhere", "another-node");
+    let uid: Arc<str> = Arc::from("uid-elsewhere");
+    driver.step(&uid, Input::Timer(TimerKind::Schedule));
+    assert!(!driver.pods.contains_key("uid-elsewhere"), "forgotten");
+    let pod = cluster.get_pod("default", "elsewhere").unwrap();
+    assert_eq!(
+        pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some("another-node")
+    );
+    assert!(
+        pod.status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_none()
+    );
+}

@@ -572,3 +572,76 @@ fn stale_timers_should_be_ignored() {
     h.input(Input::Timer(TimerKind::Schedule));
     assert_eq!(h.effects.len(), before);
 }
+
+#[test]
+fn a_pod_naming_another_scheduler_waits_for_a_binding_then_runs_unannounced() {
+    let mut spec = one_container("busybox");
+    spec["schedulerName"] = serde_json::json!("my-scheduler");
+    let mut h = Harness::new(&pod(&[], spec));
+    assert!(h.timers.is_empty(), "the sim's scheduler leaves it alone");
+    assert_eq!(h.work.stage, Stage::Scheduling);
+    h.input(Input::Bound);
+    assert_eq!(h.work.stage, Stage::Bound);
+    h.run(100);
+    assert_eq!(h.work.phase(), "Succeeded");
+    let reasons = h.reasons();
+    assert!(!reasons.contains(&"Scheduled"), "{reasons:?}");
+    assert!(reasons.contains(&"Started"), "{reasons:?}");
+}
+
+#[test]
+fn a_binding_after_the_scheduler_bound_the_pod_changes_nothing() {
+    let mut h = Harness::new(&pod(&[], one_container("busybox")));
+    h.run_until(10, |h| h.work.stage != Stage::Scheduling);
+    let stage = h.work.stage;
+    let before = h.effects.len();
+    h.input(Input::Bound);
+    assert_eq!(h.work.stage, stage);
+    assert_eq!(h.effects.len(), before, "no effect");
+}
+
+#[test]
+fn rendering_keeps_conditions_the_kubelet_does_not_own_and_the_binding_time() {
+    let mut h = Harness::new(&pod(&[("duration", "1h")], one_container("busybox")));
+    h.run_until(100, |h| h.work.phase() == "Running");
+    let mut p = pod(&[], one_container("busybox"));
+    let bound_at: Timestamp = "2025-06-01T00:00:00Z".parse().unwrap();
+    p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+        conditions: Some(vec![
+            k8s_openapi::api::core::v1::PodCondition {
+                type_: "DisruptionTarget".into(),
+                status: "True".into(),
+                reason: Some("EvictionByEvictionAPI".into()),
+                ..Default::default()
+            },
+            k8s_openapi::api::core::v1::PodCondition {
+                type_: "PodScheduled".into(),
+                status: "True".into(),
+                last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    bound_at,
+                )),
+                ..Default::default()
+            },
+        ]),
+        ..Default::default()
+    });
+    status::render(&h.work, &h.cfg, &mut p);
+    let conditions = p.status.unwrap().conditions.unwrap();
+    let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            "DisruptionTarget",
+            "PodReadyToStartContainers",
+            "Initialized",
+            "Ready",
+            "ContainersReady",
+            "PodScheduled"
+        ]
+    );
+    let scheduled = conditions.last().unwrap();
+    assert_eq!(
+        scheduled.last_transition_time.as_ref().map(|t| t.0),
+        Some(bound_at)
+    );
+}
