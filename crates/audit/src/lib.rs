@@ -40,6 +40,12 @@ pub struct AuditReport {
     pub unexpected: Vec<String>,
     /// Pods recorded differently from what happened (one line per difference).
     pub mismatches: Vec<String>,
+    /// Stored pods marked deleted with their final state unknown (`namespace/name uid`): they
+    /// vanished while no recorder watched (a relist no longer listed them). Not a difference
+    /// from the ground truth by itself (a pod recorded finished before it vanished matches it),
+    /// so it does not make [`AuditReport::is_ok`] false; the guarantees that say "no final state
+    /// lost" (finalizers) assert that it is empty.
+    pub vanished: Vec<String>,
 }
 
 impl AuditReport {
@@ -106,6 +112,11 @@ pub fn compare_records(pods: &[PodRecord], truth: &[PodHistory]) -> AuditReport 
                 .push(format!("{}/{} {}", pod.namespace, pod.name, pod.uid));
         }
     }
+    report.vanished = pods
+        .iter()
+        .filter(|p| p.deleted_at.is_some() && !p.final_state_observed)
+        .map(|p| format!("{}/{} {}", p.namespace, p.name, p.uid))
+        .collect();
     for history in truth {
         let who = format!("{}/{} {}", history.namespace, history.name, history.uid);
         let Some(pod) = by_uid.get(history.uid.as_str()) else {
@@ -239,6 +250,23 @@ mod tests {
         let report = compare_records(&[record()], &[history()]);
         assert!(report.is_ok(), "{report}");
         assert_eq!(report.expected_transitions, 3);
+    }
+
+    #[test]
+    fn pods_deleted_with_an_unknown_final_state_are_counted_as_vanished() {
+        let mut observed = record();
+        observed.deleted_at = Some(t("2026-01-01T00:00:05Z"));
+        observed.final_state_observed = true;
+        let mut gone = observed.clone();
+        gone.uid = "u2".into();
+        gone.final_state_observed = false;
+        let mut truth = history();
+        truth.deleted_at = Some(t("2026-01-01T00:00:05Z"));
+        let mut truth2 = truth.clone();
+        truth2.uid = "u2".into();
+        let report = compare_records(&[observed, gone], &[truth, truth2]);
+        assert!(report.is_ok(), "{report}");
+        assert_eq!(report.vanished, ["ns/p u2"]);
     }
 
     #[test]
