@@ -26,7 +26,9 @@ A faults file (YAML or JSON):
     - { verb: watch, resource: pods, times: 1, action: { reset: { after_events: 5 } } }
 Actions: status {code, reason, message, retry_after}, latency {ms}, stall {after_events},
 reset {after_bytes | after_events}, end_early {after_events}, commit_then_drop,
-freeze {after_ms} (the request's whole TCP connection stops reading and writing, never closes).
+freeze {after_ms} (the request's whole TCP connection stops reading and writing, never closes),
+reset_stream {after_bytes | after_events}, commit_then_reset_stream (reset and commit_then_drop
+for the one request: over HTTP/2 only its stream is reset, other streams on the connection go on).
 Rules can also be changed at runtime: GET/POST/DELETE /_sim/faults, GET /_sim/counts,
 POST /_sim/compact, POST /_sim/restart?seconds=N (same bearer token as the API).
 

@@ -2,7 +2,9 @@
 //! way a client would observe a real failure: a Status answer, a delay, a stream that stalls or
 //! ends early, a TCP reset in the middle of a chunk, a create that commits while its connection
 //! drops, a connection that freezes (a frozen proxy), or watch events carrying an object the
-//! client cannot decode.
+//! client cannot decode. The per-stream forms reset one HTTP/2 stream instead of the connection:
+//! mid-body by failing the response body, before any header by marking the response with
+//! [`ResetStream`] for the server to refuse (both make hyper send RST_STREAM).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,7 +22,7 @@ use http_body::{Body as HttpBody, Frame};
 use super::FaultAction;
 use super::plan::glob_match;
 use crate::api::{AppState, RequestInfo};
-use crate::server::ConnCtl;
+use crate::server::{ConnCtl, ResetStream};
 use crate::status::ApiError;
 
 /// Bytes sent when a reset fires between events: the connection is cut in the middle of them,
@@ -44,6 +46,7 @@ pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next
     };
     tracing::debug!(verb = %info.verb, resource = %info.resource_path(), name = %info.name, ?action, "injecting fault");
     let ctl = req.extensions().get::<Arc<ConnCtl>>().cloned();
+    let http2 = req.version() == http::Version::HTTP_2;
     let lines = info.subresource == "log";
     let streaming = info.verb == "watch"
         || (info.subresource == "log" && crate::api::query_flag(req.uri().query(), "follow"));
@@ -90,14 +93,17 @@ pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next
             after_events,
         } => wrap(
             next.run(req).await,
-            Mode::Reset {
-                after_bytes,
-                after_events: if after_bytes.is_none() {
-                    Some(after_events.unwrap_or(0))
-                } else {
-                    after_events
-                },
-            },
+            Mode::reset(after_bytes, after_events, false),
+            ctl,
+            lines,
+        ),
+        // Over HTTP/1.1 the request's connection is all there is to reset.
+        FaultAction::ResetStream {
+            after_bytes,
+            after_events,
+        } => wrap(
+            next.run(req).await,
+            Mode::reset(after_bytes, after_events, http2),
             ctl,
             lines,
         ),
@@ -137,6 +143,19 @@ pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next
                 }
                 // In-process requests have no connection to drop.
                 None => ApiError::internal("commit_then_drop: the connection was dropped")
+                    .into_response(),
+            }
+        }
+        FaultAction::CommitThenResetStream => {
+            // The committed answer keeps its status and extensions for the audit layer; the
+            // server resets its stream instead of sending it (see `ResetStream`).
+            let mut committed = next.run(req).await;
+            match ctl {
+                Some(_) => {
+                    committed.extensions_mut().insert(ResetStream);
+                    committed
+                }
+                None => ApiError::internal("commit_then_reset_stream: the stream was reset")
                     .into_response(),
             }
         }
@@ -228,6 +247,8 @@ enum Mode {
     Reset {
         after_bytes: Option<u64>,
         after_events: Option<u64>,
+        /// Reset the HTTP/2 stream (fail the body) instead of cutting the connection.
+        stream_only: bool,
     },
     EndEarly {
         after_events: u64,
@@ -235,6 +256,21 @@ enum Mode {
     Malform {
         name: String,
     },
+}
+
+impl Mode {
+    /// A reset after `after_bytes` bytes or `after_events` events (neither: at once).
+    fn reset(after_bytes: Option<u64>, after_events: Option<u64>, stream_only: bool) -> Self {
+        Mode::Reset {
+            after_bytes,
+            after_events: if after_bytes.is_none() {
+                Some(after_events.unwrap_or(0))
+            } else {
+                after_events
+            },
+            stream_only,
+        }
+    }
 }
 
 enum BodyState {
@@ -247,6 +283,9 @@ enum BodyState {
     BeforeCut(Pin<Box<tokio::time::Sleep>>, Bytes),
     /// Nothing more is ever sent; the connection stays open (or is being reset).
     Stalled,
+    /// The partial chunk was sent; once this pause lets it reach the client, the body fails
+    /// and hyper resets the stream (RST_STREAM), leaving the connection up.
+    BeforeStreamReset(Pin<Box<tokio::time::Sleep>>),
     /// Ended cleanly.
     Done,
 }
@@ -265,19 +304,37 @@ struct FaultBody {
     state: BodyState,
 }
 
+fn reset_error() -> axum::Error {
+    axum::Error::new(std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        "reset by the sim's fault plan",
+    ))
+}
+
 impl FaultBody {
     fn cut(&mut self, bytes: Bytes) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         self.state = BodyState::Stalled;
+        let stream_only = matches!(
+            self.mode,
+            Mode::Reset {
+                stream_only: true,
+                ..
+            }
+        );
         match &self.ctl {
+            Some(_) if stream_only => {
+                // Like a cut connection: about half of the bytes reach the client, then the
+                // stream is reset.
+                let part = (bytes.len() / 2).max(1).min(bytes.len());
+                self.state = BodyState::BeforeStreamReset(Box::pin(tokio::time::sleep(CUT_DELAY)));
+                Poll::Ready(Some(Ok(Frame::data(bytes.slice(..part)))))
+            }
             Some(ctl) => {
                 ctl.cut_next_write();
                 Poll::Ready(Some(Ok(Frame::data(bytes))))
             }
             // In-process: there is no socket to cut; fail the body instead.
-            None => Poll::Ready(Some(Err(axum::Error::new(std::io::Error::new(
-                std::io::ErrorKind::ConnectionReset,
-                "connection reset by the sim",
-            ))))),
+            None => Poll::Ready(Some(Err(reset_error()))),
         }
     }
 }
@@ -296,6 +353,14 @@ impl HttpBody for FaultBody {
                 BodyState::Stalled => {
                     this.state = BodyState::Stalled;
                     return Poll::Pending;
+                }
+                BodyState::BeforeStreamReset(mut sleep) => {
+                    if sleep.as_mut().poll(cx).is_pending() {
+                        this.state = BodyState::BeforeStreamReset(sleep);
+                        return Poll::Pending;
+                    }
+                    this.state = BodyState::Done;
+                    return Poll::Ready(Some(Err(reset_error())));
                 }
                 BodyState::Done => {
                     this.state = BodyState::Done;

@@ -14,7 +14,16 @@
 //!   - verb: watch
 //!     times: 1
 //!     action: { freeze: { after_ms: 500 } }   # freeze the next watch's connection (TCP level)
+//!   - verb: create
+//!     resource: pods
+//!     probability: 0.05
+//!     action: commit_then_reset_stream        # store the pod, lose the answer (one stream)
 //! ```
+//!
+//! `reset` and `commit_then_drop` act on the request's whole connection: over HTTP/2 that is
+//! every request multiplexed on it. Their `_stream` forms (`reset_stream`,
+//! `commit_then_reset_stream`) act on the one request, so a rule's rate means the same for
+//! HTTP/1.1 and HTTP/2 clients.
 
 use serde::{Deserialize, Serialize};
 
@@ -132,6 +141,22 @@ pub enum FaultAction {
     },
     /// Perform the request (a create is stored), then drop the connection without a response.
     CommitThenDrop,
+    /// `reset` for this request alone. Over HTTP/2 its stream is reset (RST_STREAM with
+    /// INTERNAL_ERROR, as Go's server resets the stream of a handler that aborts) after the same
+    /// part of the response, and every other stream on the connection goes on. Over HTTP/1.1,
+    /// which carries one request at a time, the connection is reset, as `reset` does.
+    ResetStream {
+        /// Reset once this many body bytes were sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after_bytes: Option<u64>,
+        /// Reset once this many events (watch) or lines (logs) were sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after_events: Option<u64>,
+    },
+    /// `commit_then_drop` for this request alone: the write is stored, then, over HTTP/2, its
+    /// stream is reset before any response header (a lost response; other streams on the
+    /// connection go on). Over HTTP/1.1 the connection is dropped, as `commit_then_drop` does.
+    CommitThenResetStream,
     /// Freeze the whole TCP connection the request rides on, like a frozen proxy: from then on
     /// the sim neither reads nor writes a byte on it, and never closes it. Over HTTP/2 every
     /// request multiplexed on that connection freezes too, and the client's PINGs go unanswered.
@@ -340,6 +365,25 @@ mod tests {
         assert_eq!(plan.rules[0].action, FaultAction::status(409));
         let plan = FaultPlan::parse("- action: commit_then_drop\n  times: 2\n").expect("list");
         assert_eq!(plan.rules[0].action, FaultAction::CommitThenDrop);
+        let plan = FaultPlan::parse(
+            "- action: commit_then_reset_stream\n- action: {reset_stream: {after_events: 3}}\n- action: {reset_stream: {}}\n",
+        )
+        .expect("per-stream faults");
+        assert_eq!(plan.rules[0].action, FaultAction::CommitThenResetStream);
+        assert_eq!(
+            plan.rules[1].action,
+            FaultAction::ResetStream {
+                after_bytes: None,
+                after_events: Some(3)
+            }
+        );
+        assert_eq!(
+            plan.rules[2].action,
+            FaultAction::ResetStream {
+                after_bytes: None,
+                after_events: None
+            }
+        );
         let plan =
             FaultPlan::parse("- action: {freeze: {after_ms: 500}}\n- action: {freeze: {}}\n")
                 .expect("freeze");

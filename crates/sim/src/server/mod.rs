@@ -6,7 +6,8 @@
 //! [`SimConfig::http1_only`] turns HTTP/2 off, so clients' fallback can be tested. Either way one
 //! [`hyper_util::server::conn::auto`] builder serves the connection, and every request carries its
 //! connection's [`ConnCtl`], so a fault can reset, kill or freeze the connection a request rides
-//! on (over HTTP/2 that is every request multiplexed on it).
+//! on (over HTTP/2 that is every request multiplexed on it), or reset the request's own stream
+//! ([`ResetStream`]).
 //!
 //! No connection is held forever by a client that stalls: like kube-apiserver's Go server, the
 //! TLS handshake, the first request and each HTTP/1.1 request's headers (from their first byte)
@@ -16,6 +17,7 @@
 
 mod conn;
 mod kubeconfig;
+mod stream;
 mod timer;
 mod tls;
 
@@ -37,6 +39,7 @@ use tower::ServiceExt;
 
 use conn::TrackedIo;
 pub use conn::{ConnCtl, ConnRegistry};
+pub use stream::ResetStream;
 pub use tls::TlsMaterial;
 
 use crate::api::{AppState, app};
@@ -252,11 +255,20 @@ async fn serve_connection(
     let request_ctl = ctl.clone();
     let counts = registry.clone();
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-        counts.note_request(req.version());
+        let version = req.version();
+        counts.note_request(version);
         request_ctl.note_request();
+        let ctl = request_ctl.clone();
         let mut req = req.map(Body::new);
         req.extensions_mut().insert(request_ctl.clone());
-        router.clone().oneshot(req)
+        let call = router.clone().oneshot(req);
+        async move {
+            let response = match call.await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            stream::answer(response, version, &ctl)
+        }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
