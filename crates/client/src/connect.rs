@@ -1,13 +1,13 @@
 //! Build a [`kube::Client`] the way kubectl finds its cluster, with podline's timeouts.
 //!
 //! Where the configuration comes from, first match wins (like kubectl):
-//! 1. `--kubeconfig FILE` (explicit; an error if unreadable),
+//! 1. an explicit kubeconfig file ([`ConnectOptions::kubeconfig`]; an error if unreadable),
 //! 2. `KUBECONFIG`, a list of files separated by `:` (`;` on Windows), merged by kubectl's rules,
 //! 3. `~/.kube/config` if it exists,
 //! 4. in-cluster (service account token and `KUBERNETES_SERVICE_HOST`).
 //!
-//! `--context` picks a context from the kubeconfig; the namespace defaults to the context's
-//! (or `default`) unless `-n` overrides it.
+//! [`ConnectOptions::context`] picks a context from the kubeconfig; the namespace defaults to the
+//! context's (or `default`) unless [`ConnectOptions::namespace`] overrides it.
 //!
 //! What [`client_from_config`] changes from kube's defaults, and why:
 //! - the transport speaks **HTTP/2 with PING health checks** where the server offers it (ALPN),
@@ -50,14 +50,15 @@ use crate::ping::Http2Ping;
 use crate::timeouts::DEFAULT_CLIENT_TIMEOUT;
 use crate::transport::{self, TransportError, TransportTimeouts};
 
-/// What the user asked for on the command line (kubectl-style flags), plus the client timeout.
+/// Where to find the cluster and how to talk to it: kubectl's three choices (an explicit
+/// kubeconfig, a context, a namespace), plus the client's timeouts.
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
-    /// `--kubeconfig`: an explicit file, which wins over `KUBECONFIG` and `~/.kube/config`.
+    /// An explicit kubeconfig file, which wins over `KUBECONFIG` and `~/.kube/config`.
     pub kubeconfig: Option<PathBuf>,
-    /// `--context`: a context name from the kubeconfig (default: its current-context).
+    /// A context name from the kubeconfig (default: its current-context).
     pub context: Option<String>,
-    /// `-n/--namespace`: overrides the context's namespace.
+    /// Overrides the context's namespace.
     pub namespace: Option<String>,
     /// Bounds connecting and every read and write of unary calls (see the module doc).
     pub client_timeout: Duration,
@@ -86,7 +87,8 @@ impl Default for ConnectOptions {
 /// Where the configuration was found, for a one-line startup log and for error messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigSource {
-    /// From `--kubeconfig`.
+    /// An explicit file, chosen by the program ([`ConnectOptions::kubeconfig`]); shown as its
+    /// path.
     Flag(PathBuf),
     /// From the `KUBECONFIG` list.
     Env(OsString),
@@ -99,7 +101,7 @@ pub enum ConfigSource {
 impl std::fmt::Display for ConfigSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ConfigSource::Flag(p) => write!(f, "--kubeconfig {}", p.display()),
+            ConfigSource::Flag(p) => write!(f, "{}", p.display()),
             ConfigSource::Env(v) => write!(f, "KUBECONFIG={}", v.to_string_lossy()),
             ConfigSource::Home(p) => write!(f, "{}", p.display()),
             ConfigSource::InCluster => write!(f, "in-cluster service account"),
@@ -112,7 +114,8 @@ impl std::fmt::Display for ConfigSource {
 pub struct Connected {
     /// The client, with podline's stack (see the module doc).
     pub client: kube::Client,
-    /// The namespace to use when the user gave none: `-n`, else the context's, else `default`.
+    /// The namespace to use when a call names none: [`ConnectOptions::namespace`], else the
+    /// context's, else `default`.
     pub namespace: String,
     /// The API server's URL.
     pub cluster_url: http::Uri,
@@ -145,14 +148,14 @@ pub enum ConnectError {
         /// What kube said.
         error: kube::config::KubeconfigError,
     },
-    /// `--context` makes no sense without a kubeconfig.
+    /// A context makes no sense without a kubeconfig.
     #[error(
-        "--context {0} was given, but no kubeconfig was found (--kubeconfig, KUBECONFIG, ~/.kube/config)"
+        "context {0} was asked for, but no kubeconfig was found (no explicit file, KUBECONFIG unset, no ~/.kube/config)"
     )]
     ContextWithoutKubeconfig(String),
     /// No kubeconfig anywhere and not running in a cluster.
     #[error(
-        "no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run in a pod ({})", Chain(.0)
+        "no Kubernetes configuration found: no explicit kubeconfig, KUBECONFIG unset, no ~/.kube/config, and not in a pod ({})", Chain(.0)
     )]
     NoConfig(kube::config::InClusterError),
     /// The configuration was read but the client could not be built (TLS material, auth,
@@ -164,7 +167,7 @@ pub enum ConnectError {
 /// Where to look, injected so tests need not touch the process environment.
 #[derive(Debug, Clone, Default)]
 pub struct Lookup {
-    /// The `--kubeconfig` flag.
+    /// An explicit kubeconfig file (the program's choice), which wins.
     pub flag: Option<PathBuf>,
     /// The `KUBECONFIG` variable.
     pub kubeconfig_env: Option<OsString>,
@@ -173,8 +176,8 @@ pub struct Lookup {
 }
 
 impl Lookup {
-    /// The real process environment, plus the flag. An empty flag or variable counts as unset,
-    /// as in kubectl.
+    /// The real process environment, plus the explicit file. An empty path or variable counts as
+    /// unset, as in kubectl.
     pub fn from_env(flag: Option<PathBuf>) -> Self {
         Self {
             flag: flag.filter(|path| !path.as_os_str().is_empty()),

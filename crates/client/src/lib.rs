@@ -4,20 +4,26 @@
 //! The launcher (`podline run`) and the recorder (`podline record`) share this crate, so both
 //! retry the same errors the same way and both survive the same faults.
 //!
+//! It depends on no other podline crate (the sim and testkit only in its tests) and knows
+//! nothing of a command line: it names no flag or environment variable of podline's. Settings
+//! come in as values or text, and errors say which setting was wrong ([`timeouts::Setting`]) for
+//! the binary to name.
+//!
 //! - [`backoff`]: full-jitter exponential backoff ([`backoff::FullJitter`]), usable by backon,
 //!   plus [`backoff::ResetAfterHealthy`] for long-running loops.
 //! - [`retry`]: [`retry::classify`] says whether an error is worth retrying (a pure table), and
 //!   [`retry::retry`] retries a call with a bounded, logged [`retry::RetryPolicy`].
-//! - [`timeouts`]: [`timeouts::WatchTimeouts`] (server 1800 s / client 60 s), parsed strictly from
-//!   flags and `PODLINE_WATCH_*` variables, with errors that name the setting.
-//! - [`connect`]: [`connect::connect`] finds the cluster like kubectl (`--kubeconfig`,
-//!   `KUBECONFIG`, `~/.kube/config`, in-cluster; `--context`, `-n`) and builds a client with
+//! - [`timeouts`]: [`timeouts::WatchTimeouts`] (server 1800 s / client 60 s) and the strict
+//!   duration grammar, with errors that say which [`timeouts::Setting`] was wrong; the program
+//!   reading the settings names them its own way (this crate names no flag or variable).
+//! - [`connect`]: [`connect::connect`] finds the cluster like kubectl (an explicit kubeconfig,
+//!   `KUBECONFIG`, `~/.kube/config`, in-cluster; a context, a namespace) and builds a client with
 //!   timeouts, TLS verification and without kube's hidden retries.
 //! - [`transport`]: the HTTP stack under that client: HTTP/2 (ALPN) with PING health checks,
 //!   every request and watch of a process multiplexed on one connection, HTTP/1.1 where the
 //!   server offers no h2. [`ping`]: the PING interval and timeout (5 s + 10 s by default), parsed
-//!   like the timeouts from `--http2-ping-*` and `PODLINE_HTTP2_PING_*`. [`proxy`]: the
-//!   kubeconfig's `proxy-url` (`http://` CONNECT tunnels and `socks5://`).
+//!   like the timeouts. [`proxy`]: the kubeconfig's `proxy-url` (`http://` CONNECT tunnels and
+//!   `socks5://`).
 //! - [`watch`]: [`watch::watch`] is LIST+WATCH that resumes from the last resourceVersion, bounds
 //!   every wait by the client timeout, re-lists only on 410, and yields errors as items.
 //!

@@ -8,35 +8,25 @@
 //! watch history the API server keeps. client-go does the same (30 s + 15 s); podline's defaults
 //! notice a dead connection within 15 s.
 //!
-//! The settings come from flags, then `PODLINE_HTTP2_PING_INTERVAL` /
-//! `PODLINE_HTTP2_PING_TIMEOUT`, then the defaults, and are parsed like the watch timeouts
-//! ([`crate::timeouts`]). Interval + timeout must be shorter than the client timeout; a setting
-//! left at its default shrinks to a third of a short client timeout
-//! ([`Http2Ping::default_for`]), so only values the user chose can conflict:
+//! The settings are parsed from their text like the watch timeouts ([`crate::timeouts`]), and
+//! their errors name them by [`Setting`] for the caller to put its own names in. Interval +
+//! timeout must be shorter than the client timeout; a setting left at its default shrinks to a
+//! third of a short client timeout ([`Http2Ping::default_for`]), so only values the user chose
+//! can conflict:
 //!
 //! ```
 //! use std::time::Duration;
 //! use podline_client::ping::Http2Ping;
-//! let env = |name: &str| (name == "PODLINE_HTTP2_PING_TIMEOUT").then(|| "1m".to_string());
-//! let err = Http2Ping::resolve_with(None, None, Duration::from_secs(60), env).unwrap_err();
+//! let err = Http2Ping::parse(None, Some("1m"), Duration::from_secs(60)).unwrap_err();
 //! assert_eq!(
 //!     err.to_string(),
-//!     "PODLINE_HTTP2_PING_INTERVAL (default) (5s) + PODLINE_HTTP2_PING_TIMEOUT (60s) must be shorter than the client timeout (60s)"
+//!     "PING interval (5s) + PING timeout (60s) must be shorter than the client timeout (60s)"
 //! );
 //! ```
 
 use std::time::Duration;
 
-use crate::timeouts::{Setting, TimeoutError, format_duration, setting_name};
-
-/// Environment variable for the PING interval.
-pub const PING_INTERVAL_ENV: &str = "PODLINE_HTTP2_PING_INTERVAL";
-/// Environment variable for the PING timeout.
-pub const PING_TIMEOUT_ENV: &str = "PODLINE_HTTP2_PING_TIMEOUT";
-/// The flag for the PING interval (named in errors when the flag was used).
-pub const PING_INTERVAL_FLAG: &str = "--http2-ping-interval";
-/// The flag for the PING timeout.
-pub const PING_TIMEOUT_FLAG: &str = "--http2-ping-timeout";
+use crate::timeouts::{Setting, TimeoutError, format_duration, parse_setting};
 
 /// Default interval: after 5 s without a frame from the server, send a PING. One small frame
 /// per 5 s on a process's one shared connection costs nothing.
@@ -97,10 +87,13 @@ impl Http2Ping {
         timeout: Duration,
         client_timeout: Duration,
     ) -> Result<Self, TimeoutError> {
-        for (name, value) in [("PING interval", interval), ("PING timeout", timeout)] {
+        for (setting, value) in [
+            (Setting::PingInterval, interval),
+            (Setting::PingTimeout, timeout),
+        ] {
             if value.is_zero() {
                 return Err(TimeoutError::Zero {
-                    name: name.to_string(),
+                    setting,
                     value: format_duration(value),
                 });
             }
@@ -108,9 +101,7 @@ impl Http2Ping {
         let ping = Self { interval, timeout };
         if ping.detection() >= client_timeout {
             return Err(TimeoutError::PingDetectionNotShorter {
-                interval_name: "PING interval".to_string(),
                 interval,
-                timeout_name: "PING timeout".to_string(),
                 timeout,
                 client: client_timeout,
             });
@@ -118,43 +109,29 @@ impl Http2Ping {
         Ok(ping)
     }
 
-    /// Flags over environment over defaults: pass the raw flag values (`None` when the flag was
-    /// not given) and the client timeout they must fit in.
-    pub fn resolve(
-        interval_flag: Option<&str>,
-        timeout_flag: Option<&str>,
+    /// Parses the two settings from their text (`None`: not given, the default fitted to the
+    /// client timeout applies) and checks them against the client timeout they must fit in.
+    /// Where the text came from is the caller's business: it names the settings in the error
+    /// ([`TimeoutError::display_with`]).
+    pub fn parse(
+        interval: Option<&str>,
+        timeout: Option<&str>,
         client_timeout: Duration,
     ) -> Result<Self, TimeoutError> {
-        Self::resolve_with(interval_flag, timeout_flag, client_timeout, |name| {
-            std::env::var(name).ok()
-        })
-    }
-
-    /// [`Http2Ping::resolve`] with an injected environment (for tests).
-    pub fn resolve_with(
-        interval_flag: Option<&str>,
-        timeout_flag: Option<&str>,
-        client_timeout: Duration,
-        env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Self, TimeoutError> {
-        let interval = Setting::pick(interval_flag, PING_INTERVAL_FLAG, PING_INTERVAL_ENV, &env);
-        let timeout = Setting::pick(timeout_flag, PING_TIMEOUT_FLAG, PING_TIMEOUT_ENV, &env);
         let fitted = Self::default_for(client_timeout);
         let ping = Self {
-            interval: match &interval {
-                Some(s) => s.parse()?,
+            interval: match interval {
+                Some(raw) => parse_setting(Setting::PingInterval, raw)?,
                 None => fitted.interval,
             },
-            timeout: match &timeout {
-                Some(s) => s.parse()?,
+            timeout: match timeout {
+                Some(raw) => parse_setting(Setting::PingTimeout, raw)?,
                 None => fitted.timeout,
             },
         };
         if ping.detection() >= client_timeout {
             return Err(TimeoutError::PingDetectionNotShorter {
-                interval_name: setting_name(&interval, PING_INTERVAL_ENV),
                 interval: ping.interval,
-                timeout_name: setting_name(&timeout, PING_TIMEOUT_ENV),
                 timeout: ping.timeout,
                 client: client_timeout,
             });
@@ -172,57 +149,42 @@ mod tests {
         Duration::from_secs(n)
     }
 
-    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let pairs: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |name| {
-            pairs
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-        }
-    }
-
     #[test]
     fn defaults_should_notice_a_dead_connection_within_15_seconds() {
-        let ping = Http2Ping::resolve_with(None, None, secs(60), env_of(&[])).unwrap();
+        let ping = Http2Ping::parse(None, None, secs(60)).unwrap();
         assert_eq!(ping, Http2Ping::default());
         assert!(ping.detection() <= secs(15));
     }
 
     #[test]
-    fn flags_should_override_env_and_errors_should_name_the_source() {
-        let env = env_of(&[
-            ("PODLINE_HTTP2_PING_INTERVAL", "2s"),
-            ("PODLINE_HTTP2_PING_TIMEOUT", "abc"),
-        ]);
-        let ping = Http2Ping::resolve_with(None, Some("3s"), secs(60), &env).unwrap();
-        assert_eq!(ping.interval, secs(2));
-        assert_eq!(ping.timeout, secs(3));
-        let err = Http2Ping::resolve_with(None, None, secs(60), &env).unwrap_err();
+    fn given_values_should_win_and_errors_should_name_the_setting() {
+        let ping = Http2Ping::parse(Some("2s"), Some("3s"), secs(60)).unwrap();
+        assert_eq!((ping.interval, ping.timeout), (secs(2), secs(3)));
+        let err = Http2Ping::parse(None, Some("abc"), secs(60)).unwrap_err();
         assert_eq!(
             err.to_string(),
-            r#"PODLINE_HTTP2_PING_TIMEOUT="abc" is not a duration: expected seconds ("60") or a duration like "90s", "2m""#
+            r#"PING timeout="abc" is not a duration: expected seconds ("60") or a duration like "90s", "2m""#
         );
-        let err = Http2Ping::resolve_with(Some("0"), Some("3s"), secs(60), &env).unwrap_err();
+        let err = Http2Ping::parse(Some("0"), Some("3s"), secs(60)).unwrap_err();
         assert_eq!(
-            err.to_string(),
-            r#"--http2-ping-interval="0" must be greater than zero"#
+            err,
+            TimeoutError::Zero {
+                setting: Setting::PingInterval,
+                value: "0".into()
+            }
         );
-        let err = Http2Ping::resolve_with(Some("30s"), Some("30s"), secs(60), &env).unwrap_err();
+        let err = Http2Ping::parse(Some("30s"), Some("30s"), secs(60)).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "--http2-ping-interval (30s) + --http2-ping-timeout (30s) must be shorter than the client timeout (60s)"
+            "PING interval (30s) + PING timeout (30s) must be shorter than the client timeout (60s)"
         );
     }
 
     #[test]
     fn defaults_should_fit_a_short_client_timeout_but_chosen_values_must_fit_themselves() {
-        // Only the client timeout was shortened (e.g. PODLINE_WATCH_CLIENT_TIMEOUT=1): the
-        // untouched PING settings shrink to a third of it each.
-        let ping = Http2Ping::resolve_with(None, None, secs(1), env_of(&[])).unwrap();
+        // Only the client timeout was shortened (to 1 s): the untouched PING settings shrink to
+        // a third of it each.
+        let ping = Http2Ping::parse(None, None, secs(1)).unwrap();
         assert_eq!(ping.interval, Duration::from_millis(333));
         assert_eq!(ping.timeout, Duration::from_millis(333));
         assert!(ping.detection() < secs(1));
@@ -230,35 +192,35 @@ mod tests {
         assert_eq!(Http2Ping::default_for(secs(30)), Http2Ping::default());
         assert_eq!(Http2Ping::default_for(secs(60)), Http2Ping::default());
         // A value the user chose is never changed: it fits or it is an error naming it.
-        let env = env_of(&[("PODLINE_HTTP2_PING_INTERVAL", "5s")]);
-        let err = Http2Ping::resolve_with(None, None, secs(6), &env).unwrap_err();
+        let err = Http2Ping::parse(Some("5s"), None, secs(6)).unwrap_err();
         assert_eq!(
-            err.to_string(),
-            "PODLINE_HTTP2_PING_INTERVAL (5s) + PODLINE_HTTP2_PING_TIMEOUT (default) (2s) must be shorter than the client timeout (6s)"
+            err,
+            TimeoutError::PingDetectionNotShorter {
+                interval: secs(5),
+                timeout: secs(2),
+                client: secs(6)
+            }
         );
     }
 
     #[test]
     fn huge_values_should_be_a_clear_error_not_a_panic() {
         for (interval, timeout, named) in [
-            (Some("18446744073709551615"), None, "--http2-ping-interval"),
-            (None, Some("18446744073709551615s"), "--http2-ping-timeout"),
+            (Some("18446744073709551615"), None, Setting::PingInterval),
+            (None, Some("18446744073709551615s"), Setting::PingTimeout),
+            (Some("99999999999999999999"), None, Setting::PingInterval),
         ] {
-            let err = Http2Ping::resolve_with(interval, timeout, secs(60), env_of(&[]))
-                .unwrap_err()
-                .to_string();
+            let err = Http2Ping::parse(interval, timeout, secs(60)).unwrap_err();
             assert!(
-                err.starts_with(named) && err.contains("at most 365 days"),
+                matches!(err, TimeoutError::TooLong { setting, .. } if setting == named),
                 "{err}"
             );
+            let shown = err.to_string();
+            assert!(
+                shown.starts_with(named.describe()) && shown.contains("at most 365 days"),
+                "{shown}"
+            );
         }
-        let env = env_of(&[("PODLINE_HTTP2_PING_INTERVAL", "99999999999999999999")]);
-        let err = Http2Ping::resolve_with(None, None, secs(60), &env).unwrap_err();
-        assert!(matches!(err, TimeoutError::TooLong { .. }), "{err}");
-        assert!(
-            err.to_string().contains("PODLINE_HTTP2_PING_INTERVAL"),
-            "{err}"
-        );
         // Built in code, unbounded: detection saturates instead of overflowing.
         let ping = Http2Ping {
             interval: Duration::MAX,
@@ -280,7 +242,7 @@ mod tests {
         #[test]
         fn detection_must_fit_in_the_client_timeout(i in 1u64..100, t in 1u64..100, c in 1u64..200) {
             let (iv, tv) = (i.to_string(), t.to_string());
-            let r = Http2Ping::resolve_with(Some(&iv), Some(&tv), secs(c), env_of(&[]));
+            let r = Http2Ping::parse(Some(&iv), Some(&tv), secs(c));
             prop_assert_eq!(r.is_ok(), i + t < c);
         }
     }

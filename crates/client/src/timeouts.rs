@@ -1,4 +1,5 @@
-//! The two watch timeouts, parsed strictly from flags and environment variables.
+//! The two watch timeouts, and the strict duration grammar every setting of the client is read
+//! with.
 //!
 //! - The **server** timeout is sent as `timeoutSeconds`: the API server ends the watch cleanly
 //!   after it, and we resume from the last resourceVersion (default 1800 s, the apiserver's own
@@ -10,17 +11,22 @@
 //!   and a quiet stream is left alone.
 //!
 //! Kubeflow's writer once read its timeout from the environment as a string and silently disabled
-//! it; here a bad value stops startup with a message that names the variable (or flag), the value
-//! and what was expected:
+//! it; here a bad value is an error that names the setting, the value and what was expected. The
+//! crate knows a setting only by what it does ([`Setting`]); a program that reads settings from
+//! its own flags, variables or files names them its own way with [`TimeoutError::display_with`]:
 //!
 //! ```
-//! use podline_client::timeouts::WatchTimeouts;
-//! let env = |name: &str| (name == "PODLINE_WATCH_CLIENT_TIMEOUT").then(|| "abc".to_string());
-//! let err = WatchTimeouts::resolve_with(None, None, env).unwrap_err();
+//! use podline_client::timeouts::{Setting, WatchTimeouts};
+//! let err = WatchTimeouts::parse(None, Some("abc")).unwrap_err();
 //! assert_eq!(
 //!     err.to_string(),
-//!     r#"PODLINE_WATCH_CLIENT_TIMEOUT="abc" is not a duration: expected seconds ("60") or a duration like "90s", "2m""#
+//!     r#"client timeout="abc" is not a duration: expected seconds ("60") or a duration like "90s", "2m""#
 //! );
+//! let named = err.display_with(&|setting| match setting {
+//!     Setting::WatchClientTimeout => "timeouts.client".to_string(),
+//!     other => other.to_string(),
+//! });
+//! assert!(named.to_string().starts_with(r#"timeouts.client="abc" is not a duration"#));
 //! ```
 //!
 //! Accepted forms: `"90"` (seconds), `"90s"`, `"2m"`, `"1m30s"`, `"500ms"`, `"1h"`: whole numbers
@@ -33,15 +39,6 @@
 
 use std::fmt;
 use std::time::Duration;
-
-/// Environment variable for the server-side watch timeout.
-pub const SERVER_TIMEOUT_ENV: &str = "PODLINE_WATCH_SERVER_TIMEOUT";
-/// Environment variable for the client-side timeout.
-pub const CLIENT_TIMEOUT_ENV: &str = "PODLINE_WATCH_CLIENT_TIMEOUT";
-/// The conventional flag for the server-side watch timeout (named in errors when a flag was used).
-pub const SERVER_TIMEOUT_FLAG: &str = "--watch-server-timeout";
-/// The conventional flag for the client-side timeout.
-pub const CLIENT_TIMEOUT_FLAG: &str = "--watch-client-timeout";
 
 /// Default server timeout: the apiserver's `--min-request-timeout` (1800 s).
 pub const DEFAULT_SERVER_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -68,131 +65,212 @@ impl Default for WatchTimeouts {
     }
 }
 
-/// Why a timeout setting was rejected. `Display` names the setting (variable or flag), the value
-/// and what is expected, so the CLI can print it as is.
+/// A duration setting of the client, by what it does. It exists so that errors can say which
+/// setting was wrong without this crate naming a flag or variable: the program that read the
+/// value knows what the user typed, and names it ([`TimeoutError::display_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Setting {
+    /// The watch's server-side timeout ([`WatchTimeouts::server`]).
+    WatchServerTimeout,
+    /// The client timeout ([`WatchTimeouts::client`]).
+    WatchClientTimeout,
+    /// The HTTP/2 PING interval ([`crate::ping::Http2Ping::interval`]).
+    PingInterval,
+    /// The HTTP/2 PING timeout ([`crate::ping::Http2Ping::timeout`]).
+    PingTimeout,
+    /// The connect timeout ([`connect_timeout`]).
+    ConnectTimeout,
+}
+
+impl Setting {
+    /// How a message names the setting when the program gives it no name of its own.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Setting::WatchServerTimeout => "server timeout",
+            Setting::WatchClientTimeout => "client timeout",
+            Setting::PingInterval => "PING interval",
+            Setting::PingTimeout => "PING timeout",
+            Setting::ConnectTimeout => "connect timeout",
+        }
+    }
+}
+
+impl fmt::Display for Setting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// Why a timeout setting was rejected: which [`Setting`], the value and what is expected.
+/// `Display` names settings by [`Setting::describe`]; [`TimeoutError::display_with`] prints the
+/// same message with the program's own names (its flags or variables).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TimeoutError {
     /// The value does not follow the duration grammar.
-    #[error(
-        "{name}=\"{value}\" is not a duration: expected seconds (\"60\") or a duration like \"90s\", \"2m\""
-    )]
     NotADuration {
-        /// The variable or flag.
-        name: String,
+        /// Which setting.
+        setting: Setting,
         /// The raw value.
         value: String,
     },
     /// Longer than [`MAX_DURATION`]: no setting needs that much, and deadlines computed from it
     /// would overflow.
-    #[error("{name}=\"{value}\" is out of range: expected a duration of at most {}", describe_max(*max))]
     TooLong {
-        /// The variable or flag.
-        name: String,
+        /// Which setting.
+        setting: Setting,
         /// The raw value.
         value: String,
         /// The largest value accepted.
         max: Duration,
     },
     /// Zero would disable the bound (or end every watch at once).
-    #[error("{name}=\"{value}\" must be greater than zero")]
     Zero {
-        /// The variable or flag.
-        name: String,
+        /// Which setting.
+        setting: Setting,
         /// The raw value.
         value: String,
     },
     /// `timeoutSeconds` is an integer on the wire.
-    #[error("{name}=\"{value}\" must be a whole number of seconds (it is sent as timeoutSeconds)")]
     NotWholeSeconds {
-        /// The variable or flag.
-        name: String,
+        /// Which setting.
+        setting: Setting,
         /// The raw value.
         value: String,
     },
-    /// A client timeout >= the server's would cut healthy quiet watches.
-    #[error(
-        "{client_name} ({client}) must be shorter than {server_name} ({server})",
-        client = Human(*client),
-        server = Human(*server)
-    )]
+    /// A client timeout >= the server's would cut healthy quiet watches. Names
+    /// [`Setting::WatchClientTimeout`] and [`Setting::WatchServerTimeout`].
     ClientNotShorter {
-        /// Where the client timeout came from.
-        client_name: String,
-        /// Its value.
+        /// The client timeout.
         client: Duration,
-        /// Where the server timeout came from.
-        server_name: String,
-        /// Its value.
+        /// The server timeout.
         server: Duration,
     },
     /// HTTP/2 PING detection (interval + timeout) must fit inside the client timeout, or the
     /// client timeout would give up on a request before PING could tell that its connection died.
-    #[error(
-        "{interval_name} ({interval}) + {timeout_name} ({timeout}) must be shorter than the client timeout ({client})",
-        interval = Human(*interval),
-        timeout = Human(*timeout),
-        client = Human(*client)
-    )]
+    /// Names [`Setting::PingInterval`] and [`Setting::PingTimeout`].
     PingDetectionNotShorter {
-        /// Where the PING interval came from.
-        interval_name: String,
-        /// Its value.
+        /// The PING interval.
         interval: Duration,
-        /// Where the PING timeout came from.
-        timeout_name: String,
-        /// Its value.
+        /// The PING timeout.
         timeout: Duration,
         /// The client timeout.
         client: Duration,
     },
-    /// A connect timeout must end an attempt before the client timeout ends the request.
-    #[error(
-        "{name} ({value}) must be shorter than the client timeout ({client})",
-        value = Human(*value),
-        client = Human(*client)
-    )]
+    /// A connect timeout must end an attempt before the client timeout ends the request. Names
+    /// [`Setting::ConnectTimeout`].
     ConnectNotShorter {
-        /// Where the connect timeout came from.
-        name: String,
-        /// Its value.
+        /// The connect timeout.
         value: Duration,
         /// The client timeout.
         client: Duration,
     },
 }
 
-/// Checks a connect timeout the user chose (see [`crate::connect::ConnectOptions::connect_timeout`]):
-/// `name` is where it came from (the binary's flag or variable, for the message), `raw` its
-/// text, parsed like every duration here. It must be greater than zero and shorter than the
-/// client timeout, so an attempt is abandoned (and another made) before the caller's own timer
-/// gives up on the request. It may be longer than the PING timeout (a slow link's TLS handshake
-/// may need it); only the default follows the PING timeout.
-pub fn connect_timeout(
-    name: &str,
-    raw: &str,
-    client_timeout: Duration,
-) -> Result<Duration, TimeoutError> {
-    let setting = Setting {
-        name: name.to_string(),
-        raw: raw.to_string(),
-    };
-    let value = setting.parse()?;
+impl TimeoutError {
+    /// The message with every setting named by `name`: the binary passes its flag or variable
+    /// (and says when a default was used), so the user reads what they typed.
+    pub fn display_with<'a>(
+        &'a self,
+        name: &'a dyn Fn(Setting) -> String,
+    ) -> impl fmt::Display + 'a {
+        Named { error: self, name }
+    }
+
+    fn write(&self, f: &mut fmt::Formatter<'_>, name: &dyn Fn(Setting) -> String) -> fmt::Result {
+        match self {
+            TimeoutError::NotADuration { setting, value } => write!(
+                f,
+                "{}=\"{value}\" is not a duration: expected seconds (\"60\") or a duration like \"90s\", \"2m\"",
+                name(*setting)
+            ),
+            TimeoutError::TooLong {
+                setting,
+                value,
+                max,
+            } => write!(
+                f,
+                "{}=\"{value}\" is out of range: expected a duration of at most {}",
+                name(*setting),
+                describe_max(*max)
+            ),
+            TimeoutError::Zero { setting, value } => {
+                write!(
+                    f,
+                    "{}=\"{value}\" must be greater than zero",
+                    name(*setting)
+                )
+            }
+            TimeoutError::NotWholeSeconds { setting, value } => write!(
+                f,
+                "{}=\"{value}\" must be a whole number of seconds (it is sent as timeoutSeconds)",
+                name(*setting)
+            ),
+            TimeoutError::ClientNotShorter { client, server } => write!(
+                f,
+                "{} ({}) must be shorter than {} ({})",
+                name(Setting::WatchClientTimeout),
+                Human(*client),
+                name(Setting::WatchServerTimeout),
+                Human(*server)
+            ),
+            TimeoutError::PingDetectionNotShorter {
+                interval,
+                timeout,
+                client,
+            } => write!(
+                f,
+                "{} ({}) + {} ({}) must be shorter than the client timeout ({})",
+                name(Setting::PingInterval),
+                Human(*interval),
+                name(Setting::PingTimeout),
+                Human(*timeout),
+                Human(*client)
+            ),
+            TimeoutError::ConnectNotShorter { value, client } => write!(
+                f,
+                "{} ({}) must be shorter than the client timeout ({})",
+                name(Setting::ConnectTimeout),
+                Human(*value),
+                Human(*client)
+            ),
+        }
+    }
+}
+
+impl fmt::Display for TimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, &|setting| setting.describe().to_string())
+    }
+}
+
+/// [`TimeoutError::display_with`]'s result.
+struct Named<'a> {
+    error: &'a TimeoutError,
+    name: &'a dyn Fn(Setting) -> String,
+}
+
+impl fmt::Display for Named<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.write(f, self.name)
+    }
+}
+
+/// Checks a connect timeout the user chose (see [`crate::connect::ConnectOptions::connect_timeout`]),
+/// from its text, parsed like every duration here. It must be greater than zero and shorter than
+/// the client timeout, so an attempt is abandoned (and another made) before the caller's own
+/// timer gives up on the request. It may be longer than the PING timeout (a slow link's TLS
+/// handshake may need it); only the default follows the PING timeout.
+pub fn connect_timeout(raw: &str, client_timeout: Duration) -> Result<Duration, TimeoutError> {
+    let value = parse_setting(Setting::ConnectTimeout, raw)?;
     if value >= client_timeout {
         return Err(TimeoutError::ConnectNotShorter {
-            name: setting.name,
             value,
             client: client_timeout,
         });
     }
     Ok(value)
-}
-
-/// Where a setting's value came from, for messages: the flag or variable, or "(default)".
-pub(crate) fn setting_name(setting: &Option<Setting>, default_env: &str) -> String {
-    setting
-        .as_ref()
-        .map_or_else(|| format!("{default_env} (default)"), |s| s.name.clone())
 }
 
 /// The longest duration [`parse_duration`] accepts: 365 days. Every timeout, interval and grace
@@ -312,74 +390,45 @@ impl fmt::Display for Human {
     }
 }
 
-/// One setting: its value and where it came from, so errors can name the source.
-pub(crate) struct Setting {
-    pub(crate) name: String,
-    pub(crate) raw: String,
-}
-
-impl Setting {
-    /// Flag over environment; `None` means "use the default".
-    pub(crate) fn pick(
-        flag: Option<&str>,
-        flag_name: &str,
-        env_name: &str,
-        env: &impl Fn(&str) -> Option<String>,
-    ) -> Option<Self> {
-        if let Some(v) = flag {
-            return Some(Self {
-                name: flag_name.to_string(),
-                raw: v.to_string(),
-            });
-        }
-        env(env_name).map(|raw| Self {
-            name: env_name.to_string(),
-            raw,
-        })
+/// Parses one setting's text: the duration grammar, at most [`MAX_DURATION`], greater than zero;
+/// errors name `setting`.
+pub(crate) fn parse_setting(setting: Setting, raw: &str) -> Result<Duration, TimeoutError> {
+    let d = parse_duration(raw).map_err(|err| match err {
+        InvalidDuration::TooLong { max } => TimeoutError::TooLong {
+            setting,
+            value: raw.to_string(),
+            max,
+        },
+        InvalidDuration::Malformed => TimeoutError::NotADuration {
+            setting,
+            value: raw.to_string(),
+        },
+    })?;
+    if d.is_zero() {
+        return Err(TimeoutError::Zero {
+            setting,
+            value: raw.to_string(),
+        });
     }
-
-    pub(crate) fn parse(&self) -> Result<Duration, TimeoutError> {
-        let d = parse_duration(&self.raw).map_err(|err| match err {
-            InvalidDuration::TooLong { max } => TimeoutError::TooLong {
-                name: self.name.clone(),
-                value: self.raw.clone(),
-                max,
-            },
-            InvalidDuration::Malformed => TimeoutError::NotADuration {
-                name: self.name.clone(),
-                value: self.raw.clone(),
-            },
-        })?;
-        if d.is_zero() {
-            return Err(TimeoutError::Zero {
-                name: self.name.clone(),
-                value: self.raw.clone(),
-            });
-        }
-        Ok(d)
-    }
+    Ok(d)
 }
 
 impl WatchTimeouts {
     /// Validates two durations (e.g. built in code or tests).
     pub fn try_new(server: Duration, client: Duration) -> Result<Self, TimeoutError> {
-        let name = |n: &str| n.to_string();
-        if server.is_zero() {
-            return Err(TimeoutError::Zero {
-                name: name("server timeout"),
-                value: format_duration(server),
-            });
+        use Setting::{WatchClientTimeout, WatchServerTimeout};
+        for (setting, value) in [(WatchServerTimeout, server), (WatchClientTimeout, client)] {
+            if value.is_zero() {
+                return Err(TimeoutError::Zero {
+                    setting,
+                    value: format_duration(value),
+                });
+            }
         }
-        if client.is_zero() {
-            return Err(TimeoutError::Zero {
-                name: name("client timeout"),
-                value: format_duration(client),
-            });
-        }
-        for (what, value) in [("server timeout", server), ("client timeout", client)] {
+        for (setting, value) in [(WatchServerTimeout, server), (WatchClientTimeout, client)] {
             if value > MAX_DURATION {
                 return Err(TimeoutError::TooLong {
-                    name: name(what),
+                    setting,
                     value: format_duration(value),
                     max: MAX_DURATION,
                 });
@@ -387,77 +436,42 @@ impl WatchTimeouts {
         }
         if server.subsec_nanos() != 0 {
             return Err(TimeoutError::NotWholeSeconds {
-                name: name("server timeout"),
+                setting: WatchServerTimeout,
                 value: format_duration(server),
             });
         }
         if client >= server {
-            return Err(TimeoutError::ClientNotShorter {
-                client_name: name("client timeout"),
-                client,
-                server_name: name("server timeout"),
-                server,
-            });
+            return Err(TimeoutError::ClientNotShorter { client, server });
         }
         Ok(Self { server, client })
     }
 
-    /// Reads `PODLINE_WATCH_SERVER_TIMEOUT` and `PODLINE_WATCH_CLIENT_TIMEOUT` (defaults when
-    /// unset) and validates them.
-    pub fn from_env() -> Result<Self, TimeoutError> {
-        Self::resolve(None, None)
-    }
-
-    /// Flags over environment over defaults: pass the raw flag values (`None` when the flag was not
-    /// given). Declare the flags without clap's `env` so errors can tell a flag from a variable.
-    pub fn resolve(
-        server_flag: Option<&str>,
-        client_flag: Option<&str>,
-    ) -> Result<Self, TimeoutError> {
-        Self::resolve_with(server_flag, client_flag, |name| std::env::var(name).ok())
-    }
-
-    /// [`WatchTimeouts::resolve`] with an injected environment (for tests, or a config file).
-    pub fn resolve_with(
-        server_flag: Option<&str>,
-        client_flag: Option<&str>,
-        env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Self, TimeoutError> {
-        let server = Setting::pick(server_flag, SERVER_TIMEOUT_FLAG, SERVER_TIMEOUT_ENV, &env);
-        let client = Setting::pick(client_flag, CLIENT_TIMEOUT_FLAG, CLIENT_TIMEOUT_ENV, &env);
-        let server_value = match &server {
-            Some(s) => {
-                let d = s.parse()?;
+    /// Parses the two settings from their text; `None` (not given) means the default. Each
+    /// follows the duration grammar and is greater than zero, the server one in whole seconds,
+    /// and client < server. Where the text came from (a flag, a variable) is the caller's
+    /// business: it names the settings in the error ([`TimeoutError::display_with`]).
+    pub fn parse(server: Option<&str>, client: Option<&str>) -> Result<Self, TimeoutError> {
+        let server = match server {
+            Some(raw) => {
+                let d = parse_setting(Setting::WatchServerTimeout, raw)?;
                 if d.subsec_nanos() != 0 {
                     return Err(TimeoutError::NotWholeSeconds {
-                        name: s.name.clone(),
-                        value: s.raw.clone(),
+                        setting: Setting::WatchServerTimeout,
+                        value: raw.to_string(),
                     });
                 }
                 d
             }
             None => DEFAULT_SERVER_TIMEOUT,
         };
-        let client_value = match &client {
-            Some(c) => c.parse()?,
+        let client = match client {
+            Some(raw) => parse_setting(Setting::WatchClientTimeout, raw)?,
             None => DEFAULT_CLIENT_TIMEOUT,
         };
-        if client_value >= server_value {
-            let name_of = |s: &Option<Setting>, default_env: &str| {
-                s.as_ref()
-                    .map_or_else(|| format!("{default_env} (default)"), |s| s.name.clone())
-            };
-            return Err(TimeoutError::ClientNotShorter {
-                client_name: name_of(&client, CLIENT_TIMEOUT_ENV),
-                client: client_value,
-                server_name: name_of(&server, SERVER_TIMEOUT_ENV),
-                server: server_value,
-            });
+        if client >= server {
+            return Err(TimeoutError::ClientNotShorter { client, server });
         }
-        Ok(Self {
-            server: server_value,
-            client: client_value,
-        })
+        Ok(Self { server, client })
     }
 
     /// The server timeout as `timeoutSeconds` (whole seconds, validated).
@@ -473,49 +487,36 @@ mod tests {
     #[test]
     fn a_connect_timeout_should_be_positive_and_shorter_than_the_client_timeout() {
         let client = Duration::from_secs(60);
-        assert_eq!(
-            connect_timeout("--connect-timeout", "2s", client),
-            Ok(Duration::from_secs(2))
-        );
+        assert_eq!(connect_timeout("2s", client), Ok(Duration::from_secs(2)));
         // Longer than the default PING timeout is allowed when chosen.
+        assert_eq!(connect_timeout("45", client), Ok(Duration::from_secs(45)));
         assert_eq!(
-            connect_timeout("X", "45", client),
-            Ok(Duration::from_secs(45))
+            connect_timeout("0", client).unwrap_err().to_string(),
+            r#"connect timeout="0" must be greater than zero"#
         );
         assert_eq!(
-            connect_timeout("--connect-timeout", "0", client)
-                .unwrap_err()
-                .to_string(),
-            r#"--connect-timeout="0" must be greater than zero"#
+            connect_timeout("1m", client).unwrap_err(),
+            TimeoutError::ConnectNotShorter {
+                value: secs(60),
+                client
+            }
         );
         assert_eq!(
-            connect_timeout("PODLINE_CONNECT_TIMEOUT", "1m", client)
-                .unwrap_err()
-                .to_string(),
-            "PODLINE_CONNECT_TIMEOUT (60s) must be shorter than the client timeout (60s)"
+            connect_timeout("1m", client).unwrap_err().to_string(),
+            "connect timeout (60s) must be shorter than the client timeout (60s)"
         );
         assert!(matches!(
-            connect_timeout("--connect-timeout", "soon", client),
-            Err(TimeoutError::NotADuration { .. })
+            connect_timeout("soon", client),
+            Err(TimeoutError::NotADuration {
+                setting: Setting::ConnectTimeout,
+                ..
+            })
         ));
     }
     use proptest::prelude::*;
 
     fn secs(n: u64) -> Duration {
         Duration::from_secs(n)
-    }
-
-    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let pairs: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |name| {
-            pairs
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-        }
     }
 
     #[test]
@@ -608,98 +609,118 @@ mod tests {
 
     #[test]
     fn settings_over_the_maximum_should_name_the_setting_value_and_range() {
-        let err = WatchTimeouts::resolve_with(None, Some("18446744073709551615"), env_of(&[]))
-            .unwrap_err();
+        let err = WatchTimeouts::parse(None, Some("18446744073709551615")).unwrap_err();
         assert_eq!(
             err.to_string(),
-            r#"--watch-client-timeout="18446744073709551615" is out of range: expected a duration of at most 365 days (31536000s)"#
+            r#"client timeout="18446744073709551615" is out of range: expected a duration of at most 365 days (31536000s)"#
         );
-        let err = WatchTimeouts::resolve_with(
-            None,
-            None,
-            env_of(&[("PODLINE_WATCH_SERVER_TIMEOUT", "9000h")]),
-        )
-        .unwrap_err();
-        assert!(matches!(err, TimeoutError::TooLong { .. }), "{err}");
+        let err = WatchTimeouts::parse(Some("9000h"), None).unwrap_err();
+        assert_eq!(
+            err,
+            TimeoutError::TooLong {
+                setting: Setting::WatchServerTimeout,
+                value: "9000h".into(),
+                max: MAX_DURATION
+            }
+        );
     }
 
     #[test]
-    fn defaults_should_apply_without_flags_or_env() {
-        let t = WatchTimeouts::resolve_with(None, None, env_of(&[])).unwrap();
+    fn defaults_should_apply_when_nothing_is_given() {
+        let t = WatchTimeouts::parse(None, None).unwrap();
         assert_eq!(t, WatchTimeouts::default());
         assert_eq!(t.server_seconds(), 1800);
         assert_eq!(t.client, secs(60));
     }
 
     #[test]
-    fn errors_should_name_the_variable_value_and_expectation() {
-        let err = WatchTimeouts::resolve_with(
-            None,
-            None,
-            env_of(&[("PODLINE_WATCH_CLIENT_TIMEOUT", "abc")]),
-        )
-        .unwrap_err();
+    fn errors_should_name_the_setting_value_and_expectation() {
+        let err = WatchTimeouts::parse(None, Some("abc")).unwrap_err();
         assert_eq!(
-            err.to_string(),
-            r#"PODLINE_WATCH_CLIENT_TIMEOUT="abc" is not a duration: expected seconds ("60") or a duration like "90s", "2m""#
+            err,
+            TimeoutError::NotADuration {
+                setting: Setting::WatchClientTimeout,
+                value: "abc".into()
+            }
         );
-        let err = WatchTimeouts::resolve_with(
-            None,
-            None,
-            env_of(&[
-                ("PODLINE_WATCH_CLIENT_TIMEOUT", "1800"),
-                ("PODLINE_WATCH_SERVER_TIMEOUT", "30m"),
-            ]),
-        )
-        .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "PODLINE_WATCH_CLIENT_TIMEOUT (1800s) must be shorter than PODLINE_WATCH_SERVER_TIMEOUT (1800s)"
+            r#"client timeout="abc" is not a duration: expected seconds ("60") or a duration like "90s", "2m""#
         );
-        let err = WatchTimeouts::resolve_with(
-            None,
-            None,
-            env_of(&[("PODLINE_WATCH_SERVER_TIMEOUT", "0")]),
-        )
-        .unwrap_err();
+        let err = WatchTimeouts::parse(Some("30m"), Some("1800")).unwrap_err();
         assert_eq!(
             err.to_string(),
-            r#"PODLINE_WATCH_SERVER_TIMEOUT="0" must be greater than zero"#
+            "client timeout (1800s) must be shorter than server timeout (1800s)"
         );
-        let err = WatchTimeouts::resolve_with(
-            None,
-            None,
-            env_of(&[("PODLINE_WATCH_SERVER_TIMEOUT", "1500ms")]),
-        )
-        .unwrap_err();
-        assert!(matches!(err, TimeoutError::NotWholeSeconds { .. }), "{err}");
-        // Client above the default server timeout, server not set: the default is named.
-        let err = WatchTimeouts::resolve_with(
-            None,
-            None,
-            env_of(&[("PODLINE_WATCH_CLIENT_TIMEOUT", "1h")]),
-        )
-        .unwrap_err();
+        let err = WatchTimeouts::parse(Some("0"), None).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "PODLINE_WATCH_CLIENT_TIMEOUT (3600s) must be shorter than PODLINE_WATCH_SERVER_TIMEOUT (default) (1800s)"
+            r#"server timeout="0" must be greater than zero"#
+        );
+        let err = WatchTimeouts::parse(Some("1500ms"), None).unwrap_err();
+        assert_eq!(
+            err,
+            TimeoutError::NotWholeSeconds {
+                setting: Setting::WatchServerTimeout,
+                value: "1500ms".into()
+            }
+        );
+        // Client above the default server timeout, server not given.
+        let err = WatchTimeouts::parse(None, Some("1h")).unwrap_err();
+        assert_eq!(
+            err,
+            TimeoutError::ClientNotShorter {
+                client: secs(3600),
+                server: DEFAULT_SERVER_TIMEOUT
+            }
+        );
+        // A bad server value is reported first, as before.
+        let err = WatchTimeouts::parse(Some("-1"), Some("abc")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                TimeoutError::NotADuration {
+                    setting: Setting::WatchServerTimeout,
+                    ..
+                }
+            ),
+            "{err}"
         );
     }
 
     #[test]
-    fn flags_should_override_env_and_be_named_in_errors() {
-        let env = env_of(&[
-            ("PODLINE_WATCH_CLIENT_TIMEOUT", "abc"),
-            ("PODLINE_WATCH_SERVER_TIMEOUT", "120"),
-        ]);
-        let t = WatchTimeouts::resolve_with(None, Some("30s"), &env).unwrap();
-        assert_eq!(t.client, secs(30));
-        assert_eq!(t.server, secs(120));
-        let err = WatchTimeouts::resolve_with(Some("-1"), Some("30s"), &env).unwrap_err();
+    fn display_with_should_put_the_callers_names_in_the_same_message() {
+        let name = |setting: Setting| match setting {
+            Setting::WatchClientTimeout => "client-flag".to_string(),
+            Setting::WatchServerTimeout => "server-variable (default)".to_string(),
+            other => format!("{other}!"),
+        };
+        let err = WatchTimeouts::parse(None, Some("1h")).unwrap_err();
         assert_eq!(
-            err.to_string(),
-            r#"--watch-server-timeout="-1" is not a duration: expected seconds ("60") or a duration like "90s", "2m""#
+            err.display_with(&name).to_string(),
+            "client-flag (3600s) must be shorter than server-variable (default) (1800s)"
         );
+        let err = WatchTimeouts::parse(None, Some("soon")).unwrap_err();
+        assert_eq!(
+            err.display_with(&name).to_string(),
+            r#"client-flag="soon" is not a duration: expected seconds ("60") or a duration like "90s", "2m""#
+        );
+        let err = connect_timeout("2m", secs(60)).unwrap_err();
+        assert_eq!(
+            err.display_with(&name).to_string(),
+            "connect timeout! (120s) must be shorter than the client timeout (60s)"
+        );
+        // Without names, each setting is described by what it does.
+        for setting in [
+            Setting::WatchServerTimeout,
+            Setting::WatchClientTimeout,
+            Setting::PingInterval,
+            Setting::PingTimeout,
+            Setting::ConnectTimeout,
+        ] {
+            assert!(!setting.describe().contains("--"), "{setting}");
+            assert_eq!(setting.to_string(), setting.describe());
+        }
     }
 
     #[test]
@@ -712,6 +733,12 @@ mod tests {
         let err = WatchTimeouts::try_new(Duration::MAX, secs(1)).unwrap_err();
         assert!(matches!(err, TimeoutError::TooLong { .. }), "{err}");
         assert!(WatchTimeouts::try_new(MAX_DURATION, secs(1)).is_ok());
+        assert_eq!(
+            WatchTimeouts::try_new(secs(30), secs(60))
+                .unwrap_err()
+                .to_string(),
+            "client timeout (60s) must be shorter than server timeout (30s)"
+        );
     }
 
     proptest! {
@@ -767,9 +794,8 @@ mod tests {
 
         #[test]
         fn client_must_be_shorter_than_server(server in 1u64..10_000, client in 1u64..10_000) {
-            let env = env_of(&[]);
             let (sv, cv) = (server.to_string(), client.to_string());
-            let r = WatchTimeouts::resolve_with(Some(&sv), Some(&cv), &env);
+            let r = WatchTimeouts::parse(Some(&sv), Some(&cv));
             prop_assert_eq!(r.is_ok(), client < server);
         }
     }

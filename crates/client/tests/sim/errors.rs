@@ -81,7 +81,7 @@ async fn a_wrong_ca_should_say_the_certificate_was_not_trusted_and_which_ca_was_
     );
     assert!(
         message.contains("certificate-authority-data")
-            && message.contains("--kubeconfig /tmp/wrong-ca.kubeconfig"),
+            && message.contains("in /tmp/wrong-ca.kubeconfig"),
         "the CA used must be named: {message}"
     );
     assert!(message.contains(&sim.url()), "the server: {message}");

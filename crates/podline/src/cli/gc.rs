@@ -54,7 +54,7 @@ pub async fn run(args: GcArgs, global: &Global) -> anyhow::Result<ExitCode> {
         namespace: global.namespace.clone(),
         ..podline_client::connect::ConnectOptions::default()
     };
-    let connected = podline_client::connect::connect(&options).await?;
+    let connected = crate::cli::cluster::connect(&options).await?;
     let namespace = (!args.all_namespaces).then(|| connected.namespace.clone());
     let reaper = Reaper::new(connected.client, namespace, args.grace);
     let pass = reaper

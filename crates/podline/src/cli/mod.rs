@@ -1,6 +1,9 @@
 //! Command-line surface: the global kubectl-style flags and one module per subcommand.
 
+pub mod cluster;
 mod demo;
+#[cfg(test)]
+mod flag_names;
 pub mod gc;
 
 use std::path::PathBuf;
@@ -12,6 +15,7 @@ pub mod query;
 pub mod record;
 pub mod result_file;
 pub mod run;
+pub mod settings;
 pub mod signal;
 pub mod sim;
 pub mod ui;
@@ -162,12 +166,12 @@ pub fn init_tracing(global: &Global, command: &Command) {
 
 impl Global {
     /// The HTTP/2 PING settings (flags, then `PODLINE_HTTP2_PING_*`, then defaults), validated
-    /// against the client timeout they must fit in.
+    /// against the client timeout they must fit in ([`settings::http2_ping`]).
     pub fn http2_ping(
         &self,
         client_timeout: std::time::Duration,
-    ) -> Result<podline_client::ping::Http2Ping, podline_client::timeouts::TimeoutError> {
-        podline_client::ping::Http2Ping::resolve(
+    ) -> anyhow::Result<podline_client::ping::Http2Ping> {
+        settings::http2_ping(
             self.http2_ping_interval.as_deref(),
             self.http2_ping_timeout.as_deref(),
             client_timeout,
@@ -179,14 +183,8 @@ impl Global {
     pub fn connect_timeout(
         &self,
         client_timeout: std::time::Duration,
-    ) -> Result<Option<std::time::Duration>, podline_client::timeouts::TimeoutError> {
-        const ENV: &str = "PODLINE_CONNECT_TIMEOUT";
-        let (name, raw) = match (&self.connect_timeout, std::env::var(ENV).ok()) {
-            (Some(flag), _) => ("--connect-timeout", flag.clone()),
-            (None, Some(env)) => (ENV, env),
-            (None, None) => return Ok(None),
-        };
-        podline_client::timeouts::connect_timeout(name, &raw, client_timeout).map(Some)
+    ) -> anyhow::Result<Option<std::time::Duration>> {
+        settings::connect_timeout(self.connect_timeout.as_deref(), client_timeout)
     }
 }
 

@@ -14,13 +14,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use podline_client::connect::{ConnectOptions, connect};
-use podline_client::timeouts::{WatchTimeouts, parse_duration};
+use podline_client::connect::ConnectOptions;
+use podline_client::timeouts::parse_duration;
 use podline_lease::{ElectionConfig, LeaderElector};
 use podline_record::CancellationToken;
 use podline_record::lifecycle::DEFAULT_RUN_LABEL;
 use podline_record::{Health, LabelSelector, LifecycleConfig, Recorder, RecorderConfig, health};
 
+use crate::cli::cluster::connect;
 use crate::cli::signal::cancel_on_signal;
 use crate::cli::{EXIT_USAGE, Global};
 
@@ -147,7 +148,7 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         return run_kfp(args, global).await;
     }
     // Everything the user typed is validated before touching the network or the disk.
-    let timeouts = match WatchTimeouts::resolve(
+    let timeouts = match crate::cli::settings::watch_timeouts(
         args.watch_server_timeout.as_deref(),
         args.watch_client_timeout.as_deref(),
     ) {
@@ -587,7 +588,7 @@ struct Standby {
 fn connect_options(
     global: &Global,
     client_timeout: std::time::Duration,
-) -> Result<ConnectOptions, podline_client::timeouts::TimeoutError> {
+) -> anyhow::Result<ConnectOptions> {
     Ok(ConnectOptions {
         kubeconfig: global.kubeconfig.clone(),
         context: global.context.clone(),

@@ -338,7 +338,7 @@ async fn connect(
         connect_timeout,
         ..podline_client::connect::ConnectOptions::default()
     };
-    let connected = podline_client::connect::connect(&options).await?;
+    let connected = crate::cli::cluster::connect(&options).await?;
     tracing::debug!(source = %connected.source, namespace = %connected.namespace, "connected");
     Ok((connected.client, connected.namespace))
 }
@@ -443,12 +443,12 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
     };
     let http2_ping = match global.http2_ping(podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT) {
         Ok(ping) => ping,
-        Err(err) => return usage(err.into()),
+        Err(err) => return usage(err),
     };
     let connect_timeout =
         match global.connect_timeout(podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT) {
             Ok(timeout) => timeout,
-            Err(err) => return usage(err.into()),
+            Err(err) => return usage(err),
         };
     let liveness_config =
         match podline_launch::LivenessConfig::new(args.lease_duration, args.lease_renew_every) {
