@@ -22,7 +22,8 @@ pub const DEFAULT_WATCH_BUFFER: usize = 1000;
 /// handshake: the default of both [`SimConfig::tls_handshake_timeout`] and
 /// [`SimConfig::header_read_timeout`].
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
-/// kube-apiserver's `IdleTimeout`: an HTTP/1.1 connection with no request for this long closes.
+/// kube-apiserver's `IdleTimeout` (its HTTP/1.1 and HTTP/2 servers' alike): an idle connection
+/// closes after this long.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// kube-apiserver's default `--request-timeout` (60 s), which bounds reading a request body.
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
@@ -72,8 +73,9 @@ pub struct SimConfig {
     /// from the connection's start for its first request); then the connection is closed.
     /// Default [`DEFAULT_HEADER_READ_TIMEOUT`].
     pub header_read_timeout: Duration,
-    /// An HTTP/1.1 connection waiting this long for its next request is closed (default
-    /// [`DEFAULT_IDLE_TIMEOUT`]).
+    /// A connection idle this long is closed (default [`DEFAULT_IDLE_TIMEOUT`]): an HTTP/1.1
+    /// keep-alive connection waiting for its next request, or an HTTP/2 connection without an
+    /// open stream (with GOAWAY; an open watch is a stream, PINGs are not activity).
     pub idle_timeout: Duration,
     /// Longest reading a request body may take; then the request answers 504 Timeout (default
     /// [`DEFAULT_BODY_READ_TIMEOUT`]).
@@ -178,7 +180,7 @@ impl SimConfig {
         self.header_read_timeout = timeout;
         self
     }
-    /// Sets the idle timeout of HTTP/1.1 connections.
+    /// Sets the idle timeout of HTTP/1.1 and HTTP/2 connections.
     #[must_use]
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;

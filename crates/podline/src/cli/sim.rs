@@ -88,7 +88,18 @@ pub struct SimArgs {
     /// How long a scripted container runs without a `sim.podline.io/duration` annotation.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub default_duration: Option<Duration>,
+    /// Close connections idle this long, as kube-apiserver does (its default, 90s): an HTTP/2
+    /// connection with no open stream gets GOAWAY (an open watch is a stream; PINGs do not
+    /// count), an HTTP/1.1 keep-alive connection waiting for its next request is closed. From
+    /// 100ms to 1h.
+    #[arg(long, value_name = "DURATION", default_value = "90s", value_parser = parse_idle_timeout)]
+    pub idle_timeout: Duration,
 }
+
+/// Bounds of `--idle-timeout`: short enough to test reconnects in a second, long enough that
+/// no idle connection is kept for hours.
+const IDLE_TIMEOUT_BOUNDS: (Duration, Duration) =
+    (Duration::from_millis(100), Duration::from_secs(3600));
 
 /// Strict duration parser (the client crate's, bounded): `90` = seconds, `90s`, `2m`, `500ms`,
 /// at most 365 days (so no `Instant + d` in the sim can overflow).
@@ -96,6 +107,22 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = podline_client::timeouts::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))?;
     if d.is_zero() {
         return Err(format!("{s:?} must be greater than zero"));
+    }
+    Ok(d)
+}
+
+/// `--idle-timeout`: a duration within [`IDLE_TIMEOUT_BOUNDS`].
+fn parse_idle_timeout(s: &str) -> Result<Duration, String> {
+    parse_bounded(s, IDLE_TIMEOUT_BOUNDS)
+}
+
+/// A duration within `(min, max)`, or what was expected.
+fn parse_bounded(s: &str, (min, max): (Duration, Duration)) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < min || d > max {
+        return Err(format!(
+            "{s:?} is out of range (expected {min:?} to {max:?})"
+        ));
     }
     Ok(d)
 }
@@ -123,7 +150,8 @@ impl SimArgs {
             .http1_only(self.http1_only)
             .kubelet(kubelet)
             .history_window(self.history_window)
-            .bookmark_interval(self.bookmark_interval);
+            .bookmark_interval(self.bookmark_interval)
+            .idle_timeout(self.idle_timeout);
         if let Some(token) = &self.token {
             anyhow::ensure!(!token.trim().is_empty(), "--token must not be empty");
             cfg = cfg.token(token.trim());
@@ -218,6 +246,22 @@ mod tests {
         assert!(cfg.tls);
         assert!(cfg.kubelet.enabled);
         assert_eq!(cfg.history_window, Duration::from_secs(75));
+        assert_eq!(cfg.idle_timeout, podline_sim::DEFAULT_IDLE_TIMEOUT);
+    }
+
+    #[test]
+    fn the_idle_timeout_is_settable_within_its_bounds() {
+        let args = parse(&["--idle-timeout", "2s"]).expect("parse");
+        assert_eq!(
+            args.config().expect("config").idle_timeout,
+            Duration::from_secs(2)
+        );
+        for bad in ["50ms", "2h", "0", "soon"] {
+            let err = parse(&["--idle-timeout", bad]).expect_err(bad);
+            assert!(err.to_string().contains(bad), "{err}");
+        }
+        let err = parse(&["--idle-timeout", "2h"]).expect_err("too long");
+        assert!(err.to_string().contains("expected 100ms to 3600s"), "{err}");
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //! frozen connection stays open but neither reads nor writes another byte, the way a frozen
 //! proxy or a dropped NAT entry looks: the client's kernel still accepts its writes for a while,
 //! and nothing ever comes back. Over HTTP/2 every request on the connection freezes with it.
+//!
+//! A connection also counts its open streams (requests not yet fully answered, a watch until it
+//! ends), so the server can tell an idle HTTP/2 connection from a busy one ([`ConnCtl::idle_for`]).
 
 use std::collections::HashMap;
 use std::io;
@@ -16,6 +19,7 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// The origin of the nanosecond stamps connections keep (0 there means "not yet").
@@ -32,6 +36,14 @@ pub struct ConnCtl {
     /// When the first byte arrived since the server started waiting for a request's headers
     /// (nanoseconds after [`EPOCH`], plus one; 0: none yet).
     first_read: AtomicU64,
+    /// A request arrived over HTTP/2.
+    http2: AtomicBool,
+    /// Streams open now: requests whose response is not yet fully sent (or dropped).
+    open_streams: AtomicU64,
+    /// Streams opened since the connection started.
+    opened_streams: AtomicU64,
+    /// Woken whenever a stream opens or closes.
+    stream_change: Notify,
 }
 
 impl ConnCtl {
@@ -79,6 +91,60 @@ impl ConnCtl {
         self.requests.load(Ordering::Relaxed)
     }
 
+    /// Notes the HTTP version a request arrived with.
+    pub(crate) fn note_version(&self, version: http::Version) {
+        if version == http::Version::HTTP_2 {
+            self.http2.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the connection speaks HTTP/2 (known from its first request on).
+    pub(crate) fn is_http2(&self) -> bool {
+        self.http2.load(Ordering::Relaxed)
+    }
+
+    /// Counts a stream open until the returned guard drops (when its response was sent, or its
+    /// request was cancelled or reset).
+    pub(crate) fn open_stream(self: &Arc<Self>) -> StreamGuard {
+        self.open_streams.fetch_add(1, Ordering::SeqCst);
+        self.opened_streams.fetch_add(1, Ordering::SeqCst);
+        self.stream_change.notify_waiters();
+        StreamGuard {
+            ctl: Arc::clone(self),
+        }
+    }
+
+    /// Resolves once the connection has had no open stream for `idle` (measured from the end
+    /// of its last stream, or from now if it never had one). PINGs and other frames are not
+    /// activity, as in Go's HTTP/2 server.
+    pub(crate) async fn idle_for(&self, idle: std::time::Duration) {
+        loop {
+            let change = self.stream_change.notified();
+            let mut change = std::pin::pin!(change);
+            change.as_mut().enable();
+            if self.open_streams.load(Ordering::SeqCst) > 0 {
+                change.await;
+                continue;
+            }
+            let opened = self.opened_streams.load(Ordering::SeqCst);
+            tokio::select! {
+                () = change => {}
+                () = tokio::time::sleep(idle) => {
+                    if self.opened_streams.load(Ordering::SeqCst) == opened
+                        && self.open_streams.load(Ordering::SeqCst) == 0
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resolves when a stream opens or closes.
+    pub(crate) async fn stream_changed(&self) {
+        self.stream_change.notified().await;
+    }
+
     /// The server starts waiting for a request's headers: forget earlier reads.
     pub(crate) fn begin_header_wait(&self) {
         self.first_read.store(0, Ordering::SeqCst);
@@ -102,6 +168,19 @@ impl ConnCtl {
                 Ordering::Relaxed,
             );
         }
+    }
+}
+
+/// One open stream of a connection (see [`ConnCtl::open_stream`]).
+#[derive(Debug)]
+pub(crate) struct StreamGuard {
+    ctl: Arc<ConnCtl>,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.ctl.open_streams.fetch_sub(1, Ordering::SeqCst);
+        self.ctl.stream_change.notify_waiters();
     }
 }
 

@@ -12,8 +12,11 @@
 //! No connection is held forever by a client that stalls: like kube-apiserver's Go server, the
 //! TLS handshake, the first request and each HTTP/1.1 request's headers (from their first byte)
 //! get bounded times ([`SimConfig::tls_handshake_timeout`], [`SimConfig::header_read_timeout`]:
-//! 32 s by default), and an idle HTTP/1.1 keep-alive connection closes after
-//! [`SimConfig::idle_timeout`] (90 s). Request bodies are bounded in the handlers (413, 504).
+//! 32 s by default), and an idle connection closes after [`SimConfig::idle_timeout`] (90 s): an
+//! HTTP/1.1 keep-alive connection waiting for its next request, or an HTTP/2 connection without
+//! an open stream (with GOAWAY; PINGs are not activity, and an open watch is a stream). HTTP/2
+//! settings are kube-apiserver's: 250 concurrent streams, 256 KiB frames and stream windows.
+//! Request bodies are bounded in the handlers (413, 504).
 
 mod conn;
 mod kubeconfig;
@@ -50,8 +53,22 @@ use crate::error::SimError;
 use crate::fault::FaultHandle;
 use crate::kubelet::{Kubelet, KubeletHandle};
 
-/// kube-apiserver's default `--http2-max-streams-per-connection`.
-const HTTP2_MAX_STREAMS: u32 = 1000;
+/// The HTTP/2 streams a client may open at once: kube-apiserver leaves
+/// `--http2-max-streams-per-connection` at 0, and its server then makes Go's default of 250
+/// explicit (`SecureServingInfo.Serve`).
+const HTTP2_MAX_STREAMS: u32 = 250;
+
+/// kube-apiserver's HTTP/2 `MaxReadFrameSize` and `MaxUploadBufferPerStream` (256 KiB, "99% of
+/// serialized resources"); the connection's window is this times [`HTTP2_MAX_STREAMS`].
+const HTTP2_MAX_FRAME: u32 = 256 * 1024;
+
+/// Go's HTTP/2 header list limit for kube-apiserver's `MaxHeaderBytes` (1 MiB), plus Go's
+/// allowance of 10 fields of 32 bytes.
+const HTTP2_MAX_HEADER_LIST: u32 = (1 << 20) + 10 * 32;
+
+/// How long Go's HTTP/2 server keeps a connection after a graceful GOAWAY once no stream is
+/// left (`goAwayTimeout`).
+const GOAWAY_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How often expired watch history is dropped when no write does it.
 const HISTORY_PRUNE_EVERY: Duration = Duration::from_secs(1);
@@ -234,7 +251,8 @@ async fn accept_loop(
 
 /// Serves one connection. Every stage is bounded like kube-apiserver's (Go's) server does it:
 /// the TLS handshake, the first request's arrival, each later request's headers (from their
-/// first byte) and the idle time between HTTP/1.1 requests; a stage over its timeout drops the
+/// first byte) and the idle time between requests (HTTP/1.1 keep-alive, by the header timer) or
+/// without an open stream (HTTP/2, closed with GOAWAY); a stage over its timeout closes the
 /// connection.
 async fn serve_connection(
     stream: TcpStream,
@@ -258,6 +276,8 @@ async fn serve_connection(
         let version = req.version();
         counts.note_request(version);
         request_ctl.note_request();
+        request_ctl.note_version(version);
+        let open = request_ctl.open_stream();
         let ctl = request_ctl.clone();
         let mut req = req.map(Body::new);
         req.extensions_mut().insert(request_ctl.clone());
@@ -267,7 +287,7 @@ async fn serve_connection(
                 Ok(response) => response,
                 Err(never) => match never {},
             };
-            stream::answer(response, version, &ctl)
+            stream::answer(response, version, &ctl, open)
         }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -279,7 +299,11 @@ async fn serve_connection(
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_concurrent_streams(HTTP2_MAX_STREAMS);
+        .max_concurrent_streams(HTTP2_MAX_STREAMS)
+        .max_frame_size(HTTP2_MAX_FRAME)
+        .initial_stream_window_size(HTTP2_MAX_FRAME)
+        .initial_connection_window_size(HTTP2_MAX_FRAME * HTTP2_MAX_STREAMS)
+        .max_header_list_size(HTTP2_MAX_HEADER_LIST);
     let builder = if http1_only {
         builder.http1_only()
     } else {
@@ -297,13 +321,13 @@ async fn serve_connection(
         }
         std::future::pending::<()>().await;
     };
-    let result = match tls {
+    let io: Box<dyn Io> = match tls {
         Some(acceptor) => {
             let handshake = tokio::time::timeout(timeouts.tls_handshake, acceptor.accept(io));
-            let tls_stream = tokio::select! {
+            tokio::select! {
                 () = ctl.killed() => return,
                 accepted = handshake => match accepted {
-                    Ok(Ok(s)) => s,
+                    Ok(Ok(s)) => Box::new(s),
                     Ok(Err(err)) => {
                         tracing::debug!(%err, "TLS handshake failed");
                         return;
@@ -313,26 +337,50 @@ async fn serve_connection(
                         return;
                     }
                 },
-            };
-            // The auto builder reads the client's preface, so ALPN needs no branch here.
-            let conn = builder.serve_connection(TokioIo::new(tls_stream), service);
-            tokio::select! {
-                () = ctl.killed() => return,
-                () = first_request => return,
-                result = conn => result,
             }
         }
-        None => {
-            let conn = builder.serve_connection(TokioIo::new(io), service);
+        None => Box::new(io),
+    };
+    // The auto builder reads the client's preface, so ALPN needs no branch here.
+    let conn = builder.serve_connection(TokioIo::new(io), service);
+    let mut conn = std::pin::pin!(conn);
+    let result = tokio::select! {
+        () = ctl.killed() => return,
+        () = first_request => return,
+        result = conn.as_mut() => result,
+        () = http2_idle(&ctl, timeouts.idle) => {
+            tracing::debug!("sim: HTTP/2 connection idle; sending GOAWAY");
+            conn.as_mut().graceful_shutdown();
+            // Go's server closes within its GOAWAY timeout once no stream is left, whether or
+            // not the client answered the GOAWAY's PING.
             tokio::select! {
                 () = ctl.killed() => return,
-                () = first_request => return,
-                result = conn => result,
+                result = conn.as_mut() => result,
+                () = ctl.idle_for(GOAWAY_TIMEOUT) => return,
             }
         }
     };
     if let Err(err) = result {
         tracing::debug!(%err, "connection ended with an error");
+    }
+}
+
+/// The transport under a connection: TCP, or TLS over it.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// Resolves when an HTTP/2 connection has had no open stream for `idle` (Go's `IdleTimeout`;
+/// PINGs do not count as activity). HTTP/1.1 connections are left to the header timer, which
+/// closes an idle keep-alive connection itself; a frozen connection is never closed.
+async fn http2_idle(ctl: &ConnCtl, idle: Duration) {
+    loop {
+        ctl.idle_for(idle).await;
+        if ctl.is_http2() && !ctl.is_frozen() {
+            return;
+        }
+        // Not known to be HTTP/2 yet (or frozen): look again after the next stream.
+        ctl.stream_changed().await;
     }
 }
 

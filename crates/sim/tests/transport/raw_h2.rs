@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use bytes::BytesMut;
 use podline_sim::Sim;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -21,17 +22,27 @@ pub const SETTINGS: u8 = 0x4;
 pub const PING: u8 = 0x6;
 /// GOAWAY frame type.
 pub const GOAWAY: u8 = 0x7;
-const WINDOW_UPDATE: u8 = 0x8;
+/// WINDOW_UPDATE frame type.
+pub const WINDOW_UPDATE: u8 = 0x8;
 
 /// END_STREAM (DATA, HEADERS).
 pub const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
 const ACK: u8 = 0x1;
 
+/// Error code NO_ERROR (GOAWAY of a graceful close).
+pub const NO_ERROR: u32 = 0x0;
 /// Error code INTERNAL_ERROR.
 pub const INTERNAL_ERROR: u32 = 0x2;
+/// Error code CANCEL.
+pub const CANCEL: u32 = 0x8;
+
+/// SETTINGS_MAX_CONCURRENT_STREAMS.
+pub const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
 /// SETTINGS_INITIAL_WINDOW_SIZE.
 pub const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
+/// SETTINGS_MAX_FRAME_SIZE.
+pub const SETTINGS_MAX_FRAME_SIZE: u16 = 0x5;
 
 /// One frame as read.
 #[derive(Debug, Clone)]
@@ -49,6 +60,29 @@ impl Frame {
         u32::from_be_bytes(self.payload[at..at + 4].try_into().expect("4 bytes"))
     }
 
+    /// The last stream id of a GOAWAY frame.
+    pub fn last_stream_id(&self) -> u32 {
+        u32::from_be_bytes(self.payload[..4].try_into().expect("4 bytes")) & 0x7fff_ffff
+    }
+
+    /// The increment of a WINDOW_UPDATE frame.
+    pub fn window_increment(&self) -> u32 {
+        u32::from_be_bytes(self.payload[..4].try_into().expect("4 bytes")) & 0x7fff_ffff
+    }
+
+    /// The (identifier, value) pairs of a SETTINGS frame.
+    pub fn settings(&self) -> Vec<(u16, u32)> {
+        self.payload
+            .chunks_exact(6)
+            .map(|c| {
+                (
+                    u16::from_be_bytes([c[0], c[1]]),
+                    u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
+                )
+            })
+            .collect()
+    }
+
     /// Whether this frame ends its stream.
     pub fn ends_stream(&self) -> bool {
         matches!(self.kind, DATA | HEADERS) && self.flags & END_STREAM != 0
@@ -58,6 +92,8 @@ impl Frame {
 /// One HTTP/2 connection to a plain-HTTP sim.
 pub struct RawH2 {
     tcp: TcpStream,
+    /// Bytes read and not yet parsed into frames (so reading is cancel-safe).
+    buf: BytesMut,
     token: String,
     authority: String,
     /// Answer the server's PINGs (a real client does; hyper's graceful GOAWAY waits for it).
@@ -70,6 +106,7 @@ impl RawH2 {
         let tcp = TcpStream::connect(sim.addr()).await.expect("connect");
         let mut conn = Self {
             tcp,
+            buf: BytesMut::new(),
             token: sim.token().to_owned(),
             authority: sim.addr().to_string(),
             answer_pings: true,
@@ -98,6 +135,17 @@ impl RawH2 {
         frame.extend_from_slice(&stream.to_be_bytes());
         frame.extend_from_slice(payload);
         self.write_raw(&frame).await;
+    }
+
+    /// Sends a PING (not an answer to one).
+    pub async fn ping(&mut self) {
+        self.write_frame(PING, 0, 0, b"podline!").await;
+    }
+
+    /// Resets one of our streams (the client gives up on it).
+    pub async fn cancel(&mut self, stream: u32) {
+        self.write_frame(RST_STREAM, 0, stream, &CANCEL.to_be_bytes())
+            .await;
     }
 
     /// Opens stream `stream` with a GET of `path`.
@@ -138,19 +186,38 @@ impl RawH2 {
         block
     }
 
-    /// The next frame, answering SETTINGS and (unless told not to) PINGs on the way; None once
-    /// the server closed the connection (EOF or reset).
-    pub async fn next_frame(&mut self) -> Option<Frame> {
-        let mut head = [0u8; 9];
-        self.tcp.read_exact(&mut head).await.ok()?;
-        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
-        let mut payload = vec![0u8; len];
-        self.tcp.read_exact(&mut payload).await.ok()?;
+    /// A whole frame from the buffer, if one is there.
+    fn parse(&mut self) -> Option<Frame> {
+        if self.buf.len() < 9 {
+            return None;
+        }
+        let len = u32::from_be_bytes([0, self.buf[0], self.buf[1], self.buf[2]]) as usize;
+        if self.buf.len() < 9 + len {
+            return None;
+        }
+        let head = self.buf.split_to(9);
+        let payload = self.buf.split_to(len).to_vec();
         let frame = Frame {
             kind: head[3],
             flags: head[4],
             stream: u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff,
             payload,
+        };
+        Some(frame)
+    }
+
+    /// The next frame, answering SETTINGS and (unless told not to) PINGs on the way; None once
+    /// the server closed the connection (EOF or reset). Cancel-safe: a frame half read stays
+    /// buffered for the next call.
+    pub async fn next_frame(&mut self) -> Option<Frame> {
+        let frame = loop {
+            if let Some(frame) = self.parse() {
+                break frame;
+            }
+            match self.tcp.read_buf(&mut self.buf).await {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            }
         };
         if frame.kind == SETTINGS && frame.flags & ACK == 0 {
             self.write_frame(SETTINGS, ACK, 0, &[]).await;
