@@ -47,6 +47,10 @@ pub struct KfpEnv {
     /// `WORKFLOW_NAME_TO_CONTEXT_ID_SIZE` (default 5000): capacity of the
     /// context id cache.
     pub context_cache_size: usize,
+    /// Hold recorded pods with KFP mode's finalizer until their final state
+    /// is in MLMD ([`crate::kfp::finalize`]). Not one of KFP's variables: off
+    /// unless the caller turns it on.
+    pub finalize: bool,
 }
 
 /// MLMD's port in KFP (hard-coded there too).
@@ -116,6 +120,7 @@ impl KfpEnv {
                 .map(PathBuf::from),
             pod_cache_size: positive(&lookup, "POD_NAME_TO_EXECUTION_ID_SIZE", 5000)?,
             context_cache_size: positive(&lookup, "WORKFLOW_NAME_TO_CONTEXT_ID_SIZE", 5000)?,
+            finalize: false,
         })
     }
 

@@ -97,7 +97,11 @@ pub async fn run_daemon(
         env.pod_cache_size,
         env.context_cache_size,
     );
-    let sink = KfpSink::new(writer, kube.clone(), SinkConfig::default())
+    let sink_config = SinkConfig {
+        finalize: env.finalize,
+        ..SinkConfig::default()
+    };
+    let sink = KfpSink::new(writer, kube.clone(), sink_config)
         .observed_by(observability.health.clone(), observability.stats.clone());
     let pods: Api<Pod> = match &env.namespace_to_watch {
         Some(ns) => Api::namespaced(kube, ns),
@@ -109,6 +113,7 @@ pub async fn run_daemon(
         workers,
         server_timeout = ?timeouts.server,
         client_timeout = ?timeouts.client,
+        finalize = env.finalize,
         "recording Argo pods into ML Metadata (KFP mode)"
     );
     let mut config = PipelineConfig::new(env.namespace_to_watch.clone());

@@ -10,6 +10,9 @@
 //!   [`queue`], a per-pod keyed work queue of slim [`PodSnapshot`]s, with
 //!   parallel workers.
 //! - [`patch`]: the labels and annotations written back on the pod.
+//! - [`finalize`]: the finalizer that holds a pod until its final state is in
+//!   MLMD, and the pure rules of when it goes on and comes off; [`release`]
+//!   takes it off in the background.
 //! - [`daemon`]: [`run_daemon`], KFP mode as the recorder's daemon runs it,
 //!   reporting into the SQL recorder's health and metrics ([`Observability`]).
 //! - [`config`]: [`KfpEnv`], the writer's environment variables, strictly parsed.
@@ -20,17 +23,20 @@ pub mod argo;
 pub mod component;
 pub mod config;
 pub mod daemon;
+pub mod finalize;
 pub mod fixture;
 pub mod keys;
 pub mod patch;
 pub mod pipeline;
 pub mod pod;
 pub mod queue;
+pub mod release;
 pub mod sink;
 pub mod writer;
 
 pub use config::{EnvError, KfpEnv};
 pub use daemon::{KfpError, Observability, mlmd_config, run_daemon};
+pub use finalize::KFP_FINALIZER;
 pub use patch::PodPatch;
 pub use pipeline::{PipelineConfig, run};
 pub use pod::{KfpPod, Skip, Warning, classify};

@@ -7,6 +7,10 @@
 //!        └──► vanished-pod sweep: unfinished executions of unseen pods ──► CANCELED
 //! ```
 //!
+//! With finalizing on (see [`super::finalize`]), a task next to the workers
+//! takes the finalizer off pods whose final state is in MLMD, and once at
+//! start off the pods in scope that KFP mode will never record.
+//!
 //! The watch task never waits on MLMD: it only updates the queue and the
 //! health state. One MLMD round trip is ~1 ms, so one pod at a time capped
 //! KFP mode at a few dozen pods/s; N workers overlap N pods' round trips.
@@ -92,6 +96,19 @@ pub async fn run(
         () = sink.wait_for_mlmd() => {}
         () = shutdown.cancelled() => return Ok(()),
     }
+    let stop_releasing = CancellationToken::new();
+    let mut releasing = AbortOnDrop({
+        let (sink, stop) = (sink.clone(), stop_releasing.clone());
+        let namespace = config.namespace.clone();
+        tokio::spawn(async move {
+            let sweep = async {
+                if sink.finalizes() {
+                    sink.release_out_of_scope(namespace.as_deref()).await;
+                }
+            };
+            tokio::join!(sweep, sink.run_releaser(stop.clone()));
+        })
+    });
     let queue = Arc::new(PodQueue::with_pending_hold(config.pending_hold));
     let waiting = SharedWaiting::default();
     let mut workers = JoinSet::new();
@@ -121,7 +138,28 @@ pub async fn run(
         );
         workers.shutdown().await;
     }
+    // Finalizers of pods recorded by now come off; what is left is asked
+    // again by the next start's relist.
+    stop_releasing.cancel();
+    if tokio::time::timeout(config.drain_timeout, &mut releasing.0)
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "shutdown: finalizers not removed within the drain timeout; the next start removes them"
+        );
+    }
     result
+}
+
+/// A task aborted when its handle is dropped: a pipeline dropped halfway (its
+/// task aborted) leaves no finalizer task behind.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// How many times a finished pod is handled again while its inputs'
@@ -351,9 +389,13 @@ impl Watcher {
             Ok(snapshot) => self.queue.push(&uid, snapshot, deleted),
             Err(_) => {
                 // E.g. `metadata_written` is on it now: an older snapshot
-                // still queued has nothing left to do either.
+                // still queued has nothing left to do either, and a
+                // finalizer on it holds nothing any more.
                 self.queue.discard(&uid);
                 self.sink.stats().skipped.inc();
+                if !deleted {
+                    self.sink.release_skipped(&pod.metadata);
+                }
             }
         }
     }

@@ -36,6 +36,7 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::finalize::FinalizerFacts;
 use super::patch::Markers;
 use super::pod::{KfpPod, Skip, classify};
 use crate::proto::ExecutionState;
@@ -48,6 +49,8 @@ pub struct PodSnapshot {
     pub kfp: KfpPod,
     /// The contract's markers the pod carries (what a patch can leave out).
     pub markers: Markers,
+    /// What the finalizer rules need: the pod's finalizers, deletion and running containers.
+    pub finalizer: FinalizerFacts,
     /// The pod's `resourceVersion`, to keep the newest snapshot.
     pub resource_version: Option<u64>,
 }
@@ -62,6 +65,7 @@ impl PodSnapshot {
         Ok(PodSnapshot {
             kfp,
             markers: Markers::of(meta.labels.as_ref(), meta.annotations.as_ref()),
+            finalizer: FinalizerFacts::of(pod),
             resource_version: meta
                 .resource_version
                 .as_deref()

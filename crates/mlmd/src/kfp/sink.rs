@@ -9,6 +9,12 @@
 //! vanished while nobody watched. [`super::pipeline::run`] feeds it from a
 //! pod watch through a keyed work queue.
 //!
+//! With [`SinkConfig::finalize`], the sink also holds the pods it records
+//! with KFP mode's finalizer until their final state is in MLMD (the rules
+//! are [`super::finalize`]'s): it adds the finalizer before a pod's first
+//! write, and queues its removal on the [`Releaser`] once the execution is
+//! terminal.
+//!
 //! Health and metrics go through `podline-record`'s [`Health`] (the SQL
 //! recorder's `/readyz` and `/metrics`): MLMD plays the store's part
 //! (writable = reachable, `store_errors` = MLMD errors), and [`SinkStats`]
@@ -20,16 +26,20 @@ use std::time::Duration;
 use backon::BackoffBuilder;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::core::ObjectMeta;
 use podline_client::backoff::FullJitter;
+use podline_client::finalizer::{self, Added};
 use podline_record::{Health, Metrics};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 use serde_json::Value as Json;
 use tracing::Instrument;
 
+use super::finalize::{FinalizerFacts, KFP_FINALIZER, carries, should_add, should_release};
 use super::patch::{Markers, PodPatch};
 use super::pod::{KfpPod, Skip};
 use super::queue::PodSnapshot;
+use super::release::{ReleaseConfig, Releaser};
 use super::writer::{KfpWriter, Recorded, Written, is_terminal, pod_uid_of};
 use crate::error::MlmdError;
 use crate::proto::GetContextTypesRequest;
@@ -39,8 +49,13 @@ use crate::proto::GetContextTypesRequest;
 pub struct SinkConfig {
     /// Backoff between MLMD retries (forever) and pod patch retries.
     pub backoff: FullJitter,
-    /// Attempts per pod patch before leaving it to the next event.
+    /// Attempts per pod patch (markers, finalizer add or removal) before
+    /// leaving it to the next event.
     pub patch_attempts: u32,
+    /// Hold recorded pods with KFP mode's finalizer until their final state
+    /// is in MLMD (see [`super::finalize`]). Off, no finalizer is added, and
+    /// one left from an earlier run is taken off the pods that carry it.
+    pub finalize: bool,
 }
 
 impl Default for SinkConfig {
@@ -52,6 +67,7 @@ impl Default for SinkConfig {
         SinkConfig {
             backoff,
             patch_attempts: 5,
+            finalize: false,
         }
     }
 }
@@ -103,6 +119,13 @@ pub struct SinkStats {
     pub warnings: Counter,
     /// Executions marked CANCELED because their pod vanished unseen.
     pub canceled_vanished: Counter,
+    /// Finalizers added to pods being recorded.
+    pub finalizers_added: Counter,
+    /// Finalizers removed (final state committed, or a pod the writer will not record).
+    pub finalizers_removed: Counter,
+    /// Finalizer adds or removals that failed after all attempts (the pod's next event
+    /// tries again).
+    pub finalizer_failures: Counter,
 }
 
 impl SinkStats {
@@ -110,7 +133,7 @@ impl SinkStats {
     /// to [`Metrics::with_extra`]).
     pub fn register(&self, registry: &mut Registry) {
         let kfp = registry.sub_registry_with_prefix("kfp");
-        let counters: [(&str, &str, &Counter); 8] = [
+        let counters: [(&str, &str, &Counter); 11] = [
             (
                 "pods_recorded",
                 "Pod events recorded into MLMD",
@@ -151,6 +174,21 @@ impl SinkStats {
                 "Executions marked CANCELED because their pod vanished while unwatched",
                 &self.canceled_vanished,
             ),
+            (
+                "finalizers_added",
+                "Finalizers added to pods being recorded (held until their final state is in MLMD)",
+                &self.finalizers_added,
+            ),
+            (
+                "finalizers_removed",
+                "Finalizers removed once the pod's final state was in MLMD (or from pods not recorded)",
+                &self.finalizers_removed,
+            ),
+            (
+                "finalizer_failures",
+                "Finalizer adds or removals that failed after all attempts (retried on the pod's next event)",
+                &self.finalizer_failures,
+            ),
         ];
         for (name, help, counter) in counters {
             kfp.register(name, help, counter.clone());
@@ -165,6 +203,7 @@ pub struct KfpSink {
     config: SinkConfig,
     stats: Arc<SinkStats>,
     health: Arc<Health>,
+    releaser: Releaser,
 }
 
 impl std::fmt::Debug for KfpSink {
@@ -197,6 +236,7 @@ impl KfpSink {
             config,
             stats,
             health: Arc::new(Health::new(metrics, Duration::from_secs(120))),
+            releaser: Releaser::default(),
         }
     }
 
@@ -221,6 +261,64 @@ impl KfpSink {
     /// The writer (call counts, direct use).
     pub fn writer(&self) -> &KfpWriter {
         &self.writer
+    }
+
+    /// Whether the sink holds pods with KFP mode's finalizer ([`SinkConfig::finalize`]).
+    pub fn finalizes(&self) -> bool {
+        self.config.finalize
+    }
+
+    /// The queue of finalizer removals ([`KfpSink::run_releaser`] works it off).
+    pub fn releaser(&self) -> &Releaser {
+        &self.releaser
+    }
+
+    /// Take KFP mode's finalizer off the pods queued for it until `stop` (then
+    /// off those still queued). Run it once, next to the workers; without it,
+    /// removals stay queued.
+    pub async fn run_releaser(&self, stop: tokio_util::sync::CancellationToken) {
+        let config = ReleaseConfig {
+            backoff: self.config.backoff.clone(),
+            attempts: self.config.patch_attempts,
+        };
+        self.releaser
+            .run(self.kube.clone(), config, self.stats.clone(), stop)
+            .await;
+    }
+
+    /// A pod KFP mode does not record (already written, TFX, v2) that carries
+    /// its finalizer: nothing will be committed for it any more, so the
+    /// finalizer is queued for removal.
+    pub fn release_skipped(&self, meta: &ObjectMeta) {
+        if carries(meta.finalizers.as_deref()) {
+            self.request_release(meta.clone());
+        }
+    }
+
+    /// Once at start, with finalizing on: queue the removal of KFP mode's
+    /// finalizer from the pods in `namespace` (`None`: all) that it will never
+    /// record (see [`super::release::release_out_of_scope`]). A failure is
+    /// logged, not fatal: the pods stay held until a later start or
+    /// the operator's clean-up.
+    pub async fn release_out_of_scope(&self, namespace: Option<&str>) {
+        match super::release::release_out_of_scope(&self.kube, namespace, &self.releaser).await {
+            Ok(0) => {}
+            Ok(queued) => tracing::info!(
+                queued,
+                "finalizers found on pods this writer does not record; removing them"
+            ),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "cannot list pods for left-over finalizers; those pods stay held"
+            ),
+        }
+    }
+
+    fn request_release(&self, meta: ObjectMeta) {
+        if !self.releaser.request(meta) {
+            self.stats.finalizer_failures.inc();
+            tracing::warn!("the finalizer removal queue is full; the pod's next event asks again");
+        }
     }
 
     /// Wait until MLMD answers a probe, retrying forever with backoff (KFP's
@@ -259,6 +357,9 @@ impl KfpSink {
             Ok(snapshot) => self.handle_snapshot(&snapshot, deleted, false).await,
             Err(skip) => {
                 self.stats.skipped.inc();
+                if !deleted {
+                    self.release_skipped(&pod.metadata);
+                }
                 Outcome::Skipped(skip)
             }
         }
@@ -283,18 +384,35 @@ impl KfpSink {
         let span = tracing::info_span!(
             "kfp_pod", namespace = %kfp.namespace, pod = %kfp.name, uid = %kfp.uid
         );
-        self.handle_kfp(&snapshot.markers, kfp, deleted, may_wait_for_inputs)
-            .instrument(span)
-            .await
+        self.handle_kfp(
+            &snapshot.markers,
+            &snapshot.finalizer,
+            kfp,
+            deleted,
+            may_wait_for_inputs,
+        )
+        .instrument(span)
+        .await
     }
 
+    /// `gone`: the pod is no longer in the API (a DELETED event, or missing
+    /// from a relist).
     async fn handle_kfp(
         &self,
         markers: &Markers,
+        facts: &FinalizerFacts,
         mut kfp: KfpPod,
-        deleted: bool,
+        gone: bool,
         may_wait_for_inputs: bool,
     ) -> Outcome {
+        let finalize = self.config.finalize;
+        // A pod being deleted that will not run again (held here by the
+        // finalizer) ends as its DELETED event would have ended it.
+        let deleted =
+            gone || (finalize && facts.ended_by_deletion() && !is_terminal(kfp.state(false)));
+        if should_add(finalize, facts, deleted, kfp.state(deleted)) {
+            self.add_finalizer(&kfp, facts).await;
+        }
         let wants_task_result =
             is_terminal(kfp.state(deleted)) && kfp.outputs.is_none() && !deleted;
         if wants_task_result && let Some(doc) = self.task_result_outputs(&kfp).await {
@@ -330,6 +448,9 @@ impl KfpSink {
                 self.stats.failed.inc();
                 self.health.metrics().store_error("rejected");
                 tracing::warn!(error = %e, "MLMD rejected the pod's metadata; skipping this event");
+                if !gone && should_release(finalize, facts, None) {
+                    self.request_release(facts.meta(&kfp.namespace, &kfp.name, &kfp.uid));
+                }
                 return Outcome::Failed(e.to_string());
             }
         };
@@ -361,10 +482,42 @@ impl KfpSink {
                 patched = self.patch_pod(&kfp, &missing).await;
             }
         }
+        // The final state is in MLMD now (or the finalizer is not ours to keep).
+        if !gone && should_release(finalize, facts, Some(recorded.state)) {
+            self.request_release(facts.meta(&kfp.namespace, &kfp.name, &kfp.uid));
+        }
         Outcome::Recorded {
             recorded,
             patched,
             awaiting_inputs,
+        }
+    }
+
+    /// Put KFP mode's finalizer on the pod (bounded attempts; on failure the
+    /// pod is recorded anyway and its next event tries again).
+    async fn add_finalizer(&self, kfp: &KfpPod, facts: &FinalizerFacts) {
+        let meta = facts.meta(&kfp.namespace, &kfp.name, &kfp.uid);
+        let mut backoff = self.config.backoff.clone().build();
+        for attempt in 1..=self.config.patch_attempts.max(1) {
+            match finalizer::add(&self.kube, &meta, KFP_FINALIZER).await {
+                Ok(Added::Added) => {
+                    self.stats.finalizers_added.inc();
+                    return;
+                }
+                Ok(Added::Present | Added::BeingDeleted | Added::Gone) => return,
+                Err(e) if e.is_retryable() && attempt < self.config.patch_attempts => {
+                    tracing::debug!(attempt, error = %e, "finalizer add failed; retrying");
+                    tokio::time::sleep(backoff.next().unwrap_or(self.config.backoff.cap())).await;
+                }
+                Err(e) => {
+                    self.stats.finalizer_failures.inc();
+                    tracing::warn!(
+                        error = %e,
+                        "cannot add the finalizer {KFP_FINALIZER}; recording the pod without it, its next event tries again"
+                    );
+                    return;
+                }
+            }
         }
     }
 

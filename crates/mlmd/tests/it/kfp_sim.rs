@@ -12,7 +12,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use podline_client::backoff::FullJitter;
 use podline_mlmd::kfp::fixture::{Step, component_spec};
 use podline_mlmd::kfp::keys::WRITTEN_LABEL;
-use podline_mlmd::kfp::{KfpSink, KfpWriter, PipelineConfig, SinkConfig, run};
+use podline_mlmd::kfp::{KFP_FINALIZER, KfpSink, KfpWriter, PipelineConfig, SinkConfig, run};
 use podline_mlmd::proto::{ExecutionState, GetExecutionsByExternalIdsRequest};
 use podline_mlmd::{MlmdClient, MlmdClientConfig};
 use podline_testkit::{Sim, start_sim, test_config, wait_until};
@@ -31,12 +31,36 @@ fn sink_config() -> SinkConfig {
         backoff: FullJitter::try_new(Duration::from_millis(20), Duration::from_millis(300), 2.0)
             .expect("valid backoff"),
         patch_attempts: 5,
+        finalize: false,
     }
 }
 
 fn spawn_sink(kube: &kube::Client, mlmd: &MlmdClientConfig) -> (Arc<KfpSink>, JoinHandle<()>) {
+    spawn_sink_with(kube, mlmd, sink_config())
+}
+
+/// [`spawn_sink`] holding the pods it records with its finalizer.
+fn spawn_finalizing_sink(
+    kube: &kube::Client,
+    mlmd: &MlmdClientConfig,
+) -> (Arc<KfpSink>, JoinHandle<()>) {
+    spawn_sink_with(
+        kube,
+        mlmd,
+        SinkConfig {
+            finalize: true,
+            ..sink_config()
+        },
+    )
+}
+
+fn spawn_sink_with(
+    kube: &kube::Client,
+    mlmd: &MlmdClientConfig,
+    config: SinkConfig,
+) -> (Arc<KfpSink>, JoinHandle<()>) {
     let writer = KfpWriter::new(MlmdClient::new(mlmd).expect("client"), 1000, 1000);
-    let sink = Arc::new(KfpSink::new(writer, kube.clone(), sink_config()));
+    let sink = Arc::new(KfpSink::new(writer, kube.clone(), config));
     let pods: Api<Pod> = Api::namespaced(kube.clone(), NS);
     let task_sink = sink.clone();
     let task = tokio::spawn(async move {
@@ -644,4 +668,219 @@ fn watch_events(text: &str, kind: &str) -> u64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .map(|v| v as u64)
         .sum()
+}
+
+/// Whether the pod `name` carries KFP mode's finalizer (false once it is gone).
+async fn carries_finalizer(api: &Api<Pod>, name: &str) -> bool {
+    api.get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|p| p.metadata.finalizers)
+        .is_some_and(|f| f.iter().any(|f| f == KFP_FINALIZER))
+}
+
+/// Issue 17's recorder guarantee in KFP mode: the writer is down for longer than the watch
+/// history while its pods finish and are deleted. Without the finalizer they vanished and the
+/// restarted writer could only mark their executions CANCELED; with it they wait in Terminating
+/// and every final state reaches MLMD, then the finalizers come off and the pods are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_that_finish_and_are_deleted_while_the_writer_is_down_past_the_history_should_keep_their_final_state()
+ {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let history = Duration::from_secs(2);
+    let sim = start_sim(test_config().kubelet_enabled(false).history_window(history)).await;
+    let kube = podline_testkit::podline_client(&sim).await;
+    let mlmd = MlmdClient::new(&server.config()).expect("client");
+    let api: Api<Pod> = Api::namespaced(kube.clone(), NS);
+    let (_, task) = spawn_finalizing_sink(&kube, &server.config());
+    let mut steps = Vec::new();
+    for i in 0..12 {
+        let mut step = Step::new(NS, "wf-held", &format!("s{i}"));
+        step.component_spec = Some(component_spec("Step", &[("out", "Dataset")]));
+        step.outputs_on_pod = Some(vec![("out".into(), step.key("out"))]);
+        let uid = start_step(&kube, &step).await;
+        steps.push((step, uid));
+    }
+    for (step, uid) in &steps {
+        assert!(
+            wait_until(Duration::from_secs(20), || async {
+                state_in_mlmd(&mlmd, uid).await == Some(ExecutionState::Running)
+                    && carries_finalizer(&api, &step.pod_name).await
+            })
+            .await,
+            "{} not recorded RUNNING and held by the finalizer",
+            step.pod_name
+        );
+    }
+
+    // The writer dies; meanwhile 6 pods succeed, 4 fail, 2 are deleted while running, and all
+    // of them are deleted.
+    task.abort();
+    let _ = task.await;
+    let mut expected = Vec::new();
+    for (i, (step, uid)) in steps.iter().enumerate() {
+        let end = match i % 6 {
+            0..=2 => Some(("Succeeded", ExecutionState::Complete)),
+            3 | 4 => Some(("Failed", ExecutionState::Failed)),
+            _ => None,
+        };
+        if let Some((phase, _)) = end {
+            api.patch_status(
+                &step.pod_name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": phase}})),
+            )
+            .await
+            .expect("finish");
+        }
+        api.delete(&step.pod_name, &DeleteParams::default().grace_period(0))
+            .await
+            .expect("delete");
+        let state = end.map_or(ExecutionState::Canceled, |(_, state)| state);
+        expected.push((step.pod_name.clone(), uid.clone(), state));
+    }
+    let held = api.list(&Default::default()).await.expect("list");
+    assert_eq!(
+        held.items.len(),
+        12,
+        "the finalizer keeps every deleted pod"
+    );
+    assert!(
+        held.items
+            .iter()
+            .all(|p| p.metadata.deletion_timestamp.is_some())
+    );
+    tokio::time::sleep(history + Duration::from_secs(1)).await; // the outage itself, not a sync
+
+    let (sink, task) = spawn_finalizing_sink(&kube, &server.config());
+    let gone = wait_until(Duration::from_secs(30), || async {
+        api.list(&Default::default())
+            .await
+            .is_ok_and(|l| l.items.is_empty())
+    })
+    .await;
+    task.abort();
+    assert!(
+        gone,
+        "pods left: {:?}",
+        api.list(&Default::default()).await.map(|l| l.items.len())
+    );
+    for (pod, uid, state) in &expected {
+        assert_eq!(
+            state_in_mlmd(&mlmd, uid).await,
+            Some(*state),
+            "{pod}'s final state in MLMD"
+        );
+    }
+    let stats = sink.stats();
+    assert_eq!(stats.finalizers_removed.get(), 12);
+    assert_eq!(stats.finalizer_failures.get(), 0);
+    assert_eq!(stats.canceled_vanished.get(), 0, "no pod vanished");
+}
+
+/// Without finalizing, the writer behaves as before: it adds no finalizer, and the only pod
+/// patches it sends are the markers (every patch the sim served is one the sink counted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_finalize_the_writer_should_send_no_finalizer_patch() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let (sim, kube) = sim().await;
+    let (sink, task) = spawn_sink(&kube, &server.config());
+    let pods = run_workflow(&kube, "wf-plain").await;
+    await_recorded(&kube, &server.config(), &pods).await;
+    task.abort();
+    let stats = sink.stats();
+    assert!(stats.patches.get() > 0, "markers were written");
+    assert_eq!(
+        sim.counts().get("patch", "pods"),
+        stats.patches.get(),
+        "a pod patch other than the markers"
+    );
+    assert_eq!(stats.finalizers_added.get(), 0);
+    let api: Api<Pod> = Api::namespaced(kube.clone(), NS);
+    for (name, _, _) in &pods {
+        assert!(!carries_finalizer(&api, name).await, "{name}");
+    }
+
+    // The same run with finalizing on: every finalizer added comes off once recorded.
+    let (sink, task) = spawn_finalizing_sink(&kube, &server.config());
+    let held = run_workflow(&kube, "wf-held-too").await;
+    await_recorded(&kube, &server.config(), &held).await;
+    let released = wait_until(Duration::from_secs(10), || async {
+        let stats = sink.stats();
+        stats.finalizers_removed.get() == stats.finalizers_added.get()
+    })
+    .await;
+    task.abort();
+    assert!(released, "finalizers left on recorded pods");
+    for (name, _, _) in &held {
+        assert!(!carries_finalizer(&api, name).await, "{name}");
+    }
+}
+
+/// At start a finalizing writer releases the pods it will never record: a pod that is no Argo
+/// pod (any more), one already written, a TFX one; and it holds an ordinary step it records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_start_a_finalizing_writer_should_release_the_pods_it_will_not_record() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let (_sim, kube) = sim().await;
+    let api: Api<Pod> = Api::namespaced(kube.clone(), NS);
+    let held = |mut pod: Pod| {
+        pod.metadata.finalizers = Some(vec![KFP_FINALIZER.to_owned()]);
+        pod
+    };
+    let mut plain = Step::new(NS, "wf-scope", "plain").pod(None);
+    plain.metadata.name = Some("not-argo".into());
+    plain
+        .metadata
+        .labels
+        .as_mut()
+        .expect("labels")
+        .remove("workflows.argoproj.io/workflow");
+    let mut written = Step::new(NS, "wf-scope", "written").pod(None);
+    written
+        .metadata
+        .labels
+        .as_mut()
+        .expect("labels")
+        .insert(WRITTEN_LABEL.into(), "true".into());
+    let mut tfx = Step::new(NS, "wf-scope", "tfx").pod(None);
+    tfx.metadata.labels.as_mut().expect("labels").insert(
+        "pipelines.kubeflow.org/pipeline-sdk-type".into(),
+        "tfx".into(),
+    );
+    let mut released = Vec::new();
+    for pod in [plain, written, tfx] {
+        let created = api
+            .create(&PostParams::default(), &held(pod))
+            .await
+            .expect("create");
+        released.push(created.metadata.name.expect("name"));
+    }
+    let step = Step::new(NS, "wf-scope", "recorded");
+    start_step(&kube, &step).await;
+
+    let (sink, task) = spawn_finalizing_sink(&kube, &server.config());
+    let done = wait_until(Duration::from_secs(20), || async {
+        for name in &released {
+            if carries_finalizer(&api, name).await {
+                return false;
+            }
+        }
+        carries_finalizer(&api, &step.pod_name).await
+    })
+    .await;
+    task.abort();
+    assert!(
+        done,
+        "left-over finalizers not released, or the step not held"
+    );
+    assert_eq!(sink.stats().finalizers_removed.get(), 3);
+    assert_eq!(sink.stats().finalizers_added.get(), 1);
 }
