@@ -6,8 +6,10 @@
 
 mod codec;
 mod disk;
+mod disk_fault;
 mod read;
 mod schema;
+mod shm;
 mod write;
 
 use std::sync::Arc;
@@ -27,8 +29,8 @@ use crate::records::{
 };
 use crate::store::Store;
 use crate::target::{Backend, DbTarget};
-pub use disk::DiskFault;
 use disk::DiskGuard;
+pub use disk_fault::DiskFault;
 
 /// Connection pool settings; the defaults suit one recorder plus a few readers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,7 +121,7 @@ impl SqlStore {
         let store = Self::connect_mode(target, settings, Access::ReadOnly).await?;
         schema::check_readable(&store.pool)
             .await
-            .map_err(|err| StoreError::unreadable_sqlite(target, err))?;
+            .map_err(|err| shm::explain_unreadable(target, err))?;
         Ok(store)
     }
 
