@@ -82,6 +82,11 @@ pub struct LaunchConfig {
     pub reattach: bool,
     /// How many Warning events a failure report shows.
     pub warning_events: usize,
+    /// A finalizer every pod gets at its create (`None`: none), so the API server keeps the
+    /// deleted pod until a recorder has committed its final state and removed it
+    /// ([`podline_client::finalizer::RECORD_FINALIZER`]). The launcher never waits for that: its
+    /// delete returns as soon as the pod is marked for deletion.
+    pub finalizer: Option<String>,
 }
 
 impl Default for LaunchConfig {
@@ -98,6 +103,7 @@ impl Default for LaunchConfig {
             log: LogConfig::default(),
             reattach: false,
             warning_events: 5,
+            finalizer: None,
         }
     }
 }
@@ -531,10 +537,17 @@ impl Launcher {
         }
     }
 
-    /// Before the create: the pod gets this launcher's label and, unless the task keeps its
-    /// pod whatever happens (`keep`, also said by an annotation the reaper reads), an
-    /// `ownerReference` to the Lease (created here on the namespace's first pod).
+    /// Before the create: the pod gets the configured finalizer, this launcher's label and,
+    /// unless the task keeps its pod whatever happens (`keep`, also said by an annotation the
+    /// reaper reads), an `ownerReference` to the Lease (created here on the namespace's first
+    /// pod).
     async fn mark(&self, built: &mut BuiltPod) -> Result<(), LaunchError> {
+        if let Some(finalizer) = &self.config.finalizer {
+            let finalizers = built.pod.metadata.finalizers.get_or_insert_default();
+            if !finalizers.contains(finalizer) {
+                finalizers.push(finalizer.clone());
+            }
+        }
         let Some(liveness) = &self.liveness else {
             return Ok(());
         };

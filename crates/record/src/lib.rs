@@ -13,6 +13,8 @@
 //! - [`reconcile`]: after a relist, pods the store believes live but the list lacks are marked
 //!   vanished (deleted, final state unknown);
 //! - [`selector`]: `-l` label selectors, parsed once and evaluated on stored labels;
+//! - [`finalize`]: with a finalizer on every recorded pod, a pod deleted while no recorder runs
+//!   waits in Terminating until its final state is committed (opt-in);
 //! - [`metrics`] and [`health`]: Prometheus `/metrics`, `/healthz`, `/readyz` over axum.
 //!
 //! ```no_run
@@ -34,6 +36,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod error;
+pub mod finalize;
 pub mod health;
 pub mod lifecycle;
 pub mod metrics;
@@ -43,6 +46,7 @@ pub mod recorder;
 pub mod selector;
 
 pub use error::{ObserveError, RecordError, SelectorError};
+pub use finalize::FinalizeConfig;
 pub use health::Health;
 pub use lifecycle::{LifecycleConfig, observe};
 pub use metrics::Metrics;

@@ -18,6 +18,8 @@ use tokio::time::Instant;
 
 /// One label set with a single label, e.g. `type="apply"`.
 type OneLabel = [(&'static str, String); 1];
+/// A label set with two labels, e.g. `operation="remove",reason="forbidden"`.
+type TwoLabels = [(&'static str, String); 2];
 
 /// Every metric the recorder exports, registered in one [`Registry`] under the `podline_record_`
 /// prefix.
@@ -36,6 +38,9 @@ pub struct Metrics {
     commit_lag: Histogram,
     store_errors: Family<OneLabel, Counter>,
     skipped_objects: Counter,
+    finalizers_added: Counter,
+    finalizers_removed: Family<OneLabel, Counter>,
+    finalizer_errors: Family<TwoLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -66,6 +71,9 @@ impl Metrics {
         let commit_lag = Histogram::new(exponential_buckets(0.001, 2.0, 15));
         let store_errors = Family::<OneLabel, Counter>::default();
         let skipped_objects = Counter::default();
+        let finalizers_added = Counter::default();
+        let finalizers_removed = Family::<OneLabel, Counter>::default();
+        let finalizer_errors = Family::<TwoLabels, Counter>::default();
         registry.register(
             "watch_events",
             "Watch events received, by type (init, init_apply, init_done, apply, delete, bookmark)",
@@ -121,6 +129,23 @@ impl Metrics {
             "Pod objects that could not be recorded (no uid, bad resourceVersion) and were skipped",
             skipped_objects.clone(),
         );
+        registry.register(
+            "finalizers_added",
+            "Pods the recorder's finalizer was added to",
+            finalizers_added.clone(),
+        );
+        registry.register(
+            "finalizers_removed",
+            "Pods the recorder's finalizer was removed from, by reason (terminal, never_ran, \
+             stopped, overdue, out_of_scope)",
+            finalizers_removed.clone(),
+        );
+        registry.register(
+            "finalizer_errors",
+            "Failed finalizer patches, by operation (add, remove) and reason (forbidden, \
+             server_error, ...); failed removals are retried",
+            finalizer_errors.clone(),
+        );
         extra(&mut registry);
         Self {
             registry,
@@ -136,6 +161,9 @@ impl Metrics {
             commit_lag,
             store_errors,
             skipped_objects,
+            finalizers_added,
+            finalizers_removed,
+            finalizer_errors,
         }
     }
 
@@ -195,6 +223,29 @@ impl Metrics {
         self.skipped_objects.inc();
     }
 
+    /// Counts one pod the finalizer was added to.
+    pub fn finalizer_added(&self) {
+        self.finalizers_added.inc();
+    }
+
+    /// Counts one pod the finalizer was removed from, labelled by why it was released.
+    pub fn finalizer_removed(&self, reason: &'static str) {
+        self.finalizers_removed
+            .get_or_create(&[("reason", reason.to_owned())])
+            .inc();
+    }
+
+    /// Counts one failed finalizer patch (`operation`: add or remove; `reason`: the client's
+    /// retry classification label).
+    pub fn finalizer_error(&self, operation: &'static str, reason: &'static str) {
+        self.finalizer_errors
+            .get_or_create(&[
+                ("operation", operation.to_owned()),
+                ("reason", reason.to_owned()),
+            ])
+            .inc();
+    }
+
     /// Seconds since the last watch event, if any arrived yet.
     pub fn last_event_age(&self) -> Option<f64> {
         let last = *self.last_event.lock().ok()?;
@@ -232,6 +283,9 @@ mod tests {
         m.write(0.002, 10, Some(0.01));
         m.store_error("retryable");
         m.skipped_object();
+        m.finalizer_added();
+        m.finalizer_removed("terminal");
+        m.finalizer_error("remove", "forbidden");
         let text = m.render();
         for needle in [
             "podline_record_watch_events_total{type=\"apply\"} 2",
@@ -242,6 +296,9 @@ mod tests {
             "podline_record_event_to_commit_seconds_count 1",
             "podline_record_store_errors_total{kind=\"retryable\"} 1",
             "podline_record_skipped_objects_total 1",
+            "podline_record_finalizers_added_total 1",
+            "podline_record_finalizers_removed_total{reason=\"terminal\"} 1",
+            "podline_record_finalizer_errors_total{operation=\"remove\",reason=\"forbidden\"} 1",
             "podline_record_last_event_age_seconds",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");

@@ -29,6 +29,8 @@ use tokio::time::Instant;
 
 use podline_store::{PodObservation, StoreOp};
 
+use crate::finalize::Ticket;
+
 /// What the writer takes out of the queue in one go.
 #[derive(Debug, Default)]
 pub(crate) struct Drained {
@@ -41,13 +43,17 @@ pub(crate) struct Drained {
     pub reconcile: Option<HashSet<String>>,
     /// When the oldest of these changes was queued (for event-to-commit latency).
     pub oldest: Option<Instant>,
+    /// Pods whose finalizer may be removed once this batch committed (queued after the
+    /// observation that allows it, so they are in its batch or a later one).
+    pub releases: Vec<Ticket>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Entry {
     upsert: Option<PodObservation>,
     deleted: Option<StoreOp>,
     vanished: Option<StoreOp>,
+    release: Option<Ticket>,
 }
 
 #[derive(Debug, Default)]
@@ -113,14 +119,7 @@ impl Queue {
             let mut inner = self.lock();
             let now = Instant::now();
             inner.oldest.get_or_insert(now);
-            let entry = inner
-                .pending
-                .entry(obs.uid.clone())
-                .or_insert_with(|| Entry {
-                    upsert: None,
-                    deleted: None,
-                    vanished: None,
-                });
+            let entry = inner.pending.entry(obs.uid.clone()).or_default();
             let newer = entry
                 .upsert
                 .as_ref()
@@ -141,11 +140,7 @@ impl Queue {
             let mut inner = self.lock();
             let now = Instant::now();
             inner.oldest.get_or_insert(now);
-            let entry = inner.pending.entry(uid).or_insert_with(|| Entry {
-                upsert: None,
-                deleted: None,
-                vanished: None,
-            });
+            let entry = inner.pending.entry(uid).or_default();
             if let Some(obs) = last
                 && entry
                     .upsert
@@ -179,7 +174,9 @@ impl Queue {
         {
             let mut inner = self.lock();
             for (uid, entry) in inner.pending.iter_mut() {
-                if entry.deleted.is_none() && !seen.contains(uid) {
+                // A release-only entry (no change of its own) is not a pod the queue knows.
+                let known = entry.upsert.is_some() || entry.vanished.is_some();
+                if known && entry.deleted.is_none() && !seen.contains(uid) {
                     entry.vanished = Some(StoreOp::Vanished {
                         uid: uid.clone(),
                         at,
@@ -187,6 +184,18 @@ impl Queue {
                 }
             }
             inner.reconcile = Some(seen);
+        }
+        self.changed.notify_one();
+    }
+
+    /// Queues a release ticket behind whatever is queued for its pod: it is handed back in the
+    /// batch that writes the pod's queued changes, or in a later one, never before.
+    pub fn release(&self, ticket: Ticket) {
+        {
+            let mut inner = self.lock();
+            inner.oldest.get_or_insert_with(Instant::now);
+            let entry = inner.pending.entry(ticket.uid().to_owned()).or_default();
+            entry.release = Some(ticket);
         }
         self.changed.notify_one();
     }
@@ -238,10 +247,12 @@ impl Queue {
             // for the rest of its life.
             let pending = std::mem::take(&mut inner.pending);
             let mut ops = Vec::with_capacity(pending.len() + 1);
+            let mut releases = Vec::new();
             for (_, entry) in pending {
                 ops.extend(entry.upsert.map(StoreOp::Upsert));
                 ops.extend(entry.deleted);
                 ops.extend(entry.vanished);
+                releases.extend(entry.release);
             }
             let resume = if inner.resume_dirty {
                 inner.resume
@@ -254,6 +265,7 @@ impl Queue {
                 resume,
                 reconcile: inner.reconcile.take(),
                 oldest: inner.oldest.take(),
+                releases,
             }
         };
         self.space.notify_waiters();
@@ -267,11 +279,7 @@ impl Queue {
         let mut inner = self.lock();
         for op in drained.ops {
             let uid = op.uid().to_owned();
-            let entry = inner.pending.entry(uid).or_insert_with(|| Entry {
-                upsert: None,
-                deleted: None,
-                vanished: None,
-            });
+            let entry = inner.pending.entry(uid).or_default();
             match op {
                 StoreOp::Upsert(obs) => {
                     if entry
@@ -291,6 +299,10 @@ impl Queue {
                     }
                 }
             }
+        }
+        for ticket in drained.releases {
+            let entry = inner.pending.entry(ticket.uid().to_owned()).or_default();
+            entry.release.get_or_insert(ticket);
         }
         if drained.resume.is_some() {
             inner.resume_dirty = true;
@@ -482,6 +494,39 @@ mod tests {
             ]
         );
         assert!(d.reconcile.unwrap().contains("kept"));
+    }
+
+    fn ticket(uid: &str) -> Ticket {
+        let meta = kube::core::ObjectMeta {
+            uid: Some(uid.to_owned()),
+            namespace: Some("ns".to_owned()),
+            name: Some(format!("pod-{uid}")),
+            ..Default::default()
+        };
+        Ticket::new(&meta, crate::finalize::decide::ReleaseReason::Terminal)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_release_ticket_rides_with_its_pods_changes_and_survives_a_requeue() {
+        let q = Queue::new(10, Duration::from_secs(1));
+        q.upsert(obs("a", 5, "Succeeded")).await;
+        q.release(ticket("a"));
+        let d = q.next_batch(Duration::from_millis(1), 500).await.unwrap();
+        assert_eq!(phases(&d), vec!["a:Succeeded@5"]);
+        assert_eq!(d.releases.len(), 1, "in the batch of the observation");
+
+        // The write failed: ops and ticket go back and come out together again.
+        q.requeue(d);
+        let d = q.next_batch(Duration::from_millis(1), 500).await.unwrap();
+        assert_eq!(phases(&d), vec!["a:Succeeded@5"]);
+        assert_eq!(d.releases.len(), 1);
+
+        // A ticket alone is work (the next commit releases it), and not a pod to reconcile.
+        q.release(ticket("b"));
+        q.reconcile(HashSet::new(), jiff::Timestamp::UNIX_EPOCH);
+        let d = q.next_batch(Duration::from_millis(1), 500).await.unwrap();
+        assert!(d.ops.is_empty(), "{:?}", phases(&d));
+        assert_eq!(d.releases.len(), 1);
     }
 
     #[tokio::test(start_paused = true)]

@@ -8,11 +8,17 @@
 //!
 //! Pure: the writer fetches the live pods from the store and applies the returned ops in the same
 //! transaction as the relist's data and resume point.
+//!
+//! With finalizers ([`settle`]): a pod missing from the relist whose last recorded state is final
+//! and shows its deletion (the state the recorder committed before it released the pod) did not
+//! vanish with an unknown state: only its DELETED event was missed. It is marked deleted with
+//! its final state observed.
 
 use std::collections::HashSet;
 
 use jiff::Timestamp;
 
+use crate::finalize::decide::{PodFacts, final_state};
 use crate::selector::LabelSelector;
 use podline_store::{LivePod, StoreOp};
 
@@ -36,6 +42,53 @@ pub fn vanished(
             at,
         })
         .collect()
+}
+
+/// The last recorded state of a pod missing from a relist, as [`settle`] needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct LastState<'a> {
+    /// `metadata.uid`.
+    pub uid: &'a str,
+    /// Namespace.
+    pub namespace: &'a str,
+    /// Name.
+    pub name: &'a str,
+    /// The recorded resourceVersion.
+    pub resource_version: u64,
+    /// The recorded `deletionTimestamp`.
+    pub deletion_requested_at: Option<Timestamp>,
+    /// The recorded phase.
+    pub phase: &'a str,
+    /// Whether it was recorded on a node.
+    pub bound: bool,
+}
+
+/// What a pod missing from a relist became when the recorder holds pods with finalizers: deleted
+/// with its final state observed if its last recorded state was final and being deleted (what
+/// the recorder commits before it releases a pod), else vanished.
+pub fn settle(last: &LastState<'_>, at: Timestamp) -> StoreOp {
+    let facts = PodFacts {
+        carries_finalizer: true,
+        deletion_timestamp: last.deletion_requested_at,
+        deletion_grace_seconds: None,
+        phase: last.phase,
+        bound: last.bound,
+    };
+    if final_state(&facts).is_some() {
+        StoreOp::Deleted {
+            uid: last.uid.to_owned(),
+            namespace: last.namespace.to_owned(),
+            name: last.name.to_owned(),
+            resource_version: last.resource_version,
+            at,
+            final_state_observed: true,
+        }
+    } else {
+        StoreOp::Vanished {
+            uid: last.uid.to_owned(),
+            at,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -79,6 +132,51 @@ mod tests {
             Timestamp::UNIX_EPOCH,
         );
         assert_eq!(uids(&ops), vec!["a"]);
+    }
+
+    #[test]
+    fn settle_keeps_a_committed_final_state_and_vanishes_the_rest() {
+        let released = LastState {
+            uid: "u",
+            namespace: "ns",
+            name: "p",
+            resource_version: 7,
+            deletion_requested_at: Some(Timestamp::UNIX_EPOCH),
+            phase: "Succeeded",
+            bound: true,
+        };
+        assert!(matches!(
+            settle(&released, Timestamp::UNIX_EPOCH),
+            StoreOp::Deleted {
+                final_state_observed: true,
+                resource_version: 7,
+                ..
+            }
+        ));
+        let never_ran = LastState {
+            phase: "Pending",
+            bound: false,
+            ..released
+        };
+        assert!(matches!(
+            settle(&never_ran, Timestamp::UNIX_EPOCH),
+            StoreOp::Deleted { .. }
+        ));
+        for unknown in [
+            LastState {
+                deletion_requested_at: None,
+                ..released
+            },
+            LastState {
+                phase: "Running",
+                ..released
+            },
+        ] {
+            assert!(matches!(
+                settle(&unknown, Timestamp::UNIX_EPOCH),
+                StoreOp::Vanished { .. }
+            ));
+        }
     }
 
     #[test]

@@ -47,6 +47,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::RecordError;
+use crate::finalize::{Finalize, FinalizeConfig, Ticket};
 use crate::health::Health;
 use crate::lifecycle::{LifecycleConfig, observe, parse_resource_version};
 use crate::metrics::Metrics;
@@ -85,6 +86,9 @@ pub struct RecorderConfig {
     pub flush_timeout: Duration,
     /// While nothing is written, how often the store is probed for `/readyz` (default 10 s).
     pub store_probe_interval: Duration,
+    /// Hold recorded pods with a finalizer until their final state is committed (see
+    /// [`finalize`](crate::finalize)); `None` (the default) sends no patch at all.
+    pub finalize: Option<FinalizeConfig>,
 }
 
 impl RecorderConfig {
@@ -107,6 +111,7 @@ impl RecorderConfig {
             watch_backoff: None,
             flush_timeout: Duration::from_secs(10),
             store_probe_interval: Duration::from_secs(10),
+            finalize: None,
         }
     }
 
@@ -191,6 +196,45 @@ impl Recorder {
             self.config.queue_capacity,
             self.config.timeouts.client / 4,
         ));
+        let stop_finalizers = CancellationToken::new();
+        let finalize = self.config.finalize.clone().map(|config| {
+            Finalize::start(
+                self.client.clone(),
+                config,
+                queue.clone(),
+                self.metrics.clone(),
+                stop_finalizers.clone(),
+            )
+        });
+        let (finalize, finalizer_task) = match finalize {
+            Some((finalize, task)) => (Some(finalize), Some(task)),
+            None => (None, None),
+        };
+        let sweep = finalize.clone().map(|finalize| {
+            let (client, queue) = (self.client.clone(), queue.clone());
+            let (namespace, selector) =
+                (self.config.namespace.clone(), self.config.selector.clone());
+            let lifecycle = self.config.lifecycle.clone();
+            tokio::spawn(async move {
+                let report = crate::finalize::sweep(
+                    &client,
+                    namespace.as_deref(),
+                    selector.as_ref(),
+                    &finalize,
+                    &queue,
+                    &lifecycle,
+                )
+                .await;
+                tracing::info!(
+                    pods = report.pods,
+                    adding = report.adds,
+                    releasing_out_of_scope = report.out_of_scope,
+                    terminating = report.terminating,
+                    "finalizer sweep done"
+                );
+                report
+            })
+        });
         let abandon = CancellationToken::new();
         let writer = Writer {
             queue: queue.clone(),
@@ -206,10 +250,16 @@ impl Recorder {
             max_batch: self.config.max_batch,
             backoff: self.config.store_backoff.clone(),
             abandon: abandon.clone(),
+            finalize: finalize.clone(),
         };
         let writer = tokio::spawn(writer.run());
 
-        let outcome = self.watch_loop(resume, &queue, &shutdown).await;
+        let outcome = self
+            .watch_loop(resume, &queue, finalize.as_deref(), &shutdown)
+            .await;
+        if let Some(sweep) = sweep {
+            sweep.abort();
+        }
         stop_probe.cancel();
         let _ = probe.await;
 
@@ -230,6 +280,20 @@ impl Recorder {
                 "shutdown: the store did not accept the last changes in time; they will be read \
                  again from the watch on the next start"
             );
+        }
+        if let Some(finalize) = &finalize {
+            // Removals already committed get what is left of the flush time; any not done are
+            // found again by the next start's sweep.
+            let deadline = Instant::now() + self.config.flush_timeout / 2;
+            if !finalize.drain(deadline).await {
+                tracing::info!(
+                    "shutdown: some finalizer removals were not done; the next start finishes them"
+                );
+            }
+        }
+        stop_finalizers.cancel();
+        if let Some(task) = finalizer_task {
+            let _ = task.await;
         }
         outcome
     }
@@ -269,6 +333,7 @@ impl Recorder {
         &self,
         resume: Option<u64>,
         queue: &Queue,
+        finalize: Option<&Finalize>,
         shutdown: &CancellationToken,
     ) -> Result<(), RecordError> {
         let resource = ApiResource::erase::<Pod>(&());
@@ -308,7 +373,7 @@ impl Recorder {
                         tracing::info!(cluster = %self.config.cluster, failures, "watching pods again");
                     }
                     self.health.progress();
-                    self.handle(event, queue, &mut state).await;
+                    self.handle(event, queue, finalize, &mut state).await;
                     self.metrics.queue_depth(queue.depth());
                 }
                 Some(Err(err)) if err.is_fatal() => return Err(RecordError::Watch(err)),
@@ -345,7 +410,13 @@ impl Recorder {
         }
     }
 
-    async fn handle(&self, event: Event<DynamicObject>, queue: &Queue, state: &mut WatchState) {
+    async fn handle(
+        &self,
+        event: Event<DynamicObject>,
+        queue: &Queue,
+        finalize: Option<&Finalize>,
+        state: &mut WatchState,
+    ) {
         match event {
             Event::Init => {
                 self.metrics.event("init");
@@ -358,7 +429,7 @@ impl Recorder {
                 if let Some(uid) = obj.metadata.uid.clone() {
                     state.seen.insert(uid);
                 }
-                self.upsert(obj, queue, state).await;
+                self.upsert(obj, queue, finalize, state).await;
             }
             Event::InitDone => {
                 self.metrics.event("init_done");
@@ -372,11 +443,11 @@ impl Recorder {
             }
             Event::Apply(obj) => {
                 self.metrics.event("apply");
-                self.upsert(obj, queue, state).await;
+                self.upsert(obj, queue, finalize, state).await;
             }
             Event::Delete(obj) => {
                 self.metrics.event("delete");
-                self.delete(obj, queue, state).await;
+                self.delete(obj, queue, finalize, state).await;
             }
             Event::Bookmark(rv) => {
                 self.metrics.event("bookmark");
@@ -410,18 +481,40 @@ impl Recorder {
         }
     }
 
-    async fn upsert(&self, obj: DynamicObject, queue: &Queue, state: &WatchState) {
+    async fn upsert(
+        &self,
+        obj: DynamicObject,
+        queue: &Queue,
+        finalize: Option<&Finalize>,
+        state: &WatchState,
+    ) {
         let rv = parse_resource_version(obj.metadata.resource_version.as_deref());
+        // Only with finalizers is the metadata kept past the mapping (for the add or removal).
+        let meta = finalize.map(|_| crate::finalize::slim(&obj.metadata));
         if let Some(obs) = self.observe(obj) {
-            self.count(queue.upsert(obs).await);
+            match (finalize, meta) {
+                (Some(finalize), Some(meta)) => {
+                    // The observation first: a release ticket is queued behind it.
+                    self.count(queue.upsert(obs.clone()).await);
+                    finalize.observed(&meta, &obs);
+                }
+                _ => self.count(queue.upsert(obs).await),
+            }
         }
         if let Some(rv) = rv {
             self.advance(rv, queue, state);
         }
     }
 
-    async fn delete(&self, obj: DynamicObject, queue: &Queue, state: &WatchState) {
+    async fn delete(
+        &self,
+        obj: DynamicObject,
+        queue: &Queue,
+        finalize: Option<&Finalize>,
+        state: &WatchState,
+    ) {
         let rv = parse_resource_version(obj.metadata.resource_version.as_deref());
+        let meta = finalize.map(|_| crate::finalize::slim(&obj.metadata));
         if let Some(obs) = self.observe(obj) {
             let deleted = StoreOp::Deleted {
                 uid: obs.uid.clone(),
@@ -432,6 +525,9 @@ impl Recorder {
                 final_state_observed: true,
             };
             self.count(queue.delete(Some(obs), deleted).await);
+        }
+        if let (Some(finalize), Some(meta)) = (finalize, meta) {
+            finalize.deleted(&meta);
         }
         if let Some(rv) = rv {
             self.advance(rv, queue, state);
@@ -505,6 +601,9 @@ struct Writer {
     max_batch: usize,
     backoff: FullJitter,
     abandon: CancellationToken,
+    /// With finalizers: committed release tickets go here, and reconcile settles pods whose
+    /// final state was recorded.
+    finalize: Option<Arc<Finalize>>,
 }
 
 impl Writer {
@@ -530,8 +629,25 @@ impl Writer {
         }
     }
 
-    /// Writes one drain. `Err(())` means it was put back and the caller should back off.
+    /// Writes one drain, then hands its release tickets to the finalizer worker (on failure they
+    /// go back into the queue with the rest). `Err(())` means it was put back and the caller
+    /// should back off.
     async fn write(&self, mut drained: Drained) -> Result<(), ()> {
+        let releases: Vec<Ticket> = std::mem::take(&mut drained.releases);
+        let written = self.write_ops(drained).await;
+        match (&self.finalize, written) {
+            (Some(finalize), Ok(())) => finalize.committed(releases),
+            (_, Err(())) if !releases.is_empty() => self.queue.requeue(Drained {
+                releases,
+                ..Drained::default()
+            }),
+            _ => {}
+        }
+        written
+    }
+
+    /// Writes the ops and resume point of one drain (see [`Writer::write`]).
+    async fn write_ops(&self, mut drained: Drained) -> Result<(), ()> {
         let seen = drained.reconcile.take();
         let mut ops = std::mem::take(&mut drained.ops);
         if let Some(seen_set) = &seen {
@@ -545,10 +661,31 @@ impl Writer {
                         self.selector.as_ref(),
                         jiff::Timestamp::now(),
                     );
-                    if !vanished.is_empty() {
+                    let vanished = match self.settle(vanished).await {
+                        Ok(settled) => settled,
+                        Err(err) => {
+                            self.failed(&err);
+                            drained.ops = ops;
+                            drained.reconcile = seen;
+                            self.queue.requeue(drained);
+                            return Err(());
+                        }
+                    };
+                    let unknown = vanished
+                        .iter()
+                        .filter(|op| matches!(op, StoreOp::Vanished { .. }))
+                        .count();
+                    if unknown > 0 {
                         tracing::info!(
-                            pods = vanished.len(),
+                            pods = unknown,
                             "pods deleted while not watching: marked vanished (final state unknown)"
+                        );
+                    }
+                    if vanished.len() > unknown {
+                        tracing::info!(
+                            pods = vanished.len() - unknown,
+                            "pods whose final state was recorded were deleted while not watching: \
+                             marked deleted"
                         );
                     }
                     ops.extend(vanished);
@@ -561,6 +698,9 @@ impl Writer {
                     return Err(());
                 }
             }
+        }
+        if self.finalize.is_some() {
+            settle_in_batch(&mut ops);
         }
         let batch = Batch {
             ops,
@@ -594,6 +734,44 @@ impl Writer {
         }
     }
 
+    /// With finalizers: the pods reconcile found missing whose recorded state is final and being
+    /// deleted are marked deleted with that state ([`reconcile::settle`]); the others vanish.
+    async fn settle(
+        &self,
+        vanished: Vec<StoreOp>,
+    ) -> Result<Vec<StoreOp>, podline_store::StoreError> {
+        if self.finalize.is_none() {
+            return Ok(vanished);
+        }
+        let mut settled = Vec::with_capacity(vanished.len());
+        for op in vanished {
+            let StoreOp::Vanished { uid, at } = &op else {
+                settled.push(op);
+                continue;
+            };
+            let record = self
+                .store
+                .pod(&podline_store::PodKey::Uid(uid.clone()))
+                .await?;
+            settled.push(match record {
+                Some(record) => reconcile::settle(
+                    &reconcile::LastState {
+                        uid,
+                        namespace: &record.namespace,
+                        name: &record.name,
+                        resource_version: record.resource_version,
+                        deletion_requested_at: record.deletion_requested_at,
+                        phase: record.phase.as_deref().unwrap_or_default(),
+                        bound: record.node.is_some(),
+                    },
+                    *at,
+                ),
+                None => op,
+            });
+        }
+        Ok(settled)
+    }
+
     /// Puts the ops not yet written (`first`, then `rest`, in order) back into the queue with the
     /// batch's resume point, so the next drain retries them from where this one stopped.
     fn requeue_unwritten(
@@ -610,6 +788,7 @@ impl Writer {
             resume,
             reconcile: None,
             oldest,
+            releases: Vec::new(),
         });
     }
 
@@ -665,6 +844,7 @@ impl Writer {
                     resume: resume_only.resume.map(|r| r.resource_version),
                     reconcile: None,
                     oldest,
+                    releases: Vec::new(),
                 });
                 Err(())
             }
@@ -688,6 +868,53 @@ impl Writer {
         });
         self.health.set_store_writable(false);
         tracing::warn!(error = %err, reason = err.reason(), "store write failed; will retry");
+    }
+}
+
+/// With finalizers: a `Vanished` op the queue added for a pod whose upsert in the same batch
+/// shows a final state being deleted becomes a deletion with that state observed.
+fn settle_in_batch(ops: &mut [StoreOp]) {
+    let last: std::collections::HashMap<String, StoreOp> = ops
+        .iter()
+        .filter_map(|op| match op {
+            StoreOp::Upsert(obs) => Some((
+                obs.uid.clone(),
+                reconcile::settle(
+                    &reconcile::LastState {
+                        uid: &obs.uid,
+                        namespace: &obs.namespace,
+                        name: &obs.name,
+                        resource_version: obs.resource_version,
+                        deletion_requested_at: obs.deletion_requested_at,
+                        phase: &obs.phase,
+                        bound: obs.node.is_some(),
+                    },
+                    jiff::Timestamp::now(),
+                ),
+            )),
+            _ => None,
+        })
+        .collect();
+    for op in ops.iter_mut() {
+        if let StoreOp::Vanished { uid, at } = op
+            && let Some(StoreOp::Deleted {
+                uid,
+                namespace,
+                name,
+                resource_version,
+                final_state_observed,
+                ..
+            }) = last.get(uid.as_str())
+        {
+            *op = StoreOp::Deleted {
+                uid: uid.clone(),
+                namespace: namespace.clone(),
+                name: name.clone(),
+                resource_version: *resource_version,
+                at: *at,
+                final_state_observed: *final_state_observed,
+            };
+        }
     }
 }
 

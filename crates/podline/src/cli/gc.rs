@@ -6,6 +6,10 @@
 //! host's clock: a Lease not renewed for `leaseDurationSeconds` + `--grace` is expired. The
 //! clocks of the launcher's host and this one must agree within the grace. `podline record
 //! --reap` reaps continuously and measures on its own clock instead (immune to skew).
+//!
+//! `podline gc --finalizers` does something else: it removes the recorder's finalizer
+//! (podline.io/record) from every pod in the namespace(s), the safety valve when no `podline
+//! record --finalize` will run again (uninstalling), so no pod waits in Terminating for it.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,9 +19,16 @@ use podline_launch::reaper::{Clock, Reaper, Tracker};
 use crate::cli::{Global, Output};
 
 const AFTER_HELP: &str = "\
+With --finalizers: instead of a reaper pass, remove the finalizer podline.io/record (set by
+`podline run --finalizer` and `podline record --finalize`) from every pod in the namespace
+(-n) or all namespaces (-A), and report how many pods were released. Run it after stopping
+every `podline record --finalize` for good (uninstalling), or deleted pods wait in
+Terminating for a recorder that never comes. Needs list and patch on pods.
+
 Exit codes:
-  0  one pass done (whatever it reaped)
-  1  the pass failed (an API error no retry fixed, e.g. 403: see deploy/README.md for RBAC)
+  0  one pass done (whatever it reaped or released)
+  1  the pass failed (an API error no retry fixed, e.g. 403: see deploy/README.md for RBAC);
+     with --finalizers, also when the finalizer could not be removed from some pod
   2  bad usage (an invalid flag): nothing was done";
 
 /// Delete the pods of launchers that died (their liveness Lease expired).
@@ -30,6 +41,10 @@ pub struct GcArgs {
     /// Time on top of a Lease's duration before it counts as expired.
     #[arg(long, value_name = "DURATION", default_value = "9s", value_parser = parse_duration)]
     pub grace: Duration,
+    /// Instead of reaping: remove the recorder's finalizer (podline.io/record) from every pod
+    /// in scope (see below).
+    #[arg(long)]
+    pub finalizers: bool,
 }
 
 /// A duration flag of the reaper (`90`, `9s`, `2m`, `500ms`; at most 365 days).
@@ -56,6 +71,9 @@ pub async fn run(args: GcArgs, global: &Global) -> anyhow::Result<ExitCode> {
     };
     let connected = crate::cli::cluster::connect(&options).await?;
     let namespace = (!args.all_namespaces).then(|| connected.namespace.clone());
+    if args.finalizers {
+        return release_all(connected.client, namespace, global).await;
+    }
     let reaper = Reaper::new(connected.client, namespace, args.grace);
     let pass = reaper
         .pass(
@@ -83,4 +101,132 @@ pub async fn run(args: GcArgs, global: &Global) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// What `gc --finalizers` did.
+#[derive(Debug, Default, serde::Serialize)]
+struct Released {
+    /// The finalizer removed.
+    finalizer: &'static str,
+    /// Pods listed.
+    pods: usize,
+    /// Pods the finalizer was removed from.
+    released: usize,
+    /// Pods it could not be removed from (`namespace/name: error`).
+    failed: Vec<String>,
+}
+
+/// Calls in flight at once.
+const RELEASE_CONCURRENCY: usize = 16;
+/// Attempts per pod for transient errors.
+const RELEASE_ATTEMPTS: u32 = 5;
+
+/// `gc --finalizers`: lists the pods' metadata (paged) and removes the finalizer from each that
+/// carries it, retrying transient errors.
+async fn release_all(
+    client: kube::Client,
+    namespace: Option<String>,
+    global: &Global,
+) -> anyhow::Result<ExitCode> {
+    use futures::StreamExt as _;
+    use k8s_openapi::api::core::v1::Pod;
+    use podline_client::finalizer::{RECORD_FINALIZER, Removed, has_finalizer, remove};
+
+    let api: kube::Api<Pod> = match &namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    };
+    let policy = podline_client::retry::RetryPolicy::default();
+    let mut report = Released {
+        finalizer: RECORD_FINALIZER,
+        ..Released::default()
+    };
+    let mut carrying = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut params = kube::api::ListParams::default().limit(500);
+        if let Some(t) = &token {
+            params = params.continue_token(t);
+        }
+        let page =
+            match podline_client::retry::retry(&policy, "list pods", || api.list_metadata(&params))
+                .await
+            {
+                Ok(page) => page,
+                Err(err) => {
+                    eprintln!(
+                        "error: cannot list pods: {}",
+                        podline_client::error::Chain(&err)
+                    );
+                    return Ok(ExitCode::from(1));
+                }
+            };
+        report.pods += page.items.len();
+        carrying.extend(
+            page.items
+                .into_iter()
+                .map(|p| p.metadata)
+                .filter(|m| has_finalizer(m, RECORD_FINALIZER)),
+        );
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            break;
+        }
+    }
+    let results: Vec<(String, Result<Removed, String>)> = futures::stream::iter(carrying)
+        .map(|meta| {
+            let client = client.clone();
+            async move {
+                let who = format!(
+                    "{}/{}",
+                    meta.namespace.as_deref().unwrap_or_default(),
+                    meta.name.as_deref().unwrap_or_default()
+                );
+                let mut delay = Duration::from_millis(100);
+                let mut attempt = 1;
+                let result = loop {
+                    match remove(&client, &meta, RECORD_FINALIZER).await {
+                        Ok(done) => break Ok(done),
+                        Err(err) if err.is_retryable() && attempt < RELEASE_ATTEMPTS => {
+                            tokio::time::sleep(delay).await;
+                            delay *= 2;
+                            attempt += 1;
+                        }
+                        Err(err) => break Err(podline_client::error::Chain(&err).to_string()),
+                    }
+                };
+                (who, result)
+            }
+        })
+        .buffer_unordered(RELEASE_CONCURRENCY)
+        .collect()
+        .await;
+    for (who, result) in results {
+        match result {
+            Ok(Removed::Removed) => report.released += 1,
+            Ok(Removed::Absent | Removed::Gone) => {}
+            Err(err) => report.failed.push(format!("{who}: {err}")),
+        }
+    }
+    match global.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Output::Yaml => print!("{}", serde_saphyr::to_string(&report)?),
+        Output::Table | Output::Wide => {
+            println!(
+                "{} pod(s) seen, finalizer {} removed from {}, {} failed",
+                report.pods,
+                report.finalizer,
+                report.released,
+                report.failed.len()
+            );
+            for failure in &report.failed {
+                eprintln!("error: {failure}");
+            }
+        }
+    }
+    Ok(if report.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -19,7 +19,9 @@ use podline_client::timeouts::parse_duration;
 use podline_lease::{ElectionConfig, LeaderElector};
 use podline_record::CancellationToken;
 use podline_record::lifecycle::DEFAULT_RUN_LABEL;
-use podline_record::{Health, LabelSelector, LifecycleConfig, Recorder, RecorderConfig, health};
+use podline_record::{
+    FinalizeConfig, Health, LabelSelector, LifecycleConfig, Recorder, RecorderConfig, health,
+};
 
 use crate::cli::cluster::connect;
 use crate::cli::signal::cancel_on_signal;
@@ -44,6 +46,19 @@ pub struct RecordArgs {
     /// Only record pods matching this label selector (e.g. "app=train,tier!=db").
     #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
     pub selector: Option<String>,
+    /// Hold every pod this recorder records (its namespace(s) and -l) with the finalizer
+    /// podline.io/record, and remove it only once the pod's final state (phase, exit codes) is
+    /// committed: a pod deleted while no recorder runs waits in Terminating until a recorder
+    /// records it, however long that takes (pods of `podline run --finalizer` carry it from
+    /// their create). At each start the pods' metadata is listed once: pods in scope get the
+    /// finalizer, pods waiting in Terminating are recorded and released, and pods outside -l
+    /// lose it (only one --finalize recorder per namespace: a second one with another -l would
+    /// release the first one's pods). A pod deleted that never reaches a final state (its node
+    /// is gone) is released 2 minutes after its grace period, with what was recorded. Needs
+    /// `patch` on pods (deploy/README.md). To uninstall: stop the recorders, then `podline gc
+    /// --finalizers -A`. Also PODLINE_FINALIZE=true.
+    #[arg(long, env = "PODLINE_FINALIZE")]
+    pub finalize: bool,
     /// Where to store records: a SQLite file path (or sqlite://PATH) or postgres://USER@HOST/DB.
     #[arg(
         long,
@@ -200,11 +215,13 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     config.selector = selector;
     config.timeouts = timeouts;
     config.lifecycle = lifecycle;
+    config.finalize = args.finalize.then(FinalizeConfig::default);
     tracing::info!(
         cluster = %connected.cluster_url,
         namespace = namespace.as_deref().unwrap_or("(all)"),
         db = %db,
         listen = %args.listen,
+        finalize = args.finalize,
         server_timeout = ?timeouts.server,
         client_timeout = ?timeouts.client,
         http2_ping_interval = ?connect_options.http2_ping.interval,
@@ -643,6 +660,13 @@ mod tests {
         assert_eq!(kfp.args.sink, Sink::Mlmd);
         assert_eq!(kfp.args.mlmd_address.as_deref(), Some("h:1"));
         assert!(Harness::try_parse_from(["x", "--kfp"]).unwrap().args.kfp);
+        assert!(!h.args.finalize, "--finalize is opt-in");
+        assert!(
+            Harness::try_parse_from(["x", "--finalize"])
+                .unwrap()
+                .args
+                .finalize
+        );
         assert_eq!(h.args.watch_server_timeout.as_deref(), Some("30"));
     }
 

@@ -113,6 +113,14 @@ pub struct RunArgs {
     /// How often the liveness Lease is renewed (100ms to half --lease-duration).
     #[arg(help_heading = "Lifecycle", long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
     pub lease_renew_every: Duration,
+    /// Create each pod with the finalizer podline.io/record, so that a pod deleted while no
+    /// recorder runs waits in Terminating, with its final state, until `podline record
+    /// --finalize` has recorded it (nothing is lost however long the recorder was down). Opt-in:
+    /// without such a recorder, deleted pods stay Terminating until `podline gc --finalizers`.
+    /// This run never waits for that: it exits with the task's code once the pod is deleted.
+    /// Also PODLINE_FINALIZER=true.
+    #[arg(help_heading = "Lifecycle", long, env = "PODLINE_FINALIZER")]
+    pub finalizer: bool,
     /// Write the result as JSON to FILE: first the pod's name before it is created, then the
     /// whole result (phase, exit codes, Warning events, failure report). For wrappers such as
     /// the Airflow operator; stdout keeps the container's logs. Single tasks only.
@@ -318,6 +326,9 @@ impl RunArgs {
                 ..LogConfig::default()
             },
             reattach: self.reattach,
+            finalizer: self
+                .finalizer
+                .then(|| podline_client::finalizer::RECORD_FINALIZER.to_owned()),
             ..LaunchConfig::default()
         })
     }

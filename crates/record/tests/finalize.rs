@@ -1,0 +1,598 @@
+//! `--finalize` against the sim: the recorder holds the pods it records with its finalizer and
+//! removes it only after the pod's final state is committed; faults come through the sim's fault
+//! plan and a store that fails on purpose.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use podline_client::backoff::FullJitter;
+use podline_client::connect::{ConfigSource, ConnectOptions, connect_with_kubeconfig};
+use podline_client::finalizer::{RECORD_FINALIZER, has_finalizer};
+use podline_client::timeouts::WatchTimeouts;
+use podline_record::{
+    CancellationToken, FinalizeConfig, LabelSelector, Metrics, RecordError, Recorder,
+    RecorderConfig,
+};
+use podline_sim::{FaultAction, FaultRule, FaultVerb};
+use podline_store::{PodFilter, PodKey, Store, StoreError, StoreOp};
+use podline_testkit::db::{Backend, TestDb};
+use podline_testkit::{Sim, start_sim, test_config, wait_until};
+use tokio::task::JoinHandle;
+
+const NS: &str = "default";
+
+async fn sim() -> Sim {
+    start_sim(test_config().bookmark_interval(Duration::from_millis(300))).await
+}
+
+struct Running {
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<(), RecordError>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Running {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+fn finalize_config() -> FinalizeConfig {
+    FinalizeConfig {
+        backoff: FullJitter::try_new(Duration::from_millis(20), Duration::from_millis(200), 2.0)
+            .unwrap(),
+        ..FinalizeConfig::default()
+    }
+}
+
+async fn start_recorder(
+    sim: &Sim,
+    store: Arc<dyn Store>,
+    adjust: impl FnOnce(&mut RecorderConfig),
+) -> Running {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml()).unwrap();
+    let timeouts = WatchTimeouts::try_new(Duration::from_secs(5), Duration::from_secs(2)).unwrap();
+    let connected = connect_with_kubeconfig(
+        kubeconfig,
+        ConfigSource::InCluster,
+        &ConnectOptions {
+            client_timeout: timeouts.client,
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut config = RecorderConfig::new(sim.url(), Some(NS.to_owned()));
+    config.timeouts = timeouts;
+    config.watch_backoff = Some(
+        FullJitter::try_new(Duration::from_millis(50), Duration::from_millis(250), 2.0).unwrap(),
+    );
+    config.linger = Duration::from_millis(20);
+    config.store_backoff =
+        FullJitter::try_new(Duration::from_millis(20), Duration::from_millis(100), 2.0).unwrap();
+    config.flush_timeout = Duration::from_secs(2);
+    config.finalize = Some(finalize_config());
+    adjust(&mut config);
+    let recorder = Recorder::new(connected.client, store, config);
+    let metrics = recorder.metrics();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(recorder.run(shutdown.clone()));
+    Running {
+        shutdown,
+        task,
+        metrics,
+    }
+}
+
+fn pod(name: &str, duration: &str, labels: serde_json::Value) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": {
+                "sim.podline.io/duration": duration,
+                "sim.podline.io/exit-code": "3",
+            }
+        },
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+    }))
+    .unwrap()
+}
+
+async fn pods(sim: &Sim) -> Api<Pod> {
+    Api::namespaced(podline_testkit::client(sim).await, NS)
+}
+
+async fn carries(pods: &Api<Pod>, name: &str) -> Option<bool> {
+    let pod = pods.get_opt(name).await.unwrap()?;
+    Some(has_finalizer(&pod.metadata, RECORD_FINALIZER))
+}
+
+fn phase(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.phase.as_deref()
+}
+
+fn sample(metrics: &Metrics, name: &str) -> u64 {
+    let text = metrics.render();
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .unwrap_or(0.0) as u64
+}
+
+fn removed(metrics: &Metrics, reason: &str) -> u64 {
+    sample(
+        metrics,
+        &format!("podline_record_finalizers_removed_total{{reason=\"{reason}\"}}"),
+    )
+}
+
+/// A store whose writes fail (retryably, as a hung database) while `paused`, and, while
+/// `refuse_deletions`, every batch holding a deletion; counts the failed attempts.
+struct GatedStore {
+    inner: Arc<dyn Store>,
+    paused: AtomicBool,
+    refuse_deletions: AtomicBool,
+    failed: AtomicU64,
+}
+
+impl GatedStore {
+    fn new(inner: Arc<dyn Store>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            paused: AtomicBool::new(false),
+            refuse_deletions: AtomicBool::new(false),
+            failed: AtomicU64::new(0),
+        })
+    }
+
+    fn refuses(&self, batch: &podline_store::Batch) -> bool {
+        self.paused.load(Ordering::SeqCst)
+            || (self.refuse_deletions.load(Ordering::SeqCst)
+                && batch
+                    .ops
+                    .iter()
+                    .any(|op| matches!(op, StoreOp::Deleted { .. })))
+    }
+}
+
+type Fut<'a, T> = futures::future::BoxFuture<'a, Result<T, StoreError>>;
+
+impl Store for GatedStore {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    fn migrate(&self) -> Fut<'_, podline_store::MigrationReport> {
+        self.inner.migrate()
+    }
+    fn apply<'a>(&'a self, batch: &'a podline_store::Batch) -> Fut<'a, podline_store::ApplyReport> {
+        if self.refuses(batch) {
+            self.failed.fetch_add(1, Ordering::SeqCst);
+            return Box::pin(async {
+                Err(StoreError::Timeout {
+                    op: "apply",
+                    after: Duration::from_millis(1),
+                })
+            });
+        }
+        self.inner.apply(batch)
+    }
+    fn resume_point<'a>(&'a self, key: &'a str) -> Fut<'a, Option<podline_store::ResumePoint>> {
+        self.inner.resume_point(key)
+    }
+    fn live_pods<'a>(
+        &'a self,
+        scope: &'a podline_store::LiveScope,
+    ) -> Fut<'a, Vec<podline_store::LivePod>> {
+        self.inner.live_pods(scope)
+    }
+    fn runs<'a>(
+        &'a self,
+        filter: &'a podline_store::RunFilter,
+    ) -> Fut<'a, Vec<podline_store::RunSummary>> {
+        self.inner.runs(filter)
+    }
+    fn pods<'a>(&'a self, filter: &'a PodFilter) -> Fut<'a, Vec<podline_store::PodRecord>> {
+        self.inner.pods(filter)
+    }
+    fn pod<'a>(&'a self, key: &'a PodKey) -> Fut<'a, Option<podline_store::PodRecord>> {
+        self.inner.pod(key)
+    }
+    fn failures<'a>(
+        &'a self,
+        filter: &'a podline_store::FailureFilter,
+    ) -> Fut<'a, Vec<podline_store::FailureGroup>> {
+        self.inner.failures(filter)
+    }
+    fn changes(
+        &self,
+        since: Option<jiff::Timestamp>,
+        limit: u32,
+    ) -> Fut<'_, podline_store::Changes> {
+        self.inner.changes(since, limit)
+    }
+    fn counts(&self) -> Fut<'_, podline_store::Counts> {
+        self.inner.counts()
+    }
+    fn health(&self) -> Fut<'_, ()> {
+        self.inner.health()
+    }
+}
+
+async fn record_of(store: &dyn Store, name: &str) -> Option<podline_store::PodRecord> {
+    store
+        .pod(&PodKey::Name {
+            namespace: NS.to_owned(),
+            name: name.to_owned(),
+        })
+        .await
+        .unwrap()
+}
+
+/// The core rule: while the store cannot commit, a finished and deleted pod keeps the finalizer
+/// (it waits in Terminating); once the store commits its final state, the finalizer goes, the
+/// pod is deleted, and the store holds its exit code and the deletion with its final state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_is_released_only_after_its_final_state_is_committed() {
+    let sim = sim().await;
+    let db = TestDb::fresh(Backend::Sqlite).await.unwrap();
+    let store = GatedStore::new(db.store.clone());
+    let rec = start_recorder(&sim, store.clone(), |_| {}).await;
+    let pods = pods(&sim).await;
+    pods.create(
+        &PostParams::default(),
+        &pod("held", "300ms", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            carries(&pods, "held").await == Some(true)
+        })
+        .await,
+        "the recorder never added its finalizer"
+    );
+
+    store.paused.store(true, Ordering::SeqCst);
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            pods.get("held")
+                .await
+                .is_ok_and(|p| phase(&p) == Some("Failed"))
+        })
+        .await
+    );
+    pods.delete("held", &DeleteParams::default()).await.unwrap();
+    // The recorder tries (and fails) to commit the deletion a few times: the pod stays.
+    let before = store.failed.load(Ordering::SeqCst);
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            store.failed.load(Ordering::SeqCst) >= before + 5
+        })
+        .await
+    );
+    let held = pods.get("held").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert!(
+        has_finalizer(&held.metadata, RECORD_FINALIZER),
+        "released before the commit"
+    );
+    assert_eq!(removed(&rec.metrics, "terminal"), 0);
+
+    store.paused.store(false, Ordering::SeqCst);
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            pods.get_opt("held").await.unwrap().is_none()
+        })
+        .await,
+        "never released after the commit"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || async {
+            record_of(db.store.as_ref(), "held")
+                .await
+                .is_some_and(|r| r.deleted_at.is_some())
+        })
+        .await
+    );
+    let record = record_of(db.store.as_ref(), "held").await.unwrap();
+    assert_eq!(record.phase.as_deref(), Some("Failed"));
+    assert_eq!(record.containers[0].exit_code, Some(3));
+    assert!(record.final_state_observed);
+    assert_eq!(removed(&rec.metrics, "terminal"), 1);
+    assert_eq!(
+        sample(&rec.metrics, "podline_record_finalizers_added_total"),
+        1
+    );
+    rec.stop().await;
+}
+
+/// The recorder commits a pod's final state and releases it, but dies before its DELETED event
+/// is committed, and the watch history moves on: the relist lacks the pod. Its deletion was
+/// recorded with its final state, so it must not be counted vanished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_pod_whose_deleted_event_was_missed_is_deleted_not_vanished() {
+    let sim = sim().await;
+    let db = TestDb::fresh(Backend::Sqlite).await.unwrap();
+    let store = GatedStore::new(db.store.clone());
+    store.refuse_deletions.store(true, Ordering::SeqCst);
+    let rec = start_recorder(&sim, store.clone(), |_| {}).await;
+    let pods = pods(&sim).await;
+    pods.create(
+        &PostParams::default(),
+        &pod("missed", "200ms", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            pods.get("missed").await.is_ok_and(|p| {
+                phase(&p) == Some("Failed") && has_finalizer(&p.metadata, RECORD_FINALIZER)
+            })
+        })
+        .await
+    );
+    pods.delete("missed", &DeleteParams::default())
+        .await
+        .unwrap();
+    // Released after the commit of its final state; its DELETED event is never committed.
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            pods.get_opt("missed").await.unwrap().is_none()
+        })
+        .await
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || async {
+            store.failed.load(Ordering::SeqCst) >= 2
+        })
+        .await
+    );
+    rec.stop().await;
+    let record = record_of(db.store.as_ref(), "missed").await.unwrap();
+    assert!(record.deletion_requested_at.is_some() && record.deleted_at.is_none());
+
+    sim.compact(); // the stored resume point is now too old: 410, relist
+    let rec = start_recorder(&sim, db.store.clone(), |_| {}).await;
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            record_of(db.store.as_ref(), "missed")
+                .await
+                .is_some_and(|r| r.deleted_at.is_some())
+        })
+        .await
+    );
+    assert!(sample(&rec.metrics, "podline_record_watch_relists_total") >= 1);
+    let record = record_of(db.store.as_ref(), "missed").await.unwrap();
+    assert!(record.final_state_observed, "counted vanished: {record:?}");
+    assert_eq!(db.store.counts().await.unwrap().vanished, 0);
+    rec.stop().await;
+}
+
+/// The recorder committed a pod's final state but its removal never went through (every patch
+/// failed) before it stopped. The restart resumes without a relist and gets no event for that
+/// pod any more; the start-up sweep finds it waiting in Terminating and releases it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminating_pod_whose_removal_was_lost_is_released_by_the_next_start() {
+    let sim = sim().await;
+    let db = TestDb::fresh(Backend::Sqlite).await.unwrap();
+    let rec = start_recorder(&sim, db.store.clone(), |_| {}).await;
+    let pods = pods(&sim).await;
+    pods.create(
+        &PostParams::default(),
+        &pod("stuck", "200ms", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            pods.get("stuck").await.is_ok_and(|p| {
+                phase(&p) == Some("Failed") && has_finalizer(&p.metadata, RECORD_FINALIZER)
+            })
+        })
+        .await
+    );
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(503))
+            .verb(FaultVerb::Patch)
+            .resource("pods"),
+    );
+    pods.delete("stuck", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            sample(
+                &rec.metrics,
+                "podline_record_finalizer_errors_total{operation=\"remove\",reason=\"server_error\"}",
+            ) >= 2
+        })
+        .await
+    );
+    rec.stop().await;
+    assert!(
+        wait_until(Duration::from_secs(5), || async {
+            record_of(db.store.as_ref(), "stuck")
+                .await
+                .is_some_and(|r| r.deletion_requested_at.is_some())
+        })
+        .await
+    );
+    assert_eq!(carries(&pods, "stuck").await, Some(true));
+
+    sim.faults().clear();
+    let rec = start_recorder(&sim, db.store.clone(), |_| {}).await;
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            pods.get_opt("stuck").await.unwrap().is_none()
+        })
+        .await,
+        "the restart never released the pod"
+    );
+    assert_eq!(
+        sample(&rec.metrics, "podline_record_watch_relists_total"),
+        0,
+        "resumed without a relist"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || async {
+            record_of(db.store.as_ref(), "stuck")
+                .await
+                .is_some_and(|r| r.deleted_at.is_some() && r.final_state_observed)
+        })
+        .await
+    );
+    rec.stop().await;
+}
+
+/// The scope valve: at start, a recorder with a selector removes its finalizer from pods it can
+/// see that the selector does not match (nobody of its scope will record them), gives it to the
+/// pods it does match, and leaves pods of other namespaces alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_outside_the_selector_lose_the_finalizer_at_start() {
+    let sim = start_sim(
+        test_config()
+            .kubelet_enabled(false)
+            .bookmark_interval(Duration::from_millis(300)),
+    )
+    .await;
+    let db = TestDb::fresh(Backend::Sqlite).await.unwrap();
+    let client = podline_testkit::client(&sim).await;
+    let pods = pods(&sim).await;
+    let other_ns: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    let with = |name: &str, app: &str| {
+        let mut p = pod(name, "1s", serde_json::json!({ "app": app }));
+        p.metadata.finalizers = Some(vec![RECORD_FINALIZER.to_owned()]);
+        p
+    };
+    pods.create(&PostParams::default(), &with("mine", "train"))
+        .await
+        .unwrap();
+    pods.create(&PostParams::default(), &with("theirs", "web"))
+        .await
+        .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &pod("bare", "1s", serde_json::json!({ "app": "train" })),
+    )
+    .await
+    .unwrap();
+    other_ns
+        .create(&PostParams::default(), &with("elsewhere", "web"))
+        .await
+        .unwrap();
+
+    let rec = start_recorder(&sim, db.store.clone(), |c| {
+        c.selector = Some(LabelSelector::parse("app=train").unwrap());
+    })
+    .await;
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            carries(&pods, "theirs").await == Some(false)
+                && carries(&pods, "bare").await == Some(true)
+        })
+        .await,
+        "the sweep did not sort the pods out"
+    );
+    assert_eq!(carries(&pods, "mine").await, Some(true));
+    assert_eq!(carries(&other_ns, "elsewhere").await, Some(true));
+    assert_eq!(removed(&rec.metrics, "out_of_scope"), 1);
+    rec.stop().await;
+}
+
+/// The safety valve: a pod deleted on a node that never reports back (no kubelet runs it) keeps
+/// its grace period and never reaches a final state; it is released once its deletionTimestamp
+/// plus the margin passed, with what was recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_pod_that_never_finishes_is_released_after_the_margin() {
+    let sim = sim().await;
+    let db = TestDb::fresh(Backend::Sqlite).await.unwrap();
+    let rec = start_recorder(&sim, db.store.clone(), |c| {
+        if let Some(f) = c.finalize.as_mut() {
+            f.margin = Duration::from_secs(3);
+        }
+    })
+    .await;
+    let pods = pods(&sim).await;
+    let mut lost = pod("lost", "1s", serde_json::json!({}));
+    lost.spec.as_mut().unwrap().node_name = Some("a-lost-node".to_owned());
+    pods.create(&PostParams::default(), &lost).await.unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            carries(&pods, "lost").await == Some(true)
+        })
+        .await
+    );
+    let params = DeleteParams {
+        grace_period_seconds: Some(1),
+        ..DeleteParams::default()
+    };
+    pods.delete("lost", &params).await.unwrap();
+    // Not before deletionTimestamp (now + 1 s, cut to the second: at least now) + margin (3 s):
+    // nothing to await here but time.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        carries(&pods, "lost").await,
+        Some(true),
+        "released too early"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            removed(&rec.metrics, "overdue") == 1
+        })
+        .await,
+        "the valve never released the pod"
+    );
+    assert_eq!(carries(&pods, "lost").await, Some(false));
+    let record = record_of(db.store.as_ref(), "lost").await.unwrap();
+    assert!(record.deletion_requested_at.is_some());
+    rec.stop().await;
+}
+
+/// Without `--finalize` the recorder sends no patch at all, and a pod it records gets no
+/// finalizer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_finalize_no_patch_is_sent() {
+    let sim = sim().await;
+    let db = TestDb::fresh(Backend::Sqlite).await.unwrap();
+    let rec = start_recorder(&sim, db.store.clone(), |c| c.finalize = None).await;
+    let pods = pods(&sim).await;
+    for i in 0..5 {
+        pods.create(
+            &PostParams::default(),
+            &pod(&format!("plain-{i}"), "100ms", serde_json::json!({})),
+        )
+        .await
+        .unwrap();
+    }
+    for i in 0..5 {
+        let name = format!("plain-{i}");
+        assert!(
+            wait_until(Duration::from_secs(10), || async {
+                pods.get(&name)
+                    .await
+                    .is_ok_and(|p| phase(&p) == Some("Failed"))
+            })
+            .await
+        );
+        pods.delete(&name, &DeleteParams::default()).await.unwrap();
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            db.store.counts().await.unwrap().deleted == 5
+        })
+        .await
+    );
+    assert_eq!(sim.counts().get("patch", "pods"), 0);
+    assert_eq!(
+        sample(&rec.metrics, "podline_record_finalizers_added_total"),
+        0
+    );
+    rec.stop().await;
+}
