@@ -380,3 +380,51 @@ async fn discovery_lists_the_namespace_finalize_subresource() {
         .unwrap_or_else(|| panic!("no namespaces/finalize: {doc}"));
     assert_eq!(finalize["verbs"], json!(["update"]), "{finalize}");
 }
+
+/// A running pod deleted gracefully: MODIFIED with the deletionTimestamp and the grace period,
+/// the kubelet's status with its containers terminated, then the kubelet's own grace-0 delete,
+/// which is two writes like any grace-0 delete: MODIFIED with `deletionGracePeriodSeconds: 0`
+/// (the containers terminated), then DELETED.
+#[tokio::test]
+async fn a_running_pods_graceful_delete_ends_with_a_grace_zero_modified_then_deleted() {
+    let t = Target::new().await;
+    let mut body = pod("graceful");
+    body["metadata"]["annotations"] = json!({"sim.podline.io/duration": "1h"});
+    body["spec"]["containers"][0]["command"] = json!(["sleep", "3600"]);
+    let path = format!("{}/graceful", t.core_path("pods"));
+    assert_eq!(t.create_pod(&body).await.status, 201);
+    let running = wait_until(SETTLE, || async {
+        t.get(&path).await.json()["status"]["phase"] == "Running"
+    })
+    .await;
+    assert!(running, "{}", t.get(&path).await.text());
+    let rv = t.get(&path).await.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("rv")
+        .to_owned();
+    let r = delete(&t, &path, &json!({"gracePeriodSeconds": 2})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(gone(&t, &path).await, "the deleted pod stayed");
+    let events = t
+        .events_since(&t.core_path("pods"), "graceful", &rv, 1)
+        .await;
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert!(kinds.len() >= 3, "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"DELETED"), "{events:?}");
+    assert!(
+        kinds[..kinds.len() - 1].iter().all(|k| *k == "MODIFIED"),
+        "{kinds:?}"
+    );
+    let first = &events[0]["object"]["metadata"];
+    assert!(first["deletionTimestamp"].is_string(), "{first}");
+    assert_eq!(first["deletionGracePeriodSeconds"], 2, "{first}");
+    let last_write = &events[events.len() - 2]["object"];
+    assert_eq!(
+        last_write["metadata"]["deletionGracePeriodSeconds"], 0,
+        "{events:?}"
+    );
+    assert!(
+        last_write["status"]["containerStatuses"][0]["state"]["terminated"].is_object(),
+        "{last_write}"
+    );
+}

@@ -592,22 +592,17 @@ impl Cluster {
         commit.map(|c| c.obj).or(current)
     }
 
-    /// Final removal after termination (the kubelet's delete with grace 0): DELETED event,
-    /// ground-truth `deleted_at`. A pod with finalizers stays instead, its grace period 0 (one
-    /// MODIFIED), until they are removed. False if the pod is gone or its uid differs.
+    /// Final removal after termination: the kubelet's delete with grace 0, as the registry
+    /// carries it out. A pod whose deletion still has a grace period is first written with
+    /// `deletionGracePeriodSeconds: 0` and its deletionTimestamp moved back to the time the
+    /// deletion was asked for (one MODIFIED), then removed (DELETED, ground-truth `deleted_at`);
+    /// one already at grace 0 is only removed. A pod with finalizers stays after the first
+    /// write, until they are removed. False if the pod is gone or its uid differs.
     pub fn remove_pod(&self, namespace: &str, name: &str, uid: &str) -> bool {
-        self.write_pod(namespace, name, |current| {
+        let shortened = self.write_pod(namespace, name, |current| {
             let current = current.map(Stored::decode);
             match current {
                 Some(current) if current.metadata.uid.as_deref() == Some(uid) => {
-                    if current
-                        .metadata
-                        .finalizers
-                        .as_ref()
-                        .is_none_or(Vec::is_empty)
-                    {
-                        return Ok((Write::Delete(current), ()));
-                    }
                     let meta = &current.metadata;
                     if meta.deletion_timestamp.is_some()
                         && meta.deletion_grace_period_seconds == Some(0)
@@ -631,8 +626,27 @@ impl Cluster {
                 }
                 _ => Err(()),
             }
-        })
-        .is_ok()
+        });
+        if shortened.is_err() {
+            return false;
+        }
+        // Finalizers keep it (their last removal deletes it); otherwise it goes now.
+        let _ = self.write_pod(namespace, name, |current| {
+            match current.map(Stored::decode) {
+                Some(current)
+                    if current.metadata.uid.as_deref() == Some(uid)
+                        && current
+                            .metadata
+                            .finalizers
+                            .as_ref()
+                            .is_none_or(Vec::is_empty) =>
+                {
+                    Ok((Write::Delete(current), ()))
+                }
+                _ => Err(()),
+            }
+        });
+        true
     }
 
     /// Records a core/v1 Event about `pod`, aggregating repeats (same reason, message, type and
