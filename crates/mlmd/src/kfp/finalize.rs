@@ -16,12 +16,24 @@
 //!   when the writer will never commit it (MLMD rejected the pod's data, or the pod is not one
 //!   KFP mode records: already written, TFX, v2). With finalizing disabled, a finalizer left
 //!   from an earlier run is taken off any pod seen carrying it: nothing holds it any more.
-//! - **Deleted while still running** ([`FinalizerFacts::ended_by_deletion`]): a pod being deleted whose
-//!   phase is not terminal has its final state once no container runs any more (the kubelet
-//!   stopped them, or none ever started) or the deletion was forced (grace period 0): it is then
-//!   recorded as deleted (CANCELED), as its DELETED event would have been.
+//! - **Deleted while unfinished** ([`FinalizerFacts::deletion_end`]): a pod being deleted in a
+//!   phase that is not terminal has its final state when no kubelet will report again: it was
+//!   never bound to a node, or the deletion has grace period 0 (the kubelet's own final delete
+//!   once the containers stopped, or a forced one). It is then recorded as deleted (CANCELED),
+//!   as its DELETED event would have been. Since Kubernetes 1.27 the kubelet moves a deleted pod
+//!   to a terminal phase first, which is recorded as such.
+//! - **Safety valve**: a pod being deleted that shows none of this (its node is gone, its
+//!   kubelet hung) is recorded as deleted and released once its `deletionTimestamp` (the end of
+//!   its grace period) plus a margin has passed, so a dead node never holds a pod for ever.
+//!
+//! These are the SQL recorder's rules (`podline-record`'s `finalize::decide`), except that a
+//! finished pod is released as soon as its final state is in MLMD, without waiting for its
+//! deletion: MLMD records nothing about a pod after its final state.
+
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::core::ObjectMeta;
 
 use super::writer::is_terminal;
@@ -39,31 +51,44 @@ pub struct FinalizerFacts {
     pub finalizers: Option<Vec<String>>,
     /// The pod's `resourceVersion` as read (an add to a pod without finalizers tests it).
     pub resource_version: Option<String>,
-    /// `deletionTimestamp` is set: the pod is being deleted.
-    pub deleting: bool,
-    /// `deletionGracePeriodSeconds` is 0: a forced deletion (no container reports again).
+    /// `deletionTimestamp`: set while the pod is being deleted, the end of its grace period.
+    pub deletion: Option<Timestamp>,
+    /// `deletionGracePeriodSeconds` is 0: no kubelet reports on the pod again.
     pub forced: bool,
-    /// A container (init or main) is running.
-    pub running: bool,
+    /// `spec.nodeName` is set: a kubelet runs (or ran) the pod and reports its end.
+    pub bound: bool,
+}
+
+/// How far a pod's deletion is, for the finalizer rules (its phase aside: a terminal phase is
+/// final whatever this says).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeletionEnd {
+    /// Not being deleted.
+    NotDeleted,
+    /// Being deleted, and no container will run or report again.
+    Ended,
+    /// Being deleted, its kubelet may still report: look again after this long (then the
+    /// safety valve ends it).
+    Open {
+        /// Until the end of the grace period plus the margin.
+        recheck_in: Duration,
+    },
 }
 
 impl FinalizerFacts {
     /// The finalizer-relevant facts of `pod`.
     pub fn of(pod: &Pod) -> FinalizerFacts {
         let meta = &pod.metadata;
-        let running = pod.status.as_ref().is_some_and(|s| {
-            s.init_container_statuses
-                .iter()
-                .flatten()
-                .chain(s.container_statuses.iter().flatten())
-                .any(|c| c.state.as_ref().is_some_and(|st| st.running.is_some()))
-        });
         FinalizerFacts {
             finalizers: meta.finalizers.clone(),
             resource_version: meta.resource_version.clone(),
-            deleting: meta.deletion_timestamp.is_some(),
+            deletion: meta.deletion_timestamp.as_ref().map(|t| t.0),
             forced: meta.deletion_grace_period_seconds == Some(0),
-            running,
+            bound: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| !n.is_empty()),
         }
     }
 
@@ -72,10 +97,26 @@ impl FinalizerFacts {
         carries(self.finalizers.as_deref())
     }
 
-    /// Whether the pod is being deleted and will not run any more: its final state is the one
-    /// it has now (see the module documentation).
-    pub fn ended_by_deletion(&self) -> bool {
-        self.deleting && (self.forced || !self.running)
+    /// Whether the pod is being deleted.
+    pub fn deleting(&self) -> bool {
+        self.deletion.is_some()
+    }
+
+    /// How far the pod's deletion is at `now`, with the safety valve's `margin` after the end
+    /// of its grace period (see the module documentation).
+    pub fn deletion_end(&self, now: Timestamp, margin: Duration) -> DeletionEnd {
+        let Some(deletion) = self.deletion else {
+            return DeletionEnd::NotDeleted;
+        };
+        if !self.bound || self.forced {
+            return DeletionEnd::Ended;
+        }
+        let margin = SignedDuration::try_from(margin).unwrap_or(SignedDuration::MAX);
+        let deadline = deletion.checked_add(margin).unwrap_or(Timestamp::MAX);
+        match Duration::try_from(now.duration_until(deadline)) {
+            Ok(left) if !left.is_zero() => DeletionEnd::Open { recheck_in: left },
+            _ => DeletionEnd::Ended,
+        }
     }
 
     /// The metadata the finalizer helpers patch with: the pod's identity and what was read.
@@ -107,7 +148,7 @@ pub fn should_add(
     deleted: bool,
     target: ExecutionState,
 ) -> bool {
-    finalize && !deleted && !facts.deleting && !facts.carries() && !is_terminal(target)
+    finalize && !deleted && !facts.deleting() && !facts.carries() && !is_terminal(target)
 }
 
 /// Whether to take the finalizer off after handling the pod: `committed` is the execution's
@@ -124,10 +165,10 @@ pub fn should_release(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{
-        ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, PodStatus,
-    };
+    use k8s_openapi::api::core::v1::PodSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    const MARGIN: Duration = Duration::from_secs(120);
 
     fn carrying() -> FinalizerFacts {
         FinalizerFacts {
@@ -136,57 +177,50 @@ mod tests {
         }
     }
 
-    fn status(running: bool) -> PodStatus {
-        let state = if running {
-            ContainerState {
-                running: Some(ContainerStateRunning::default()),
-                ..ContainerState::default()
-            }
-        } else {
-            ContainerState {
-                terminated: Some(ContainerStateTerminated::default()),
-                ..ContainerState::default()
-            }
-        };
-        PodStatus {
-            phase: Some("Running".into()),
-            container_statuses: Some(vec![ContainerStatus {
-                name: "main".into(),
-                state: Some(state),
-                ..ContainerStatus::default()
-            }]),
-            ..PodStatus::default()
-        }
+    fn t(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + secs).expect("a valid time")
     }
 
     #[test]
-    fn a_pod_being_deleted_has_ended_once_no_container_runs_or_the_delete_is_forced() {
+    fn a_pod_being_deleted_has_ended_when_no_kubelet_reports_again_or_past_the_margin() {
         let mut pod = Pod {
-            status: Some(status(true)),
+            spec: Some(PodSpec {
+                node_name: Some("node-1".into()),
+                ..PodSpec::default()
+            }),
             ..Pod::default()
         };
-        assert!(
-            !FinalizerFacts::of(&pod).ended_by_deletion(),
-            "not being deleted"
-        );
-        pod.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        let facts = FinalizerFacts::of(&pod);
+        assert_eq!(facts.deletion_end(t(0), MARGIN), DeletionEnd::NotDeleted);
+        pod.metadata.deletion_timestamp = Some(Time(t(30)));
         pod.metadata.deletion_grace_period_seconds = Some(30);
-        let hold = FinalizerFacts::of(&pod);
-        assert!(hold.deleting && hold.running);
-        assert!(
-            !hold.ended_by_deletion(),
-            "its containers are still stopping"
+        let facts = FinalizerFacts::of(&pod);
+        assert!(facts.deleting() && facts.bound);
+        assert_eq!(
+            facts.deletion_end(t(0), MARGIN),
+            DeletionEnd::Open {
+                recheck_in: Duration::from_secs(150)
+            },
+            "its kubelet still stops it: look again at the grace period's end plus the margin"
         );
-        pod.status = Some(status(false));
-        assert!(FinalizerFacts::of(&pod).ended_by_deletion(), "stopped");
-        pod.status = None;
-        assert!(
-            FinalizerFacts::of(&pod).ended_by_deletion(),
-            "never started"
+        assert_eq!(
+            facts.deletion_end(t(150), MARGIN),
+            DeletionEnd::Ended,
+            "the safety valve"
         );
-        pod.status = Some(status(true));
         pod.metadata.deletion_grace_period_seconds = Some(0);
-        assert!(FinalizerFacts::of(&pod).ended_by_deletion(), "forced");
+        assert_eq!(
+            FinalizerFacts::of(&pod).deletion_end(t(0), MARGIN),
+            DeletionEnd::Ended,
+            "the kubelet's final delete, or a forced one"
+        );
+        pod.metadata.deletion_grace_period_seconds = Some(30);
+        pod.spec = None;
+        assert_eq!(
+            FinalizerFacts::of(&pod).deletion_end(t(0), MARGIN),
+            DeletionEnd::Ended,
+            "never bound: no kubelet will report"
+        );
     }
 
     #[test]
@@ -211,7 +245,7 @@ mod tests {
             "done"
         );
         let deleting = FinalizerFacts {
-            deleting: true,
+            deletion: Some(t(0)),
             ..FinalizerFacts::default()
         };
         assert!(!should_add(true, &deleting, false, ExecutionState::Running));

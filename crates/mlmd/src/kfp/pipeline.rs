@@ -235,8 +235,12 @@ async fn work(sink: Arc<KfpSink>, queue: Arc<PodQueue>, waiting: SharedWaiting) 
             Outcome::Recorded {
                 recorded,
                 awaiting_inputs,
+                recheck_in,
                 ..
             } => {
+                if let Some(after) = recheck_in {
+                    recheck(&queue, &uid, job.clone(), after);
+                }
                 metrics.write(
                     started.elapsed().as_secs_f64(),
                     1,
@@ -259,6 +263,17 @@ async fn work(sink: Arc<KfpSink>, queue: Arc<PodQueue>, waiting: SharedWaiting) 
         queue.done(&uid);
         metrics.queue_depth(queue.depth());
     }
+}
+
+/// Handle a pod held while being deleted again after `after`, in case no
+/// event comes meanwhile (see [`super::finalize`]'s safety valve). A newer
+/// snapshot queued by then is kept.
+fn recheck(queue: &Arc<PodQueue>, uid: &str, job: Job, after: Duration) {
+    let (queue, uid) = (queue.clone(), uid.to_owned());
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        queue.retry(&uid, job);
+    });
 }
 
 /// Park a finished pod until an output with one of `uris` is recorded, or

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use backon::BackoffBuilder;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::ObjectMeta;
 use podline_client::backoff::FullJitter;
@@ -35,7 +36,9 @@ use prometheus_client::registry::Registry;
 use serde_json::Value as Json;
 use tracing::Instrument;
 
-use super::finalize::{FinalizerFacts, KFP_FINALIZER, carries, should_add, should_release};
+use super::finalize::{
+    DeletionEnd, FinalizerFacts, KFP_FINALIZER, carries, should_add, should_release,
+};
 use super::patch::{Markers, PodPatch};
 use super::pod::{KfpPod, Skip};
 use super::queue::PodSnapshot;
@@ -56,6 +59,10 @@ pub struct SinkConfig {
     /// is in MLMD (see [`super::finalize`]). Off, no finalizer is added, and
     /// one left from an earlier run is taken off the pods that carry it.
     pub finalize: bool,
+    /// The safety valve: a held pod being deleted that shows no end is
+    /// recorded as deleted and released this long after the end of its
+    /// grace period (default 2 minutes, as the SQL recorder's).
+    pub overdue_margin: Duration,
 }
 
 impl Default for SinkConfig {
@@ -68,6 +75,7 @@ impl Default for SinkConfig {
             backoff,
             patch_attempts: 5,
             finalize: false,
+            overdue_margin: Duration::from_secs(120),
         }
     }
 }
@@ -87,6 +95,10 @@ pub enum Outcome {
         /// yet, so `metadata_written` was held back: handle the pod again
         /// later (see [`KfpSink::handle_snapshot`]).
         awaiting_inputs: bool,
+        /// Held by the finalizer while being deleted, its end not known yet:
+        /// handle the pod again after this long if no event came meanwhile
+        /// (the safety valve of [`super::finalize`] then ends it).
+        recheck_in: Option<Duration>,
     },
     /// Finished and new to the writer, but some inputs' upstream artifacts
     /// are not in MLMD yet: nothing written, handle the pod again later
@@ -406,10 +418,17 @@ impl KfpSink {
         may_wait_for_inputs: bool,
     ) -> Outcome {
         let finalize = self.config.finalize;
-        // A pod being deleted that will not run again (held here by the
-        // finalizer) ends as its DELETED event would have ended it.
-        let deleted =
-            gone || (finalize && facts.ended_by_deletion() && !is_terminal(kfp.state(false)));
+        // A pod held here while being deleted that no kubelet reports on any
+        // more ends as its DELETED event would have ended it.
+        let unfinished = !is_terminal(kfp.state(false));
+        let ending = facts.deletion_end(Timestamp::now(), self.config.overdue_margin);
+        let deleted = gone || (finalize && unfinished && ending == DeletionEnd::Ended);
+        let recheck_in = match ending {
+            DeletionEnd::Open { recheck_in } if finalize && unfinished && facts.carries() => {
+                Some(recheck_in)
+            }
+            _ => None,
+        };
         if should_add(finalize, facts, deleted, kfp.state(deleted)) {
             self.add_finalizer(&kfp, facts).await;
         }
@@ -490,6 +509,7 @@ impl KfpSink {
             recorded,
             patched,
             awaiting_inputs,
+            recheck_in: recheck_in.filter(|_| !gone),
         }
     }
 

@@ -12,7 +12,9 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use podline_client::backoff::FullJitter;
 use podline_mlmd::kfp::fixture::{Step, component_spec};
 use podline_mlmd::kfp::keys::WRITTEN_LABEL;
-use podline_mlmd::kfp::{KFP_FINALIZER, KfpSink, KfpWriter, PipelineConfig, SinkConfig, run};
+use podline_mlmd::kfp::{
+    KFP_FINALIZER, KfpSink, KfpWriter, Outcome, PipelineConfig, SinkConfig, run,
+};
 use podline_mlmd::proto::{ExecutionState, GetExecutionsByExternalIdsRequest};
 use podline_mlmd::{MlmdClient, MlmdClientConfig};
 use podline_testkit::{Sim, start_sim, test_config, wait_until};
@@ -31,7 +33,7 @@ fn sink_config() -> SinkConfig {
         backoff: FullJitter::try_new(Duration::from_millis(20), Duration::from_millis(300), 2.0)
             .expect("valid backoff"),
         patch_attempts: 5,
-        finalize: false,
+        ..SinkConfig::default()
     }
 }
 
@@ -883,4 +885,66 @@ async fn at_start_a_finalizing_writer_should_release_the_pods_it_will_not_record
     );
     assert_eq!(sink.stats().finalizers_removed.get(), 3);
     assert_eq!(sink.stats().finalizers_added.get(), 1);
+}
+
+/// The safety valve: a held pod being deleted whose kubelet never reports (bound to a node, a
+/// grace period, no terminal phase) is looked at again when its grace period plus the margin
+/// runs out, and then recorded as deleted (CANCELED).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_pod_whose_kubelet_never_reports_should_end_canceled_past_the_margin() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let (_sim, kube) = sim().await;
+    let mlmd = MlmdClient::new(&server.config()).expect("client");
+    let writer = KfpWriter::new(MlmdClient::new(&server.config()).expect("client"), 10, 10);
+    let config = SinkConfig {
+        finalize: true,
+        overdue_margin: Duration::from_secs(60),
+        ..sink_config()
+    };
+    let sink = KfpSink::new(writer, kube.clone(), config);
+    let pod_deleted = |uid: &str, seconds_ago: i64| {
+        let mut pod = Step::new(NS, "wf-valve", uid).pod(Some(uid));
+        pod.spec.as_mut().expect("spec").node_name = Some("lost-node".into());
+        pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Running".into()),
+            ..Default::default()
+        });
+        pod.metadata.finalizers = Some(vec![KFP_FINALIZER.to_owned()]);
+        let at = k8s_openapi::jiff::Timestamp::now()
+            - k8s_openapi::jiff::SignedDuration::from_secs(seconds_ago);
+        pod.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at));
+        pod.metadata.deletion_grace_period_seconds = Some(30);
+        pod
+    };
+    // Its grace period ends in 30 s: still open, look again in about 90 s.
+    match sink.handle(&pod_deleted("open", -30), false).await {
+        Outcome::Recorded {
+            recorded,
+            recheck_in: Some(after),
+            ..
+        } => {
+            assert_eq!(recorded.state, ExecutionState::Running);
+            assert!(
+                after > Duration::from_secs(80) && after <= Duration::from_secs(90),
+                "{after:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Its grace period ended 61 s ago: past the margin, recorded as deleted.
+    match sink.handle(&pod_deleted("overdue", 61), false).await {
+        Outcome::Recorded {
+            recorded,
+            recheck_in: None,
+            ..
+        } => assert_eq!(recorded.state, ExecutionState::Canceled),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        state_in_mlmd(&mlmd, "overdue").await,
+        Some(ExecutionState::Canceled)
+    );
 }
