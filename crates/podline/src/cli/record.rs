@@ -280,6 +280,7 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     if args.all_namespaces {
         env.namespace_to_watch = None;
     }
+    env.finalize = args.finalize;
     if let Err(err) = env.override_watch_timeouts(
         args.watch_server_timeout
             .as_deref()
