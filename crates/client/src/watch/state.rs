@@ -15,8 +15,9 @@ use kube::{Api, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::time::{Instant, timeout};
 
+use super::config::WatchConfig;
 use super::error::{Phase, WatchError, reason_of, reason_of_status};
-use super::{Event, WatchConfig};
+use super::event::Event;
 use crate::backoff::{FullJitter, ResetAfterHealthy};
 use crate::reason::Reason;
 use crate::transport::ResponseVersion;
