@@ -70,6 +70,16 @@ pub struct Target {
     kind: TargetKind,
     /// Keeps the in-process sim alive for the test.
     sim: Option<Sim>,
+    /// The kubeconfig kubectl is given: the cluster's, or a file written for the sim.
+    kubeconfig: Kubeconfig,
+}
+
+/// Where a [`Target`]'s kubeconfig is, for kubectl.
+enum Kubeconfig {
+    /// The cluster's (from [`KUBECONFIG_ENV`]).
+    Path(std::path::PathBuf),
+    /// Written for the sim; deleted with the target.
+    Temp(tempfile::NamedTempFile),
 }
 
 /// A response as the client saw it: status, headers and body bytes.
@@ -118,7 +128,7 @@ impl Target {
 
     /// Like [`Target::new`], with this sim configuration when no cluster is given.
     pub async fn with_sim_config(config: SimConfig) -> Target {
-        let (client, kind, sim) = match std::env::var_os(KUBECONFIG_ENV) {
+        let (client, kind, sim, kubeconfig) = match std::env::var_os(KUBECONFIG_ENV) {
             Some(path) => {
                 let kubeconfig = kube::config::Kubeconfig::read_from(&path)
                     .unwrap_or_else(|e| panic!("{KUBECONFIG_ENV}={path:?}: {e}"));
@@ -127,12 +137,14 @@ impl Target {
                     .unwrap_or_else(|e| panic!("{KUBECONFIG_ENV}={path:?}: {e}"));
                 let client = kube::Client::try_from(config)
                     .unwrap_or_else(|e| panic!("cannot build a client: {e}"));
-                (client, TargetKind::Cluster, None)
+                let path = std::path::PathBuf::from(&path);
+                (client, TargetKind::Cluster, None, Kubeconfig::Path(path))
             }
             None => {
                 let sim = podline_testkit::start_sim(config).await;
                 let client = podline_testkit::client(&sim).await;
-                (client, TargetKind::Sim, Some(sim))
+                let file = podline_testkit::kubeconfig_file(&sim);
+                (client, TargetKind::Sim, Some(sim), Kubeconfig::Temp(file))
             }
         };
         let namespace = format!("podline-conformance-{:08x}", rand::random::<u32>());
@@ -153,6 +165,7 @@ impl Target {
             namespace,
             kind,
             sim,
+            kubeconfig,
         }
     }
 
@@ -249,6 +262,26 @@ impl Target {
             body.to_string().into_bytes(),
         )
         .await
+    }
+
+    /// Runs kubectl against the target in the test's namespace (at most 30 s) and returns what
+    /// it did.
+    pub async fn kubectl(&self, args: &[&str]) -> std::process::Output {
+        let kubeconfig = match &self.kubeconfig {
+            Kubeconfig::Path(path) => path.as_path(),
+            Kubeconfig::Temp(file) => file.path(),
+        };
+        let mut cmd = tokio::process::Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--namespace")
+            .arg(&self.namespace)
+            .args(args)
+            .kill_on_drop(true);
+        tokio::time::timeout(Duration::from_secs(30), cmd.output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?}: no answer within 30 s"))
+            .unwrap_or_else(|e| panic!("kubectl {args:?} does not run: {e}"))
     }
 
     /// A node a pod can be bound to: the sim's simulated node, or on a cluster the first node

@@ -18,16 +18,96 @@ use crate::status::ApiError;
 /// Where built-in kinds are registered, as kube-apiserver names its scheme in errors.
 const SCHEME: &str = "pkg/api/legacyscheme/scheme.go:30";
 
-/// Decodes an object of kind `K` from a create or update body.
-pub fn decode_object<K: ApiKind>(body: &JsonBody) -> Result<K, ApiError> {
-    decode_as::<K>(
-        body,
-        &Expected {
-            kind: K::KIND,
-            api_versions: &[K::API_VERSION],
-            any_kind: K::CUSTOM_RESOURCE,
-        },
-    )
+/// What a write's `fieldValidation` asks the server to do about fields of the body that its
+/// kind does not have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Drop them silently.
+    Ignore,
+    /// Drop them with a warning each (the default).
+    Warn,
+    /// Refuse the write (400 `strict decoding error: unknown field "spec.x"`).
+    Strict,
+}
+
+impl FieldValidation {
+    /// The directive of a request's `fieldValidation` value (unset or unknown: the default,
+    /// Warn).
+    pub fn parse(value: Option<&str>) -> FieldValidation {
+        match value {
+            Some("Ignore") => FieldValidation::Ignore,
+            Some("Strict") => FieldValidation::Strict,
+            _ => FieldValidation::Warn,
+        }
+    }
+}
+
+/// Decodes an object of kind `K` and checks its fields as `validation` says: Strict refuses a
+/// body with fields `K` does not have, as the strict decoder does (`Pod in version "v1" cannot
+/// be handled as a Pod: strict decoding error: unknown field "spec.foo"`); Warn returns them
+/// (as `unknown field "spec.foo"` warnings) for the caller to send. Custom resources keep every
+/// field, so none is unknown.
+pub fn decode_validated<K: ApiKind>(
+    body: &JsonBody,
+    validation: FieldValidation,
+) -> Result<(K, Vec<String>), ApiError> {
+    let expected = Expected {
+        kind: K::KIND,
+        api_versions: &[K::API_VERSION],
+        any_kind: K::CUSTOM_RESOURCE,
+    };
+    let value = parse_body(body, expected.kind)?;
+    let obj: K = decode_value(&value, &expected)?;
+    if validation == FieldValidation::Ignore || K::CUSTOM_RESOURCE {
+        return Ok((obj, Vec::new()));
+    }
+    let known = serde_json::to_value(&obj)
+        .map_err(|e| ApiError::internal(format!("re-encoding the object: {e}")))?;
+    let mut unknown = Vec::new();
+    unknown_fields(&value, &known, "", &mut unknown);
+    let warnings: Vec<String> = unknown
+        .iter()
+        .map(|path| format!("unknown field {path:?}"))
+        .collect();
+    if validation == FieldValidation::Strict && !warnings.is_empty() {
+        let version = K::API_VERSION.rsplit('/').next().unwrap_or(K::API_VERSION);
+        return Err(ApiError::bad_request(format!(
+            "{} in version {version:?} cannot be handled as a {}: strict decoding error: {}",
+            K::KIND,
+            K::KIND,
+            warnings.join(", ")
+        )));
+    }
+    Ok((obj, warnings))
+}
+
+/// The paths (`spec.containers[0].imagee`) of the fields of `input` that the typed object,
+/// re-encoded as `known`, does not have. Nulls are skipped: they decode to absent fields.
+fn unknown_fields(input: &Value, known: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, known) {
+        (Value::Object(fields), Value::Object(kept)) => {
+            for (key, value) in fields {
+                if value.is_null() {
+                    continue;
+                }
+                let at = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match kept.get(key) {
+                    Some(known) => unknown_fields(value, known, &at, out),
+                    None => out.push(at),
+                }
+            }
+        }
+        (Value::Array(items), Value::Array(kept)) => {
+            for (i, (item, known)) in items.iter().zip(kept).enumerate() {
+                unknown_fields(item, known, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// What a body must be to decode: its kind and the apiVersions it may be sent in (the first is
@@ -47,29 +127,40 @@ pub fn decode_as<T: serde::de::DeserializeOwned>(
     body: &JsonBody,
     expected: &Expected<'_>,
 ) -> Result<T, ApiError> {
-    let value: Value = if body.media_type == "application/yaml" {
-        let text = std::str::from_utf8(&body.bytes).map_err(|e| {
-            unrecognized(expected.kind, &format!("the body is not UTF-8: {e}"), body)
-        })?;
-        serde_saphyr::from_str(text).map_err(|e| {
+    let value = parse_body(body, expected.kind)?;
+    decode_value(&value, expected)
+}
+
+/// Parses a body (JSON, or YAML when the content type says so) as a JSON value.
+fn parse_body(body: &JsonBody, kind: &str) -> Result<Value, ApiError> {
+    if body.media_type == "application/yaml" {
+        let text = std::str::from_utf8(&body.bytes)
+            .map_err(|e| unrecognized(kind, &format!("the body is not UTF-8: {e}"), body))?;
+        return serde_saphyr::from_str(text).map_err(|e| {
             unrecognized(
-                expected.kind,
+                kind,
                 &format!("couldn't get version/kind; yaml parse error: {e}"),
                 body,
             )
-        })?
-    } else {
-        serde_json::from_slice(&body.bytes).map_err(|e| {
-            unrecognized(
-                expected.kind,
-                &format!(
-                    "couldn't get version/kind; json parse error: {}",
-                    go_syntax_error(&e, &body.bytes)
-                ),
-                body,
-            )
-        })?
-    };
+        });
+    }
+    serde_json::from_slice(&body.bytes).map_err(|e| {
+        unrecognized(
+            kind,
+            &format!(
+                "couldn't get version/kind; json parse error: {}",
+                go_syntax_error(&e, &body.bytes)
+            ),
+            body,
+        )
+    })
+}
+
+/// Checks the kind and version a parsed body names, and decodes it.
+fn decode_value<T: serde::de::DeserializeOwned>(
+    value: &Value,
+    expected: &Expected<'_>,
+) -> Result<T, ApiError> {
     let api_version = value
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -99,9 +190,9 @@ pub fn decode_as<T: serde::de::DeserializeOwned>(
             "no kind {sent_kind:?} is registered for version {sent_version:?} in scheme {SCHEME:?}"
         )));
     }
-    serde_path_to_error::deserialize::<_, T>(&value).map_err(|e| {
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let path = e.path().to_string();
-        handled(go_type_error(&value, &path, e.inner(), expected.kind))
+        handled(go_type_error(value, &path, e.inner(), expected.kind))
     })
 }
 
@@ -273,9 +364,33 @@ mod tests {
     }
 
     fn message(text: &str) -> String {
-        decode_object::<Pod>(&body(text))
+        decode_validated::<Pod>(&body(text), FieldValidation::Ignore)
             .expect_err("an error")
             .message
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_by_strict_and_reported_by_warn() {
+        let text = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","creationTimestamp":null},"spec":{"bogus":1,"containers":[{"name":"a","image":"i","imagee":"j","resources":{}}]}}"#;
+        let err =
+            decode_validated::<Pod>(&body(text), FieldValidation::Strict).expect_err("strict");
+        assert_eq!(
+            err.message,
+            r#"Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "spec.bogus", unknown field "spec.containers[0].imagee""#
+        );
+        let (_, warnings) =
+            decode_validated::<Pod>(&body(text), FieldValidation::Warn).expect("warn");
+        assert_eq!(
+            warnings,
+            [
+                r#"unknown field "spec.bogus""#,
+                r#"unknown field "spec.containers[0].imagee""#
+            ]
+        );
+        let clean = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","labels":{"a":"b"}},"spec":{"containers":[{"name":"a","image":"i","ports":[{"containerPort":80}],"env":[{"name":"E","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}}]}],"securityContext":{}}}"#;
+        let (_, warnings) =
+            decode_validated::<Pod>(&body(clean), FieldValidation::Strict).expect("clean");
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 
     #[test]

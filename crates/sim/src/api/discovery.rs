@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 /// The Kubernetes version the sim reports.
 pub const KUBE_VERSION: (&str, &str) = ("1", "33");
 
+/// The `gitVersion` the sim reports (`/version`, and the OpenAPI documents' `info.version`).
+pub(crate) const GIT_VERSION: &str = "v1.33.0-podline-sim";
+
 const ALL_VERBS: [&str; 8] = [
     "create",
     "delete",
@@ -81,7 +84,7 @@ pub async fn version() -> Json<Value> {
     Json(json!({
         "major": KUBE_VERSION.0,
         "minor": KUBE_VERSION.1,
-        "gitVersion": format!("v{}.{}.0-podline-sim", KUBE_VERSION.0, KUBE_VERSION.1),
+        "gitVersion": GIT_VERSION,
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",
@@ -188,4 +191,15 @@ pub async fn group_version(Path((group, version)): Path<(String, String)>) -> Re
         "resources": resources,
     }))
     .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_git_version_is_the_reported_version() {
+        let prefix = format!("v{}.{}.", KUBE_VERSION.0, KUBE_VERSION.1);
+        assert!(GIT_VERSION.starts_with(&prefix), "{GIT_VERSION}");
+    }
 }

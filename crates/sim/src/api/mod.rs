@@ -14,6 +14,7 @@ mod eviction;
 pub(crate) mod kinds;
 mod logs;
 pub(crate) mod namespaces;
+pub mod openapi;
 mod patch;
 mod pods;
 mod protobuf;
@@ -165,6 +166,9 @@ pub fn app(state: AppState) -> Router {
         .route("/apis", get(discovery::api_groups))
         .route("/apis/{group}", get(discovery::api_group))
         .route("/apis/{group}/{version}", get(discovery::group_version))
+        .route("/openapi/v2", get(openapi::v2))
+        .route("/openapi/v3", get(openapi::v3_index))
+        .route("/openapi/v3/{*gv}", get(openapi::v3_group_version))
         .merge(control::routes())
         .fallback(resources::dispatch)
         .layer(middleware::from_fn(table::negotiate))

@@ -116,6 +116,9 @@ async fn handle<K: ApiKind>(
         .get("fieldManager")
         .map(str::to_owned);
     let writer = |part, apply| Writer::new(field_manager.as_deref(), &user_agent, apply, part);
+    let validation = super::decode::FieldValidation::parse(
+        query::Query::new(query.as_deref()).get("fieldValidation"),
+    );
     match (info.subresource.as_str(), info.verb.as_str()) {
         ("log", "get") if is_pod => super::logs::pod_log(&state, &info, query.as_deref()).await,
         ("binding", "create") if is_pod => {
@@ -141,22 +144,23 @@ async fn handle<K: ApiKind>(
         ("status", "get") if K::HAS_STATUS => get::<K>(&state, &info, query.as_deref()),
         ("", "create") => {
             let body = read_create_body::<K>(&state, req).await?;
-            let obj: K = super::decode::decode_object::<K>(&body)?;
-            create::<K>(
+            let (obj, warnings) = super::decode::decode_validated::<K>(&body, validation)?;
+            let created = create::<K>(
                 &state,
                 &info,
                 query.as_deref(),
                 obj,
                 Some(writer(Part::Main, false)),
-            )
+            );
+            created.map(|r| with_warnings(r, &warnings))
         }
         ("", "update") => {
             let body = read_body(&state, req).await?;
-            update::<K>(&state, &info, body, writer(Part::Main, false))
+            update::<K>(&state, &info, body, writer(Part::Main, false), validation)
         }
         ("status", "update") if K::HAS_STATUS => {
             let body = read_body(&state, req).await?;
-            update::<K>(&state, &info, body, writer(Part::Status, false))
+            update::<K>(&state, &info, body, writer(Part::Status, false), validation)
         }
         ("", "patch") => {
             let body = read_raw_body(&state, req).await?;
@@ -747,8 +751,9 @@ fn update<K: ApiKind>(
     info: &RequestInfo,
     body: JsonBody,
     writer: Writer,
+    validation: super::decode::FieldValidation,
 ) -> Result<Response, ApiError> {
-    let mut obj: K = super::decode::decode_object::<K>(&body)?;
+    let (mut obj, warnings) = super::decode::decode_validated::<K>(&body, validation)?;
     match obj.meta().name.as_deref() {
         None | Some("") => obj.meta_mut().name = Some(info.name.clone()),
         Some(n) if n != info.name => {
@@ -760,7 +765,19 @@ fn update<K: ApiKind>(
         Some(_) => {}
     }
     check_namespace(&mut obj, info)?;
-    replace::<K>(state, info, &writer, move |_| Ok(obj))
+    replace::<K>(state, info, &writer, move |_| Ok(obj)).map(|r| with_warnings(r, &warnings))
+}
+
+/// `response` with a `Warning: 299 - "<text>"` header per warning, as kube-apiserver sends
+/// the warnings of a write (unknown fields under `fieldValidation=Warn`, the default).
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for warning in warnings {
+        let escaped = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(value) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
 }
 
 fn patch_object<K: ApiKind>(

@@ -279,8 +279,8 @@ async fn kubectl_get_pods_prints_the_server_side_table_columns() {
 }
 
 /// `kubectl apply --server-side` creates a pod, re-applies a change of its own field, and is
-/// refused with kube's conflict message when another manager owns the field, until forced.
-/// (`--validate=false`: the sim serves no OpenAPI document for kubectl's schema validation.)
+/// refused with kube's conflict message when another manager owns the field, until forced, all
+/// with kubectl's default validation (the sim's OpenAPI documents tell it the server validates).
 #[tokio::test]
 async fn kubectl_apply_server_side_creates_updates_and_reports_conflicts() {
     let sim = https_sim().await;
@@ -295,18 +295,10 @@ async fn kubectl_apply_server_side_creates_updates_and_reports_conflicts() {
     let file = dir.path().join("pod.yaml");
     let file_arg = file.to_str().expect("utf-8 path");
     std::fs::write(&file, manifest("busybox:1.36", "one")).expect("write");
-    let out = ok(&kubectl(
-        path,
-        &["apply", "--server-side", "--validate=false", "-f", file_arg],
-    )
-    .await);
+    let out = ok(&kubectl(path, &["apply", "--server-side", "-f", file_arg]).await);
     assert!(out.contains("pod/applied serverside-applied"), "{out}");
     std::fs::write(&file, manifest("busybox:1.36", "two")).expect("write");
-    ok(&kubectl(
-        path,
-        &["apply", "--server-side", "--validate=false", "-f", file_arg],
-    )
-    .await);
+    ok(&kubectl(path, &["apply", "--server-side", "-f", file_arg]).await);
     let labels = ok(&kubectl(
         path,
         &[
@@ -339,7 +331,6 @@ async fn kubectl_apply_server_side_creates_updates_and_reports_conflicts() {
         &[
             "apply",
             "--server-side",
-            "--validate=false",
             "--field-manager=other",
             "-f",
             file_arg,
@@ -357,7 +348,6 @@ async fn kubectl_apply_server_side_creates_updates_and_reports_conflicts() {
         &[
             "apply",
             "--server-side",
-            "--validate=false",
             "--field-manager=other",
             "--force-conflicts",
             "-f",
