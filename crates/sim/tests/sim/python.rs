@@ -130,3 +130,31 @@ async fn the_python_client_should_watch_bookmarks_read_tables_and_delete_collect
     );
     sim.shutdown().await;
 }
+
+/// Server-side apply through the Python client (`patch_namespaced_pod` with the apply content
+/// type): created by apply (201), changed by the same manager (200), a conflict with another
+/// manager without force (409 with kube's message), forced (200).
+#[tokio::test]
+async fn the_python_client_should_server_side_apply_a_pod() {
+    if !python_client_installed().await {
+        return;
+    }
+    let sim = podline_testkit::start_sim(SimConfig::default().kubelet_enabled(false)).await;
+    let kubeconfig = podline_testkit::kubeconfig_file(&sim);
+    let mut cmd = Command::new("python3");
+    cmd.arg(python_file("kube_ssa.py"))
+        .arg(kubeconfig.path())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(45), cmd.output())
+        .await
+        .expect("the Python client finished within 45 s")
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim() == "ok",
+        "the Python client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(sim.counts().get("patch", "pods") >= 4, "it applied");
+    sim.shutdown().await;
+}
