@@ -12,6 +12,8 @@ use podline_sim::{FaultPlan, KubeletConfig, Sim, SimConfig};
 
 use crate::cli::Global;
 
+mod ground_truth;
+
 const AFTER_HELP: &str = "\
 Examples:
   podline sim                                   # HTTPS on a random port, kubeconfig in ./podline-sim.kubeconfig
@@ -19,6 +21,7 @@ Examples:
   podline sim --http1-only                      # no HTTP/2: clients fall back to HTTP/1.1
   podline sim --no-kubelet                      # API only: pods stay Pending, you drive their status
   podline sim --faults faults.yaml              # e.g. 30% of pod creates answer 409 Conflict
+  podline sim --ground-truth-out truth.json     # the ledger of every pod, for audits
 
 A faults file (YAML or JSON):
   rules:
@@ -32,12 +35,16 @@ for the one request: over HTTP/2 only its stream is reset, other streams on the 
 Rules can also be changed at runtime: GET/POST/DELETE /_sim/faults, GET /_sim/counts,
 POST /_sim/compact, POST /_sim/restart?seconds=N (same bearer token as the API).
 
+The ground truth (every pod ever created: phase transitions, exit codes, deletion) is served at
+GET /_sim/ground-truth; --ground-truth-out also writes it to a file, replaced atomically.
+
 Scripted pods (default) read annotations: sim.podline.io/duration, exit-code, logs, log-lines,
 image-error, unschedulable, ... With --exec, containers run their command as local processes.
 
 Exit codes:
   0  stopped by SIGINT (Ctrl-C) or SIGTERM
-  2  bad usage (an invalid flag, environment variable or faults file) or the server could not start";
+  2  bad usage (an invalid flag, environment variable or faults file), the server could not
+     start, or the ground-truth file could not be written at start or on shutdown";
 
 /// Serve the embedded Kubernetes API server (with a simulated kubelet) until Ctrl-C.
 #[derive(Debug, Clone, clap::Args)]
@@ -94,6 +101,20 @@ pub struct SimArgs {
     /// 100ms to 1h.
     #[arg(long, value_name = "DURATION", default_value = "90s", value_parser = parse_idle_timeout)]
     pub idle_timeout: Duration,
+    /// Write the ground-truth ledger (what GET /_sim/ground-truth answers) to this file: at
+    /// start, every --ground-truth-interval, and on shutdown (SIGINT/SIGTERM). Each write
+    /// replaces the file atomically.
+    #[arg(long, value_name = "FILE")]
+    pub ground_truth_out: Option<PathBuf>,
+    /// How often --ground-truth-out is rewritten while the sim runs. From 100ms to 1h.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "5s",
+        value_parser = parse_ground_truth_interval,
+        requires = "ground_truth_out"
+    )]
+    pub ground_truth_interval: Duration,
 }
 
 /// Bounds of `--idle-timeout`: short enough to test reconnects in a second, long enough that
@@ -109,6 +130,16 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("{s:?} must be greater than zero"));
     }
     Ok(d)
+}
+
+/// Bounds of `--ground-truth-interval`: often enough to follow a test, rarely enough to cost
+/// nothing measurable.
+const GROUND_TRUTH_INTERVAL_BOUNDS: (Duration, Duration) =
+    (Duration::from_millis(100), Duration::from_secs(3600));
+
+/// `--ground-truth-interval`: a duration within [`GROUND_TRUTH_INTERVAL_BOUNDS`].
+fn parse_ground_truth_interval(s: &str) -> Result<Duration, String> {
+    parse_bounded(s, GROUND_TRUTH_INTERVAL_BOUNDS)
 }
 
 /// `--idle-timeout`: a duration within [`IDLE_TIMEOUT_BOUNDS`].
@@ -190,6 +221,18 @@ pub async fn run(args: SimArgs, _global: &Global) -> anyhow::Result<ExitCode> {
     let kubelet_on = cfg.kubelet.enabled;
     let sim = Sim::start(cfg).await.context("cannot start the sim")?;
     write_kubeconfig(&args.kubeconfig_out, &sim.kubeconfig_yaml())?;
+    let ledger = match &args.ground_truth_out {
+        Some(path) => Some(
+            ground_truth::LedgerWriter::start(
+                sim.clone(),
+                path.clone(),
+                args.ground_truth_interval,
+            )
+            .await
+            .context("--ground-truth-out")?,
+        ),
+        None => None,
+    };
     let kubeconfig =
         std::fs::canonicalize(&args.kubeconfig_out).unwrap_or_else(|_| args.kubeconfig_out.clone());
     let mode = if kubelet_on {
@@ -203,6 +246,9 @@ pub async fn run(args: SimArgs, _global: &Global) -> anyhow::Result<ExitCode> {
     };
     println!("podline sim: Kubernetes API at {} ({mode})", sim.url());
     println!("kubeconfig: {}", kubeconfig.display());
+    if let Some(path) = &args.ground_truth_out {
+        println!("ground truth: {}", path.display());
+    }
     println!();
     println!("  export KUBECONFIG={}", kubeconfig.display());
     println!("  kubectl get pods");
@@ -216,6 +262,9 @@ pub async fn run(args: SimArgs, _global: &Global) -> anyhow::Result<ExitCode> {
     crate::cli::signal::shutdown().await;
     eprintln!("podline sim: stopping");
     sim.shutdown().await;
+    if let Some(ledger) = ledger {
+        ledger.finish().await.context("--ground-truth-out")?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -247,6 +296,31 @@ mod tests {
         assert!(cfg.kubelet.enabled);
         assert_eq!(cfg.history_window, Duration::from_secs(75));
         assert_eq!(cfg.idle_timeout, podline_sim::DEFAULT_IDLE_TIMEOUT);
+    }
+
+    #[test]
+    fn the_ground_truth_interval_is_bounded_and_needs_a_file() {
+        let args = parse(&["--ground-truth-out", "t.json"]).expect("parse");
+        assert_eq!(args.ground_truth_interval, Duration::from_secs(5));
+        let args = parse(&[
+            "--ground-truth-out",
+            "t.json",
+            "--ground-truth-interval",
+            "250ms",
+        ])
+        .expect("parse");
+        assert_eq!(args.ground_truth_interval, Duration::from_millis(250));
+        for bad in ["10ms", "2h", "0"] {
+            let err = parse(&[
+                "--ground-truth-out",
+                "t.json",
+                "--ground-truth-interval",
+                bad,
+            ])
+            .expect_err(bad);
+            assert!(err.to_string().contains(bad), "{err}");
+        }
+        assert!(parse(&["--ground-truth-interval", "1s"]).is_err());
     }
 
     #[test]

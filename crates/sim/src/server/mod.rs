@@ -531,6 +531,39 @@ impl Sim {
         self.cluster().ground_truth()
     }
 
+    /// The ground-truth ledger as JSON, byte for byte what `GET /_sim/ground-truth` answers (it
+    /// is that answer, asked in process), so a copy written to a file audits like the endpoint.
+    /// Works after [`Sim::shutdown`] too, for a last copy once nothing can change any more.
+    pub async fn ground_truth_json(&self) -> Result<bytes::Bytes, SimError> {
+        use http_body_util::BodyExt;
+
+        let request = http::Request::get("/_sim/ground-truth")
+            .header(
+                http::header::AUTHORIZATION,
+                format!("Bearer {}", self.token()),
+            )
+            .body(Body::empty())
+            .map_err(std::io::Error::other)?;
+        let response = match self.router().oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(std::io::Error::other)?
+            .to_bytes();
+        if status != http::StatusCode::OK {
+            return Err(std::io::Error::other(format!(
+                "the ground-truth endpoint answered {status}"
+            ))
+            .into());
+        }
+        Ok(body)
+    }
+
     /// Drops every connection and refuses new ones for `down`, then serves the same state.
     pub async fn restart(&self, down: Duration) {
         self.inner.listener.restart(down).await;
