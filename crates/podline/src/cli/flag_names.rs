@@ -29,6 +29,16 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ),
     (
         "conformance/src/lib.rs",
+        "--kubeconfig",
+        "kubectl's own flag: the suite runs kubectl",
+    ),
+    (
+        "conformance/src/lib.rs",
+        "--namespace",
+        "kubectl's own flag: the suite runs kubectl",
+    ),
+    (
+        "conformance/src/lib.rs",
         "PODLINE_CONFORMANCE_KUBECONFIG",
         "the conformance suite's own test-harness variable",
     ),
