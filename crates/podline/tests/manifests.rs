@@ -454,7 +454,9 @@ fn check_rbac(manifests: &[Manifest], in_kfp_overlay: bool, origin: &str) {
 fn rbac_is_least_privilege() {
     for (file, manifests) in raw_manifests() {
         let in_kfp = file.components().any(|c| c.as_os_str() == "kfp");
-        check_rbac(&manifests, in_kfp, &file.display().to_string());
+        // The finalize overlay needs pods `patch` too (the finalizer), as KFP mode does.
+        let patches_pods = in_kfp || file.components().any(|c| c.as_os_str() == "finalize");
+        check_rbac(&manifests, patches_pods, &file.display().to_string());
     }
 }
 
@@ -692,7 +694,7 @@ fn every_kustomization_renders_and_passes_the_checks() {
             .collect::<Result<_, _>>()
             .unwrap_or_else(|err| panic!("{err}"));
         let in_kfp = dir.ends_with("kfp");
-        check_rbac(&manifests, in_kfp, &origin);
+        check_rbac(&manifests, in_kfp || dir.ends_with("finalize"), &origin);
         let mut deployments = 0;
         for manifest in &manifests {
             match manifest {

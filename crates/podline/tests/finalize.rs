@@ -1,0 +1,353 @@
+//! Issue 17, recorder half: no lost final state, however long the recorder was down. Pods of
+//! `podline run --finalizer` carry podline.io/record; `podline record --finalize` removes it only
+//! after their final state is committed, so a pod deleted while no recorder runs waits in
+//! Terminating until one does. `podline gc --finalizers` is the valve for uninstalling. Each
+//! test drives the binaries against the sim, whose watch history is made short.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use podline_client::finalizer::{RECORD_FINALIZER, has_finalizer};
+use podline_testkit::{Sim, audit, client, kubeconfig_file, start_sim, test_config, wait_until};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+/// The sim's watch history in these tests: a recorder down for longer must re-list.
+const HISTORY: Duration = Duration::from_secs(3);
+/// Pods of the issue's test.
+const PODS: usize = 300;
+
+fn podline(kubeconfig: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_podline"));
+    cmd.arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env_remove("KUBECONFIG")
+        .env_remove("PODLINE_DB")
+        .env_remove("PODLINE_FINALIZE")
+        .env_remove("PODLINE_FINALIZER")
+        .env("PODLINE_CREATE_BACKOFF_BASE", "10ms")
+        .env("PODLINE_CREATE_BACKOFF_CAP", "200ms")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+fn recorder(kubeconfig: &Path, db: &Path, finalize: bool) -> Child {
+    let mut cmd = podline(kubeconfig);
+    cmd.arg("record")
+        .arg("--db")
+        .arg(db)
+        .args(["--listen", "127.0.0.1:0"])
+        .args([
+            "--watch-server-timeout",
+            "10s",
+            "--watch-client-timeout",
+            "3s",
+        ]);
+    if finalize {
+        cmd.arg("--finalize");
+    }
+    cmd.spawn().unwrap()
+}
+
+/// A tasks file of `n` scripted tasks (0.3 to 1.2 s each; every 7th exits 3).
+fn tasks_file(dir: &Path, n: usize) -> std::path::PathBuf {
+    let tasks: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            serde_json::json!({
+                "name": format!("t{i}"),
+                "image": "busybox",
+                "command": ["true"],
+                "annotations": {
+                    "sim.podline.io/duration": format!("{}ms", 300 + (i % 10) * 100),
+                    "sim.podline.io/exit-code": if i % 7 == 3 { "3" } else { "0" },
+                },
+            })
+        })
+        .collect();
+    let path = dir.join("tasks.json");
+    std::fs::write(&path, serde_json::to_vec(&tasks).unwrap()).unwrap();
+    path
+}
+
+fn sim_config() -> podline_testkit::SimConfig {
+    test_config()
+        .history_window(HISTORY)
+        .bookmark_interval(Duration::from_millis(300))
+}
+
+async fn all_pods(sim: &Sim) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::all(client(sim).await);
+    pods.list(&ListParams::default()).await.unwrap().items
+}
+
+/// Kills the recorder once it has recorded `seen` pods, while the run goes on; returns when.
+async fn kill_after_recording(child: &mut Child, db: &Path, seen: u64) -> Instant {
+    let recorded = wait_until(Duration::from_secs(30), || async {
+        match podline_store::open_read_only(db.to_str().unwrap()).await {
+            Ok(store) => store.counts().await.is_ok_and(|c| c.pods >= seen),
+            Err(_) => false,
+        }
+    })
+    .await;
+    assert!(recorded, "the recorder never recorded {seen} pods");
+    child.start_kill().unwrap(); // SIGKILL: no flush, no removal, nothing
+    child.wait().await.unwrap();
+    Instant::now()
+}
+
+/// The done-when test: the recorder is killed while 300 pods run; they finish and are deleted
+/// while it is down for longer than the watch history; after the restart the store holds all
+/// 300 final states (phase, exit codes; the audit against the sim's ground truth), none
+/// vanished, every finalizer removed, no pod left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorder_down_past_the_watch_history_loses_no_final_state_with_finalizers() {
+    let started = Instant::now();
+    let sim = start_sim(sim_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kc = kubeconfig.path();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("podline.db");
+    let tasks = tasks_file(dir.path(), PODS);
+
+    let mut rec = recorder(kc, &db, true);
+    let mut run = podline(kc)
+        .args(["run", "--parallel", "50", "--finalizer", "-f"])
+        .arg(&tasks)
+        .spawn()
+        .unwrap();
+    let killed = kill_after_recording(&mut rec, &db, 50).await;
+
+    // The launcher never waits for a pod held in Terminating: it finishes with the tasks' code
+    // (1: some tasks exited 3).
+    let status = tokio::time::timeout(Duration::from_secs(40), run.wait())
+        .await
+        .expect("the launcher hung on pods waiting in Terminating")
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+    let held = all_pods(&sim).await;
+    assert_eq!(held.len(), PODS, "every deleted pod waits for the recorder");
+    assert!(
+        held.iter().all(|p| p.metadata.deletion_timestamp.is_some()
+            && has_finalizer(&p.metadata, RECORD_FINALIZER))
+    );
+
+    // Down for longer than the watch history: the restart must re-list (no time to await but
+    // the history's own).
+    if let Some(left) = (HISTORY + Duration::from_secs(1)).checked_sub(killed.elapsed()) {
+        tokio::time::sleep(left).await;
+    }
+    sim.reset_counts();
+    let mut rec = recorder(kc, &db, true);
+    let released = wait_until(Duration::from_secs(30), || async {
+        all_pods(&sim).await.is_empty()
+    })
+    .await;
+    assert!(released, "pods left: {}", all_pods(&sim).await.len());
+    let store = podline_store::open_read_only(db.to_str().unwrap())
+        .await
+        .unwrap();
+    let converged = wait_until(Duration::from_secs(15), || async {
+        audit::compare(store.as_ref(), &sim.ground_truth())
+            .await
+            .is_ok_and(|r| r.is_ok() && r.vanished.is_empty())
+            && store.counts().await.is_ok_and(|c| c.deleted == PODS as u64)
+    })
+    .await;
+    let report = audit::compare(store.as_ref(), &sim.ground_truth())
+        .await
+        .unwrap();
+    assert!(converged, "{report}; vanished: {:?}", report.vanished);
+    assert_eq!(report.expected, PODS);
+    let counts = store.counts().await.unwrap();
+    assert_eq!(
+        (counts.pods, counts.vanished),
+        (PODS as u64, 0),
+        "{counts:?}"
+    );
+    assert!(
+        sim.counts().get("list", "pods") >= 2,
+        "the restart did not re-list (the history outlived the outage?)"
+    );
+    rec.start_kill().unwrap();
+    rec.wait().await.unwrap();
+    eprintln!("300-pod finalizer test took {:?}", started.elapsed());
+}
+
+/// `--finalize` off: the same outage behaves as without this feature: no patch request at all,
+/// pods are deleted at once, and the pods the recorder saw alive vanish (final state unknown).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_finalizers_the_same_outage_vanishes_pods_and_sends_no_patch() {
+    let sim = start_sim(sim_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kc = kubeconfig.path();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("podline.db");
+    let tasks = tasks_file(dir.path(), 100);
+
+    let mut rec = recorder(kc, &db, false);
+    let mut run = podline(kc)
+        .args(["run", "--parallel", "50", "-f"])
+        .arg(&tasks)
+        .spawn()
+        .unwrap();
+    let killed = kill_after_recording(&mut rec, &db, 50).await;
+    let status = tokio::time::timeout(Duration::from_secs(40), run.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            all_pods(&sim).await.is_empty()
+        })
+        .await,
+        "without finalizers nothing holds a deleted pod"
+    );
+    if let Some(left) = (HISTORY + Duration::from_secs(1)).checked_sub(killed.elapsed()) {
+        tokio::time::sleep(left).await;
+    }
+    let mut rec = recorder(kc, &db, false);
+    let store = podline_store::open_read_only(db.to_str().unwrap())
+        .await
+        .unwrap();
+    let reconciled = wait_until(Duration::from_secs(15), || async {
+        store
+            .counts()
+            .await
+            .is_ok_and(|c| c.vanished > 0 && c.live == 0)
+    })
+    .await;
+    assert!(reconciled, "{:?}", store.counts().await.unwrap());
+    assert_eq!(
+        sim.counts().get("patch", "pods"),
+        0,
+        "no patch without --finalize"
+    );
+    rec.start_kill().unwrap();
+    rec.wait().await.unwrap();
+}
+
+/// `podline run --finalizer` of one task: the pod carries the finalizer from its create, and the
+/// launcher exits with the task's code although the deleted pod waits in Terminating.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_with_a_finalizer_exits_with_the_tasks_code_while_the_pod_waits() {
+    let sim = start_sim(sim_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        podline(kubeconfig.path())
+            .args(["run", "--image", "busybox", "--finalizer", "--name", "one"])
+            .args(["--annotation", "sim.podline.io/exit-code=3"])
+            .args(["--annotation", "sim.podline.io/duration=200ms"])
+            .args(["--", "false"])
+            .output(),
+    )
+    .await
+    .expect("the launcher waited for the held pod")
+    .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let pods = all_pods(&sim).await;
+    assert_eq!(pods.len(), 1);
+    assert!(pods[0].metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        pods[0].metadata.finalizers.as_deref(),
+        Some(&[RECORD_FINALIZER.to_owned()][..])
+    );
+}
+
+/// The uninstall valve: `podline gc --finalizers` removes podline.io/record from every pod of the
+/// namespace (a deleted one then goes), leaves other finalizers and other namespaces alone, and
+/// with -A does the rest; it reports the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_finalizers_releases_every_pod_in_scope_and_reports_the_count() {
+    let sim = start_sim(test_config().kubelet_enabled(false)).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kube = client(&sim).await;
+    let create = |ns: &str, name: &str, finalizers: &[&str]| {
+        let api: Api<Pod> = Api::namespaced(kube.clone(), ns);
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "finalizers": finalizers },
+            "spec": { "containers": [{ "name": "main", "image": "busybox" }] },
+        }))
+        .unwrap();
+        async move { api.create(&PostParams::default(), &pod).await.unwrap() }
+    };
+    create("default", "a", &[RECORD_FINALIZER]).await;
+    create("default", "b", &[RECORD_FINALIZER, "example.com/keep"]).await;
+    create("default", "c", &[]).await;
+    create("kube-system", "d", &[RECORD_FINALIZER]).await;
+    let default: Api<Pod> = Api::namespaced(kube.clone(), "default");
+    default.delete("a", &DeleteParams::default()).await.unwrap();
+    assert!(default.get_opt("a").await.unwrap().is_some(), "held");
+
+    let out = podline(kubeconfig.path())
+        .args(["gc", "--finalizers"])
+        .stdout(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("3 pod(s) seen, finalizer podline.io/record removed from 2, 0 failed"),
+        "{stdout}"
+    );
+    assert!(
+        default.get_opt("a").await.unwrap().is_none(),
+        "released and gone"
+    );
+    let b = default.get("b").await.unwrap();
+    assert_eq!(b.metadata.finalizers.unwrap(), ["example.com/keep"]);
+    let other: Api<Pod> = Api::namespaced(kube.clone(), "kube-system");
+    assert!(has_finalizer(
+        &other.get("d").await.unwrap().metadata,
+        RECORD_FINALIZER
+    ));
+
+    let out = podline(kubeconfig.path())
+        .args(["gc", "--finalizers", "-A", "-o", "json"])
+        .stdout(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["released"], 1, "{report}");
+    assert!(!has_finalizer(
+        &other.get("d").await.unwrap().metadata,
+        RECORD_FINALIZER
+    ));
+}
+
+/// The flags are documented where users look.
+#[test]
+fn help_documents_the_finalizer_flags() {
+    let help = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_podline"))
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let record = help(&["record", "--help"]);
+    assert!(
+        record.contains("--finalize") && record.contains("PODLINE_FINALIZE"),
+        "{record}"
+    );
+    assert!(record.contains("gc --finalizers"), "{record}");
+    let run = help(&["run", "--help"]);
+    assert!(
+        run.contains("--finalizer") && run.contains("opt-in") || run.contains("Opt-in"),
+        "{run}"
+    );
+    let gc = help(&["gc", "--help"]);
+    assert!(gc.contains("--finalizers"), "{gc}");
+}
