@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{
     Container, EnvFromSource, EnvVar, PodSpec, ResourceRequirements, SecretEnvSource,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use rand::Rng;
+use rand::RngExt;
 
 use super::{
     BuiltPod, DEFAULT_CONTAINER, LAUNCH_ID_LABEL, MAX_ACTIVE_DEADLINE, MAX_GENERATED_NAME,
