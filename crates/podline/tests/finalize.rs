@@ -351,3 +351,41 @@ fn help_documents_the_finalizer_flags() {
     let gc = help(&["gc", "--help"]);
     assert!(gc.contains("--finalizers"), "{gc}");
 }
+
+/// SIGTERM of `podline run --finalizer`: the pod is deleted and held in Terminating, and the
+/// launcher exits 143 at once instead of waiting for it to disappear.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_of_a_run_with_a_finalizer_exits_143_without_waiting_for_the_pod() {
+    let sim = start_sim(sim_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let child = podline(kubeconfig.path())
+        .args(["run", "--image", "busybox", "--finalizer"])
+        .args(["--annotation", "sim.podline.io/duration=300s"])
+        .args(["--", "sleep", "300"])
+        .spawn()
+        .unwrap();
+    let running = wait_until(Duration::from_secs(20), || async {
+        all_pods(&sim)
+            .await
+            .iter()
+            .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+    })
+    .await;
+    assert!(running);
+    let pid = child.id().unwrap().to_string();
+    let term = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(term.success());
+    let out = tokio::time::timeout(Duration::from_secs(15), child.wait_with_output())
+        .await
+        .expect("the launcher waited for the held pod")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(143));
+    let pods = all_pods(&sim).await;
+    assert_eq!(pods.len(), 1);
+    assert!(pods[0].metadata.deletion_timestamp.is_some());
+    assert!(has_finalizer(&pods[0].metadata, RECORD_FINALIZER));
+}

@@ -596,3 +596,42 @@ async fn without_finalize_no_patch_is_sent() {
     );
     rec.stop().await;
 }
+
+/// The finalizer calls never hold up recording: with every pod patch hanging unanswered, 40
+/// pods still reach the store through their whole lifecycle as fast as without the feature.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hanging_finalizer_patches_never_slow_the_watch() {
+    let sim = sim().await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::Stall { after_events: 0 })
+            .verb(FaultVerb::Patch)
+            .resource("pods"),
+    );
+    let db = TestDb::fresh(Backend::Sqlite).await.unwrap();
+    let rec = start_recorder(&sim, db.store.clone(), |_| {}).await;
+    let pods = pods(&sim).await;
+    for i in 0..40 {
+        pods.create(
+            &PostParams::default(),
+            &pod(&format!("busy-{i}"), "100ms", serde_json::json!({})),
+        )
+        .await
+        .unwrap();
+    }
+    let recorded = wait_until(Duration::from_secs(8), || async {
+        db.store
+            .pods(&PodFilter::default())
+            .await
+            .is_ok_and(|p| p.len() == 40 && p.iter().all(|r| r.phase.as_deref() == Some("Failed")))
+    })
+    .await;
+    assert!(recorded, "the watch waited on the finalizer patches");
+    assert_eq!(
+        sample(&rec.metrics, "podline_record_finalizers_added_total"),
+        0,
+        "no patch was answered"
+    );
+    sim.faults().clear();
+    rec.shutdown.cancel();
+    let _ = rec.task.await.unwrap();
+}
