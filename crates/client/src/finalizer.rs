@@ -113,7 +113,7 @@ pub enum FinalizerError {
         #[source]
         source: Box<kube::Error>,
     },
-    /// The pod changed between each read and patch, [`MAX_ATTEMPTS`] times in a row.
+    /// The pod changed between each read and patch, five times in a row.
     #[error(
         "cannot {operation} finalizer {finalizer} on pod {namespace}/{name}: it changed during each of {attempts} attempts"
     )]

@@ -24,6 +24,8 @@
 //!   server offers no h2. [`ping`]: the PING interval and timeout (5 s + 10 s by default), parsed
 //!   like the timeouts. [`proxy`]: the kubeconfig's `proxy-url` (`http://` CONNECT tunnels and
 //!   `socks5://`).
+//! - [`finalizer`]: podline's pod finalizer ([`finalizer::RECORD_FINALIZER`]) and the careful
+//!   patches that add it (never to a pod being deleted) and remove it (testing the entry first).
 //! - [`watch`]: [`watch::watch`] is LIST+WATCH that resumes from the last resourceVersion, bounds
 //!   every wait by the client timeout, re-lists only on 410, and yields errors as items.
 //!

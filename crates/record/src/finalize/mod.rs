@@ -4,7 +4,7 @@
 //! the pod go.
 //! Kubernetes' Job controller does the same with `batch.kubernetes.io/job-tracking`.
 //!
-//! - [`decide`]: the pure rule for adding, holding and releasing (and its safety valve);
+//! - [`decide`](mod@decide): the pure rule for adding, holding and releasing (and its safety valve);
 //! - `worker`: the add/remove calls, off the watch's and the writer's paths, retried;
 //! - `sweep`: once per start, the pods' metadata: adds to the pods in scope without the
 //!   finalizer, releases pods out of scope (a selector changed), and feeds pods in scope that wait

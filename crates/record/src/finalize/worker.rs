@@ -24,6 +24,9 @@ use tokio_util::sync::CancellationToken;
 use super::decide::ReleaseReason;
 use crate::metrics::Metrics;
 
+/// At most this many pods are remembered as given the finalizer (see [`Finalizers::add`]).
+const MAX_REMEMBERED_ADDS: usize = 100_000;
+
 /// A pod whose finalizer is to be removed, and why.
 #[derive(Debug, Clone)]
 pub(crate) struct Ticket {
@@ -57,6 +60,7 @@ pub(crate) fn slim(meta: &ObjectMeta) -> ObjectMeta {
         resource_version: meta.resource_version.clone(),
         finalizers: meta.finalizers.clone(),
         deletion_timestamp: meta.deletion_timestamp.clone(),
+        deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
         ..ObjectMeta::default()
     }
 }
@@ -296,6 +300,11 @@ impl Finalizers {
         match (&job.kind, result) {
             (Kind::Add, Ok(Done::Added(Added::Added))) => {
                 self.metrics.finalizer_added();
+                if jobs.added.len() >= MAX_REMEMBERED_ADDS {
+                    // Pods deleted while not watching are never forgotten one by one; starting
+                    // over costs at most one redundant add (answered "present") per pod.
+                    jobs.added.clear();
+                }
                 jobs.added.insert(uid.clone(), version_of(&job.meta));
             }
             (Kind::Remove(reason), Ok(Done::Removed(Removed::Removed))) => {
