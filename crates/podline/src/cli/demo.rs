@@ -1,31 +1,37 @@
 //! `podline demo`: the whole system on the embedded sim, with faults switched on.
 //!
-//! It starts the sim in-process (HTTPS, bearer token, simulated kubelet) with 409 Conflicts and
-//! 429s on pod creates and broken log streams, runs the recorder (with its reaper, as
-//! `podline record -A --reap`) into a local SQLite file, and plays the rounds of
-//! [`schedule::SCHEDULE`]: rounds of pods launched with the launcher library while one kind of
-//! watch trouble hits the recorder (a frozen connection, resets, an API restart with a compaction
-//! during the outage, early ends), then a round whose `podline run` child process is SIGKILLed
-//! while its pods run. At the end it checks that the store equals the sim's ground truth, that
-//! no pod is left in the cluster (0 orphans) and that no pod's final state was lost (0 vanished).
-//! Exits 1 if any task failed unexpectedly or a check fails.
+//! It starts the sim in-process (HTTPS, bearer token, simulated kubelet, a short watch history)
+//! with 409 Conflicts and 429s on pod creates and broken log streams, runs the recorder (with its
+//! reaper and its finalizer, as `podline record -A --reap --finalize`) into a local SQLite file,
+//! and plays the rounds of [`schedule::SCHEDULE`]: rounds of pods (each created with the
+//! recorder's finalizer, as `podline run --finalizer`) launched with the launcher library while
+//! one kind of watch trouble hits the recorder (a frozen connection, resets, an API restart with
+//! a compaction during the outage, early ends); a round whose `podline run` child process is
+//! SIGKILLed while its pods run; a round during which the recorder is down for longer than the
+//! watch history while its pods run, finish and are deleted. At the end it checks that the store
+//! equals the sim's ground truth, that no pod is left in the cluster (0 orphans) and that no
+//! pod's final state was lost (0 vanished). Exits 1 if any task failed unexpectedly or a check
+//! fails.
 
 mod faults;
 mod figures;
 mod kill;
+mod outage;
 mod recording;
 mod schedule;
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use podline_client::connect::{ConfigSource, ConnectOptions, connect_with_kubeconfig};
+use podline_client::finalizer::RECORD_FINALIZER;
 use podline_client::ping::Http2Ping;
 use podline_client::timeouts::WatchTimeouts;
 use podline_launch::{Cancel, LaunchConfig, Launcher, LogMode};
-use podline_record::RecorderConfig;
+use podline_record::{FinalizeConfig, RecorderConfig};
 use podline_sim::{Sim, SimConfig};
 
 use self::figures::{by_label, sum_metric};
@@ -36,8 +42,9 @@ use self::schedule::Round;
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
     /// Rounds to play, in order: plain, frozen connection, resets, API restart, early ends,
-    /// launcher SIGKILLed (1 to 50; rounds past these six are plain).
-    #[arg(long, default_value_t = 6, value_name = "N",
+    /// launcher SIGKILLed, recorder down past the watch history (1 to 50; rounds past these
+    /// seven are plain).
+    #[arg(long, default_value_t = 7, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=50))]
     pub rounds: u16,
     /// Pods per round (1 to 1000).
@@ -65,6 +72,16 @@ struct Tally {
     unexpected: Vec<String>,
     /// Pods of SIGKILLed launchers still in the API after the reaper's bound.
     orphans_at_bound: usize,
+    /// Pods of the recorder outage round not recorded with their final state.
+    lost_in_outage: usize,
+}
+
+/// What a launching round's pods did.
+struct RoundResult {
+    succeeded: usize,
+    failed: usize,
+    scripted_failures: usize,
+    retries: u64,
 }
 
 /// Runs the demo and prints its summary.
@@ -73,12 +90,17 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     remove_db_files(&args.db)?;
 
-    let sim = Sim::start(SimConfig::default().faults(faults::create_faults(args.no_faults)))
-        .await
-        .context("starting the embedded sim")?;
+    let sim = Sim::start(
+        SimConfig::default()
+            .faults(faults::create_faults(args.no_faults))
+            .history_window(outage::HISTORY),
+    )
+    .await
+    .context("starting the embedded sim")?;
     println!(
-        "sim:      {} (HTTPS, bearer token, simulated kubelet)",
-        sim.url()
+        "sim:      {} (HTTPS, bearer token, simulated kubelet, {} s of watch history)",
+        sim.url(),
+        outage::HISTORY.as_secs()
     );
     // The kubeconfig of the launcher that runs as a child process.
     let kubeconfig = tempfile::NamedTempFile::new().context("creating the sim's kubeconfig")?;
@@ -94,14 +116,15 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let mut config = RecorderConfig::new(sim.url(), None);
     config.timeouts = WatchTimeouts::try_new(Duration::from_secs(30), Duration::from_secs(2))
         .context("demo watch timeouts")?;
-    let setup = RecorderSetup {
+    config.finalize = Some(FinalizeConfig::default());
+    let mut recording = Recording::start(RecorderSetup {
         client: sim_client(&sim).await?,
         store: store.clone(),
         config,
-    };
-    let recording = Recording::start(&setup);
+    });
     println!(
-        "recorder: watching all namespaces into {}, reaping dead launchers' pods",
+        "recorder: watching all namespaces into {}, reaping dead launchers' pods, holding each \
+         pod with {RECORD_FINALIZER} until its final state is recorded",
         args.db.display()
     );
 
@@ -117,6 +140,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             Duration::from_secs(2),
             Duration::from_secs(120),
         )?,
+        finalizer: Some(RECORD_FINALIZER.to_owned()),
         ..LaunchConfig::default()
     };
     let launcher = Launcher::new(client.clone(), "default", launch_config);
@@ -126,28 +150,67 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     for round in 1..=rounds {
         let kind = Round::of(round, args.no_faults);
         let label = format!("round {round}/{rounds}");
-        if kind.launches_in_process() {
-            launch_round(
-                &sim, &launcher, &cancel, round, kind, pods, &label, &mut tally,
-            )
-            .await?;
-            continue;
+        match kind {
+            Round::KillLauncher => {
+                println!(
+                    "fault:    `podline run --count {pods} --parallel {pods}` is SIGKILLed while its pods run"
+                );
+                let figures = kill::run(&client, kubeconfig.path(), round, pods).await?;
+                tally.launched += figures.pods;
+                tally.orphans_at_bound += figures.orphans();
+                println!(
+                    "{label}: launcher SIGKILLed with {} pods running; the reaper deleted {} of \
+                     them in {:.1} s (bound {:.1} s + the pods' stop): {} orphans",
+                    figures.pods,
+                    figures.deleted,
+                    figures.took.as_secs_f64(),
+                    figures.bound.as_secs_f64(),
+                    figures.orphans()
+                );
+            }
+            Round::RecorderOutage => {
+                println!(
+                    "fault:    the recorder stops for {} s, longer than the API's {} s watch \
+                     history, while the round's pods run, finish and are deleted",
+                    outage::DOWN_FOR.as_secs(),
+                    outage::HISTORY.as_secs()
+                );
+                let timeline = outage::timeline(&mut recording, &client, round);
+                let (result, down) =
+                    launch_round(&launcher, &cancel, round, kind, pods, &mut tally, timeline)
+                        .await?;
+                let figures = outage::settle(&client, &store, round, pods, &down).await?;
+                tally.lost_in_outage += figures.pods.saturating_sub(figures.recorded);
+                println!(
+                    "{label}: {} succeeded, {} failed (as scripted: {}); recorder down {:.1} s, \
+                     {} deleted pods waited in Terminating; after its restart {} of {} final \
+                     states recorded in {:.1} s, {} vanished",
+                    result.succeeded,
+                    result.failed,
+                    result.scripted_failures,
+                    down.down.as_secs_f64(),
+                    down.held,
+                    figures.recorded,
+                    figures.pods,
+                    figures.released_in.as_secs_f64(),
+                    figures.vanished
+                );
+            }
+            _ => {
+                // The round's watch fault hits while its pods are being created and run.
+                let fault = async {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    faults::inject_round_fault(&sim, kind).await;
+                    Ok(())
+                };
+                let (result, ()) =
+                    launch_round(&launcher, &cancel, round, kind, pods, &mut tally, fault).await?;
+                println!(
+                    "{label}: {} succeeded, {} failed (as scripted: {}), {} create retries",
+                    result.succeeded, result.failed, result.scripted_failures, result.retries
+                );
+            }
         }
-        println!(
-            "fault:    `podline run --count {pods} --parallel {pods}` is SIGKILLed while its pods run"
-        );
-        let figures = kill::run(&client, kubeconfig.path(), round, pods).await?;
-        tally.launched += figures.pods;
-        tally.orphans_at_bound += figures.orphans();
-        println!(
-            "{label}: launcher SIGKILLed with {} pods running; the reaper deleted {} of them in \
-             {:.1} s (bound {:.1} s + the pods' stop): {} orphans",
-            figures.pods,
-            figures.deleted,
-            figures.took.as_secs_f64(),
-            figures.bound.as_secs_f64(),
-            figures.orphans()
-        );
     }
 
     // The recorder catches up within a few client timeouts; wait for the store to match.
@@ -161,8 +224,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    let metrics = recording.stop().await?;
-    let rendered = [metrics.render()];
+    let rendered = recording.finish().await?;
     let counts = store.counts().await.context("counting the store")?;
     // Every launcher is gone now (finished or killed), so a pod still in the cluster has
     // nobody left to delete it.
@@ -202,6 +264,15 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         sum_metric(&rendered, "podline_record_watch_relists_total")
     );
     println!(
+        "finalizers:           {} added by the recorder, removed: {}",
+        sum_metric(&rendered, "podline_record_finalizers_added_total"),
+        by_label(
+            &rendered,
+            "podline_record_finalizers_removed_total",
+            "reason"
+        )
+    );
+    println!(
         "pods recorded:        {} ({} transitions, {} deleted)",
         counts.pods, counts.transitions, counts.deleted
     );
@@ -227,6 +298,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         && tally.unexpected.is_empty()
         && orphans == 0
         && tally.orphans_at_bound == 0
+        && tally.lost_in_outage == 0
         && audit.vanished.is_empty();
     if passed {
         println!(
@@ -243,29 +315,21 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// One round of pods from the demo's own launcher while the round's watch fault plays.
-#[allow(clippy::too_many_arguments)]
-async fn launch_round(
-    sim: &Sim,
+/// One round of pods from the demo's own launcher while `fault` (the round's trouble) plays;
+/// returns what the pods did and what the fault returned.
+async fn launch_round<T>(
     launcher: &Launcher,
     cancel: &Cancel,
     round: usize,
     kind: Round,
     pods: usize,
-    label: &str,
     tally: &mut Tally,
-) -> anyhow::Result<()> {
+    fault: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<(RoundResult, T)> {
     let (specs, expected_codes) = schedule::round_specs(round, kind, pods);
-    // Each round's watch fault hits while its pods are being created and run.
-    let fault = {
-        let sim = sim.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            faults::inject_round_fault(&sim, kind).await;
-        })
-    };
-    let summary = podline_launch::many::run_many(launcher, specs, pods, None, false, cancel).await;
-    fault.await.context("the fault timeline panicked")?;
+    let launches = podline_launch::many::run_many(launcher, specs, pods, None, false, cancel);
+    let (summary, fault) = tokio::join!(launches, fault);
+    let fault = fault?;
     tally.launched += summary.results.len();
     tally.retries += summary.retries;
     for (result, expected) in summary.results.iter().zip(&expected_codes) {
@@ -285,14 +349,13 @@ async fn launch_round(
             ));
         }
     }
-    println!(
-        "{label}: {} succeeded, {} failed (as scripted: {}), {} create retries",
-        summary.succeeded,
-        summary.failed,
-        expected_codes.iter().filter(|code| **code != 0).count(),
-        summary.retries
-    );
-    Ok(())
+    let result = RoundResult {
+        succeeded: summary.succeeded,
+        failed: summary.failed,
+        scripted_failures: expected_codes.iter().filter(|code| **code != 0).count(),
+        retries: summary.retries,
+    };
+    Ok((result, fault))
 }
 
 /// A client for the sim built the way `podline` builds every client (timeouts, no hidden

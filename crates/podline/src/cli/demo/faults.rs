@@ -93,7 +93,7 @@ pub async fn inject_round_fault(sim: &Sim, kind: Round) {
                     .times(1),
             );
         }
-        Round::Plain | Round::KillLauncher => {}
+        Round::Plain | Round::KillLauncher | Round::RecorderOutage => {}
     }
 }
 

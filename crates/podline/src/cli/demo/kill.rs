@@ -134,6 +134,8 @@ fn launcher(
         .args(["--count", &count, "--parallel", &count])
         .args(["--lease-duration", &ms(LEASE_DURATION)])
         .args(["--lease-renew-every", &ms(LEASE_RENEW_EVERY)])
+        // As every demo pod: held for the recorder until their final state is recorded.
+        .arg("--finalizer")
         .args(["--create-attempts", &DEMO_CREATE_ATTEMPTS.to_string()])
         .args([
             "--create-backoff-base",
