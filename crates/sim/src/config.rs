@@ -3,6 +3,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::api::{DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_REQUEST_BODY};
+use crate::cluster::DEFAULT_WATCH_BUFFER;
 use crate::fault::FaultPlan;
 use crate::kubelet::KubeletConfig;
 
@@ -14,10 +16,6 @@ pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(75);
 pub const DEFAULT_HISTORY_MAX_EVENTS: usize = 100 * 1024;
 /// The real server sends periodic bookmarks about once a minute.
 pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
-/// Default [`SimConfig::watch_buffer`]: kube-apiserver's per-watcher buffers hold 10 to 1000
-/// events and a full one may block dispatch for a short budget before the watcher is closed; the
-/// sim has no budget, so it takes the largest buffer.
-pub const DEFAULT_WATCH_BUFFER: usize = 1000;
 /// kube-apiserver's `ReadHeaderTimeout` (32 s), which Go's HTTP server also applies to the TLS
 /// handshake: the default of both [`SimConfig::tls_handshake_timeout`] and
 /// [`SimConfig::header_read_timeout`].
@@ -25,10 +23,6 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
 /// kube-apiserver's `IdleTimeout` (its HTTP/1.1 and HTTP/2 servers' alike): an idle connection
 /// closes after this long.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
-/// kube-apiserver's default `--request-timeout` (60 s), which bounds reading a request body.
-pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
-/// kube-apiserver's `MaxRequestBodyBytes` (3 MiB): larger bodies get 413.
-pub const DEFAULT_MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;
 
 /// Configuration of an embedded sim. Build it with `SimConfig::default()` and the setters.
 ///

@@ -13,6 +13,14 @@
 //!   plus [`Sim::restart`] and [`Sim::compact`].
 //! - [`app`] is the whole API as an axum router, for in-process tests.
 //!
+//! # Layout
+//! Modules depend one way (`tests/sim/layering.rs` keeps it so): the vocabulary (`status`,
+//! `error`, [`audit`], `counts`, [`logs`]) under [`cluster`] (state) and [`kubelet`]; [`api`]
+//! (handlers) on the cluster; [`fault`] (a layer over the handlers) on the API; `app` (the
+//! router) on both; [`server`] (transport), `config` and `gc` on top. Nothing names a module above
+//! it: the API reaches its server through [`api::Transport`], the fault layer a request's
+//! connection through [`fault::Connection`].
+//!
 //! # Example
 //! ```no_run
 //! # async fn demo() -> Result<(), podline_sim::SimError> {
@@ -36,6 +44,7 @@
 //! ```
 
 pub mod api;
+mod app;
 pub mod audit;
 pub mod cluster;
 mod config;
@@ -48,13 +57,13 @@ pub mod logs;
 pub mod server;
 mod status;
 
-pub use api::{AppState, app};
+pub use api::{AppState, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_REQUEST_BODY};
+pub use app::app;
 pub use audit::AuditEntry;
-pub use cluster::{ChangeKind, Cluster, PodChange, PodHistory, PodRef};
+pub use cluster::{ChangeKind, Cluster, DEFAULT_WATCH_BUFFER, PodChange, PodHistory, PodRef};
 pub use config::{
-    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HEADER_READ_TIMEOUT,
-    DEFAULT_HISTORY_MAX_EVENTS, DEFAULT_HISTORY_WINDOW, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_REQUEST_BODY, DEFAULT_WATCH_BUFFER, SimConfig,
+    DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_HISTORY_MAX_EVENTS,
+    DEFAULT_HISTORY_WINDOW, DEFAULT_IDLE_TIMEOUT, SimConfig,
 };
 pub use counts::RequestCounts;
 pub use error::SimError;

@@ -10,6 +10,7 @@ mod sim {
     mod kinds;
     mod kubectl;
     mod kubelet;
+    mod layering;
     mod limits;
     mod python;
     mod watch;

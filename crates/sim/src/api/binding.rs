@@ -14,8 +14,8 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Deserialize;
 
+use super::body::JsonBody;
 use super::decode::{Expected, decode_as};
-use super::resources::JsonBody;
 use super::{AppState, RequestInfo};
 use crate::cluster::Write;
 use crate::status::ApiError;
@@ -107,7 +107,7 @@ pub(crate) fn bind(
             Ok((Write::Replace(pod), ()))
         }
     })?;
-    Ok(super::resources::created_success())
+    Ok(super::respond::created_success())
 }
 
 /// `ValidatePodBinding`. Its errors are not Status errors, so kube-apiserver answers them as a

@@ -1,8 +1,7 @@
-//! `/_sim/*`: the control endpoints (same bearer token as the API) that drive faults, counts,
-//! compaction and restarts from outside the process.
+//! `/_sim/*`: the control endpoints (same bearer token as the API) that drive counts,
+//! compaction and restarts from outside the process (`/_sim/faults` is the fault plan's own, in
+//! [`crate::fault`]).
 //!
-//! - `GET /_sim/faults` lists rules; `POST` adds rules (a plan, a list, or one rule, JSON or
-//!   YAML); `DELETE` clears them.
 //! - `GET /_sim/counts` returns `{"<verb> <resource>": n}`; `DELETE` resets them.
 //! - `GET /_sim/ground-truth` returns the ground-truth ledger: every pod ever created, with its
 //!   phase transitions, exit codes and removal time (JSON), to audit a client against.
@@ -21,56 +20,17 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 
-use super::AppState;
-use crate::fault::FaultPlan;
+use super::state::AppState;
 use crate::status::ApiError;
 
 /// The control routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route(
-            "/_sim/faults",
-            get(list_faults).post(add_faults).delete(clear_faults),
-        )
         .route("/_sim/counts", get(counts).delete(reset_counts))
         .route("/_sim/ground-truth", get(ground_truth))
         .route("/_sim/compact", post(compact))
         .route("/_sim/restart", post(restart))
         .route("/_sim/freeze", post(freeze))
-}
-
-async fn list_faults(State(state): State<AppState>) -> Response {
-    Json(FaultPlan {
-        rules: state.faults().list(),
-    })
-    .into_response()
-}
-
-async fn add_faults(State(state): State<AppState>, req: axum::extract::Request) -> Response {
-    // Within the same body cap and read timeout as the API's own writes.
-    let body = match super::resources::read_raw_body(&state, req).await {
-        Ok(body) => String::from_utf8_lossy(&body.bytes).into_owned(),
-        Err(err) => return err.into_response(),
-    };
-    match FaultPlan::parse(&body) {
-        Ok(plan) => {
-            let added = plan.rules.len();
-            for rule in plan.rules {
-                state.faults().push(rule);
-            }
-            (
-                StatusCode::CREATED,
-                Json(serde_json::json!({ "added": added })),
-            )
-                .into_response()
-        }
-        Err(err) => ApiError::bad_request(err.to_string()).into_response(),
-    }
-}
-
-async fn clear_faults(State(state): State<AppState>) -> StatusCode {
-    state.faults().clear();
-    StatusCode::NO_CONTENT
 }
 
 async fn counts(State(state): State<AppState>) -> Response {
@@ -149,7 +109,7 @@ async fn freeze(State(state): State<AppState>, Query(params): Query<RestartParam
     // Answer first, then freeze: the caller's own connection freezes with the others.
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        server.registry().freeze_all_for(duration);
+        server.freeze_all_for(duration);
     });
     (StatusCode::ACCEPTED, "freezing\n").into_response()
 }

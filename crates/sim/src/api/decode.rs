@@ -11,8 +11,8 @@
 
 use serde_json::Value;
 
+use super::body::JsonBody;
 use super::kinds::ApiKind;
-use super::resources::JsonBody;
 use crate::status::ApiError;
 
 /// Where built-in kinds are registered, as kube-apiserver names its scheme in errors.

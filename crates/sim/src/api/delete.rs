@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, Time};
 
 use super::kinds::ApiKind;
-use super::resources::json_response;
+use super::respond::json_response;
 use crate::cluster::{Cluster, Write};
 use crate::status::ApiError;
 use axum::response::{IntoResponse, Response};
@@ -316,7 +316,7 @@ pub(crate) fn delete_object<K: ApiKind>(
 /// and the object while it waits for finalizers.
 pub(crate) fn delete_response<K: ApiKind>(deleted: &Deleted<K>) -> Response {
     match deleted {
-        Deleted::Gone(obj) if K::RESOURCE != "pods" => super::resources::success_status(&**obj),
+        Deleted::Gone(obj) if K::RESOURCE != "pods" => super::respond::success_status(&**obj),
         Deleted::Gone(obj) => match serde_json::to_vec(&**obj) {
             Ok(json) => json_response(StatusCode::OK, json),
             Err(e) => ApiError::internal(e.to_string()).into_response(),
@@ -363,7 +363,7 @@ pub(crate) fn delete_collection<K: ApiKind>(
     opts: &DeleteOptions,
 ) -> Result<Response, ApiError> {
     let params: super::query::ListParams = super::query::parse(query)?;
-    let filter = super::resources::Filter::new::<K>(info, &params)?;
+    let filter = super::filter::Filter::new::<K>(info, &params)?;
     let cluster = state.cluster();
     let (items, rv) = K::table(cluster).snapshot(filter.namespace.as_deref(), None);
     let mut out = Vec::new();

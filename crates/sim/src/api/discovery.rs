@@ -164,7 +164,7 @@ pub async fn api_group(Path(group): Path<String>) -> Response {
             doc["apiVersion"] = json!("v1");
             Json(doc).into_response()
         }
-        None => super::resources::page_not_found(),
+        None => super::respond::page_not_found(),
     }
 }
 
@@ -182,7 +182,7 @@ pub async fn group_version(Path((group, version)): Path<(String, String)>) -> Re
             &ALL_VERBS,
             &[],
         )],
-        _ => return super::resources::page_not_found(),
+        _ => return super::respond::page_not_found(),
     };
     Json(json!({
         "kind": "APIResourceList",

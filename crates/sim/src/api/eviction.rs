@@ -15,9 +15,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta};
 use serde::Deserialize;
 
 use super::binding::update_condition;
+use super::body::JsonBody;
 use super::decode::{Expected, decode_as};
 use super::kinds::ApiKind;
-use super::resources::JsonBody;
 use super::{AppState, RequestInfo, delete};
 use crate::cluster::{Cluster, Write};
 use crate::status::ApiError;
@@ -100,7 +100,7 @@ pub(crate) fn evict(
                 .clone_from(&pod.metadata.resource_version);
         }
         match mark_and_delete(cluster, ns, name, one, dry_run) {
-            Ok(()) => return Ok(super::resources::created_success()),
+            Ok(()) => return Ok(super::respond::created_success()),
             Err(err) if err.code == 409 && !client_rv => last = Some(err),
             Err(err) => return Err(err),
         }

@@ -4,17 +4,9 @@
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceStatus, Pod};
 
+use super::part::Part;
 use super::validation::{Causes, validate_meta};
 use crate::cluster::{Cluster, Committed, Kind, Stored, Table, WorkflowTaskResult, Write};
-
-/// Which part of an object a write addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Part {
-    /// The main resource: status changes are ignored (for kinds with a status subresource).
-    Main,
-    /// The `status` subresource: only status changes are taken.
-    Status,
-}
 
 /// A kind served by the generic handlers.
 pub trait ApiKind: Kind {

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, StatusCause,
 use super::AppState;
 use super::delete::{Deleted, arrange_removal, delete_object};
 use super::kinds::ApiKind;
-use super::resources::json_response;
+use super::respond::json_response;
 use crate::cluster::{Cluster, WeakCluster, WorkflowTaskResult, Write, now_time};
 use crate::status::ApiError;
 

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, ResourceRequirements, Toleration};
 
-use super::kinds::Part;
+use super::part::Part;
 use super::validation::Causes;
 
 /// Default grace period of a pod without `terminationGracePeriodSeconds`.

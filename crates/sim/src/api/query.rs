@@ -55,6 +55,12 @@ impl Query {
     }
 }
 
+/// A boolean query parameter read the way kube-apiserver reads it (only `0` and `false`, in any
+/// case, are false); `None` and a missing key are false. For the middleware outside this module.
+pub fn query_flag(query: Option<&str>, key: &str) -> bool {
+    Query::new(query).flag(key) == Some(true)
+}
+
 /// A query parameter struct decoded from a [`Query`].
 pub trait FromQuery: Sized {
     /// Reads the struct's parameters; an error is the 400 the real server would answer.

@@ -1,7 +1,6 @@
 //! The resource endpoints: one dispatcher that routes by [`RequestInfo`] to generic handlers
 //! (list, watch, get, create, update, patch, delete) over any [`ApiKind`].
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -13,12 +12,17 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
 use serde_json::json;
 
 use super::apply::{self, Writer};
-use super::kinds::{ApiKind, Part};
+use super::body::{JsonBody, read_raw_body};
+use super::filter::Filter;
+use super::kinds::ApiKind;
+use super::part::Part;
 use super::query::{self, ListParams, WriteParams, continue_token};
-use super::selector::{FieldSelector, LabelSelector};
+use super::request_info::RequestInfo;
+use super::respond::{json_response, page_not_found};
+use super::state::AppState;
 use super::validation::Causes;
-use super::{AppState, RequestInfo, delete, patch, watch};
-use crate::cluster::{Facts, Stored, WorkflowTaskResult, Write};
+use super::{delete, patch, watch};
+use crate::cluster::{Stored, WorkflowTaskResult, Write};
 use crate::status::ApiError;
 
 /// Routes a resource request to its kind's handler; 404 for unknown resources.
@@ -57,31 +61,6 @@ fn served_group_version(group: &str, version: &str) -> bool {
         (group, version),
         ("", "v1") | ("coordination.k8s.io", "v1") | ("argoproj.io", "v1alpha1")
     )
-}
-
-/// kube-apiserver's answer to a path no handler serves (an unknown group, version or
-/// non-resource path): Go's `http.NotFound`, plain text, not a Status.
-pub fn page_not_found() -> Response {
-    let mut response = (StatusCode::NOT_FOUND, "404 page not found\n").into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response.headers_mut().insert(
-        "x-content-type-options",
-        HeaderValue::from_static("nosniff"),
-    );
-    response
-}
-
-/// A JSON response with the given status.
-pub fn json_response(status: StatusCode, body: impl Into<Body>) -> Response {
-    let mut response = (status, body.into()).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
 }
 
 /// The namespace part of a kind's table key.
@@ -218,88 +197,6 @@ async fn legacy_binding(
     super::binding::bind(&state, &info, super::binding::Route::Legacy, &body, dry_run)
 }
 
-/// The answer of a create that makes no object (a binding, an eviction): `201` with a Success
-/// Status whose `code` is 201, byte for byte as kube-apiserver writes it.
-pub fn created_success() -> Response {
-    json_response(
-        StatusCode::CREATED,
-        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#,
-    )
-}
-
-/// A parsed body: JSON (or YAML) of the request.
-pub struct JsonBody {
-    /// The raw bytes.
-    pub bytes: Bytes,
-    /// The media type (without parameters).
-    pub media_type: String,
-}
-
-/// Reads a request body within the sim's [`super::BodyLimits`], like kube-apiserver's
-/// `limitedReadBody`: over the cap is 413 `Request entity too large: limit is N` (at once, unread,
-/// when the Content-Length announces it), and a body still incomplete after the read timeout is
-/// the 504 the real server's request timeout answers.
-pub(super) async fn read_raw_body(state: &AppState, req: Request) -> Result<JsonBody, ApiError> {
-    use http_body_util::BodyExt;
-    let limits = state.body_limits();
-    let too_large = || {
-        ApiError::new(
-            413,
-            "RequestEntityTooLarge",
-            format!("Request entity too large: limit is {}", limits.max_bytes),
-        )
-    };
-    let announced = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if announced.is_some_and(|n| n > limits.max_bytes as u64) {
-        return Err(too_large());
-    }
-    let media_type = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_default();
-    let mut body = req.into_body();
-    let read = async {
-        let mut out = bytes::BytesMut::new();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| {
-                ApiError::bad_request(format!("unable to read the request body: {e}"))
-            })?;
-            if let Ok(data) = frame.into_data() {
-                if out.len() + data.len() > limits.max_bytes {
-                    return Err(too_large());
-                }
-                out.extend_from_slice(&data);
-            }
-        }
-        Ok(out.freeze())
-    };
-    let bytes = tokio::time::timeout(limits.read_timeout, read)
-        .await
-        .map_err(|_| {
-            // kube-apiserver's request-timeout filter: `NewTimeoutError(..., 0)`, empty details.
-            let mut err = ApiError::new(
-                504,
-                "Timeout",
-                "Timeout: request did not complete within requested timeout - context deadline exceeded",
-            );
-            err.details = Some(Box::default());
-            err
-        })??;
-    Ok(JsonBody { bytes, media_type })
-}
-
 /// Reads a create/update body, requiring a JSON or YAML content type (415 otherwise).
 async fn read_body(state: &AppState, req: Request) -> Result<JsonBody, ApiError> {
     accept_json_or_yaml(read_raw_body(state, req).await?)
@@ -383,43 +280,6 @@ fn get<K: ApiKind>(
     match K::table(state.cluster()).get(&ns, &info.name) {
         Some(stored) => Ok(json_response(StatusCode::OK, stored.json())),
         None => Err(ApiError::not_found(K::GROUP, K::RESOURCE, &info.name)),
-    }
-}
-
-/// Parsed selectors of a list or watch.
-pub struct Filter {
-    /// Namespace to keep (None: all).
-    pub namespace: Option<String>,
-    /// Label selector.
-    pub labels: LabelSelector,
-    /// Field selector.
-    pub fields: FieldSelector,
-}
-
-impl Filter {
-    /// Builds the filter of a request for kind `K`.
-    pub fn new<K: ApiKind>(info: &RequestInfo, params: &ListParams) -> Result<Self, ApiError> {
-        let labels = LabelSelector::parse(params.label_selector.as_deref().unwrap_or_default())?;
-        let fields =
-            FieldSelector::parse::<K>(params.field_selector.as_deref().unwrap_or_default())?;
-        let namespace =
-            (K::NAMESPACED && !info.namespace.is_empty()).then(|| info.namespace.clone());
-        Ok(Self {
-            namespace,
-            labels,
-            fields,
-        })
-    }
-
-    /// Whether the selectors accept an object with these facts (the namespace is filtered by
-    /// the caller).
-    pub fn matches(&self, facts: &Facts) -> bool {
-        self.labels.matches(|key| facts.label(key)) && self.fields.matches(facts)
-    }
-
-    /// Whether the filter has selectors (so events may need rewriting).
-    pub fn has_selectors(&self) -> bool {
-        !self.labels.is_empty() || !self.fields.is_empty()
     }
 }
 
@@ -864,21 +724,4 @@ fn apply_object<K: ApiKind>(
         let merged = apply::apply(Some(&live), &config, writer, force, K::API_VERSION)?;
         decode_merged(merged)
     })
-}
-
-/// A `Status` of kind Success, as the real server answers deletes of most kinds.
-pub fn success_status<K: ApiKind>(obj: &K) -> Response {
-    let body = json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Success",
-        "details": {
-            "name": obj.meta().name,
-            "group": K::GROUP,
-            "kind": K::RESOURCE,
-            "uid": obj.meta().uid,
-        },
-    });
-    json_response(StatusCode::OK, body.to_string())
 }

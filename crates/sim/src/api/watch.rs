@@ -20,9 +20,10 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
+use super::filter::Filter;
 use super::kinds::ApiKind;
 use super::query::{self, ListParams};
-use super::resources::{Filter, json_response};
+use super::respond::json_response;
 use super::{AppState, RequestInfo};
 use crate::cluster::{
     ChangeKind, Cluster, Facts, Stored, TooOld, WatchEvent, WatchFrom, event_line, watch_line,

@@ -143,7 +143,7 @@ impl Kind for Event {
     const RESOURCE: &'static str = "events";
     const NAMESPACED: bool = true;
     fn dictionary() -> Option<&'static Dictionary> {
-        Some(super::event_dictionary())
+        Some(super::events::event_dictionary())
     }
     const FIELDS: &'static [&'static str] = &[
         "metadata.name",

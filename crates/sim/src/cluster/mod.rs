@@ -5,6 +5,7 @@
 //! status patch, the kubelet), go through one path that also notifies the kubelet
 //! ([`Cluster::subscribe_pods`]) and updates the ground truth ([`Cluster::ground_truth`]).
 
+mod events;
 mod facts;
 mod kind;
 mod packed;
@@ -13,19 +14,20 @@ mod truth;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{
-    Event, EventSource, Namespace, NamespaceStatus, ObjectReference, Pod,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceStatus, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use tokio::sync::broadcast;
 
 use crate::logs::LogStore;
 
+pub(crate) use events::DEFAULT_NODE_NAME;
+pub use events::EventSubject;
+use events::{AggregationKey, event_name, pod_event};
 pub use facts::Facts;
 pub use kind::{GenericObject, Kind, WorkflowTaskResult};
 pub use packed::Dictionary;
@@ -83,193 +85,10 @@ impl PodRef {
     }
 }
 
-/// The pod an Event is about, as the Event refers to it.
-#[derive(Debug, Clone, Copy)]
-pub struct EventSubject<'a> {
-    /// The pod's namespace.
-    pub namespace: &'a str,
-    /// The pod's name.
-    pub name: &'a str,
-    /// The pod's uid.
-    pub uid: &'a str,
-    /// The pod's resourceVersion when the Event is recorded.
-    pub resource_version: Option<&'a str>,
-    /// The node the pod is bound to (the Event's source host), if it is.
-    pub node_name: Option<&'a str>,
-}
-
-/// What makes two pod events "the same" for aggregation: the pod, type, reason, message and
-/// reporting component (the real recorder's key, minus what is constant in the sim).
-struct AggregationKey<'a> {
-    uid: &'a str,
-    event_type: &'a str,
-    reason: &'a str,
-    message: &'a str,
-    component: &'a str,
-}
-
-impl AggregationKey<'_> {
-    fn hash(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::hash::DefaultHasher::new();
-        (
-            self.uid,
-            self.event_type,
-            self.reason,
-            self.message,
-            self.component,
-        )
-            .hash(&mut hasher);
-        hasher.finish()
-    }
-
-    /// Whether `event` is the aggregate of this key.
-    fn matches(&self, event: &Event) -> bool {
-        event.involved_object.uid.as_deref() == Some(self.uid)
-            && event.type_.as_deref() == Some(self.event_type)
-            && event.reason.as_deref() == Some(self.reason)
-            && event.message.as_deref() == Some(self.message)
-            && event.reporting_component.as_deref() == Some(self.component)
-    }
-}
-
-/// The name of an Event about the object `name`, from its suffix.
-fn event_name(name: &str, suffix: u64) -> String {
-    format!("{name}.{suffix:016x}")
-}
-
-/// A new core/v1 Event named `name` about `pod`, as the real event recorder writes it.
-fn pod_event(
-    pod: &EventSubject<'_>,
-    name: &str,
-    event_type: &str,
-    reason: &str,
-    message: &str,
-    component: &str,
-    now: Timestamp,
-) -> Event {
-    Event {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(pod.namespace.to_owned()),
-            uid: Some(uuid::Uuid::new_v4().to_string()),
-            creation_timestamp: Some(Time(now)),
-            ..ObjectMeta::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some("v1".to_owned()),
-            kind: Some("Pod".to_owned()),
-            name: Some(pod.name.to_owned()),
-            namespace: Some(pod.namespace.to_owned()),
-            uid: Some(pod.uid.to_owned()),
-            resource_version: pod.resource_version.map(str::to_owned),
-            field_path: None,
-        },
-        reason: Some(reason.to_owned()),
-        message: Some(message.to_owned()),
-        type_: Some(event_type.to_owned()),
-        source: Some(EventSource {
-            component: Some(component.to_owned()),
-            host: pod.node_name.map(str::to_owned),
-        }),
-        count: Some(1),
-        first_timestamp: Some(Time(now)),
-        last_timestamp: Some(Time(now)),
-        event_time: None::<MicroTime>,
-        reporting_component: Some(component.to_owned()),
-        reporting_instance: Some(pod.node_name.unwrap_or(component).to_owned()),
-        ..Event::default()
-    }
-}
-
-/// The dictionary Events are stored compressed with: one Event of each kind the simulated
-/// scheduler and kubelet record for a pod's life, built exactly as [`Cluster::record_pod_event`]
-/// builds them (placeholder names and uids), so what a real Event shares with them is its
-/// structure and wording.
-pub(crate) fn event_dictionary() -> &'static Dictionary {
-    static DICTIONARY: LazyLock<Dictionary> = LazyLock::new(|| {
-        let node = crate::kubelet::KubeletConfig::default().node_name;
-        let pod = EventSubject {
-            namespace: "default",
-            name: "task-0000-abcdefgh",
-            uid: "00000000-0000-4000-8000-000000000000",
-            resource_version: Some("100000"),
-            node_name: Some(&node),
-        };
-        let image = "busybox:1.36";
-        let samples = [
-            (
-                "Normal",
-                "Scheduled",
-                format!("Successfully assigned default/{} to {node}", pod.name),
-                "default-scheduler",
-            ),
-            (
-                "Normal",
-                "Pulling",
-                format!("Pulling image \"{image}\""),
-                "kubelet",
-            ),
-            (
-                "Normal",
-                "Pulled",
-                format!(
-                    "Successfully pulled image \"{image}\" in 1.2s (1.2s including waiting). Image size: 2166802 bytes."
-                ),
-                "kubelet",
-            ),
-            (
-                "Normal",
-                "Created",
-                "Created container: task".to_owned(),
-                "kubelet",
-            ),
-            (
-                "Normal",
-                "Started",
-                "Started container task".to_owned(),
-                "kubelet",
-            ),
-            (
-                "Normal",
-                "Killing",
-                "Stopping container task".to_owned(),
-                "kubelet",
-            ),
-            (
-                "Warning",
-                "Failed",
-                format!(
-                    "Failed to pull image \"{image}\": rpc error: code = NotFound desc = failed to pull and unpack image"
-                ),
-                "kubelet",
-            ),
-            (
-                "Warning",
-                "BackOff",
-                "Back-off restarting failed container task in pod".to_owned(),
-                "kubelet",
-            ),
-        ];
-        let mut content = Vec::new();
-        for (event_type, reason, message, component) in samples {
-            let name = event_name(pod.name, 0x1870_0000_0000_0000);
-            let event = pod_event(
-                &pod,
-                &name,
-                event_type,
-                reason,
-                &message,
-                component,
-                Timestamp::UNIX_EPOCH,
-            );
-            // Invariant: an Event is plain data and writing into a Vec cannot fail.
-            serde_json::to_writer(&mut content, &event).expect("Events serialize");
-        }
-        Dictionary::new(&content)
-    });
-    &DICTIONARY
-}
+/// Default [`crate::SimConfig::watch_buffer`]: kube-apiserver's per-watcher buffers hold 10 to
+/// 1000 events and a full one may block dispatch for a short budget before the watcher is closed;
+/// the sim has no budget, so it takes the largest buffer.
+pub const DEFAULT_WATCH_BUFFER: usize = 1000;
 
 /// Namespaces every cluster starts with.
 pub const INITIAL_NAMESPACES: [&str; 4] =
@@ -360,7 +179,7 @@ impl Cluster {
                 logs: LogStore::new(),
                 event_index: Mutex::new(HashMap::new()),
                 kubelet_enabled: AtomicBool::new(false),
-                watch_buffer: AtomicUsize::new(crate::config::DEFAULT_WATCH_BUFFER),
+                watch_buffer: AtomicUsize::new(DEFAULT_WATCH_BUFFER),
             }),
         };
         for ns in INITIAL_NAMESPACES {

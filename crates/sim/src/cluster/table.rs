@@ -807,7 +807,7 @@ mod tests {
             max_events: 100,
         };
         let table: Table<Event> = Table::new(Arc::new(RvClock::default()), limits, 16);
-        let subject = super::super::EventSubject {
+        let subject = super::super::events::EventSubject {
             namespace: "default",
             name: "train-7-x2k9q",
             uid: "7d3f0a52-95a4-4a8e-b6a4-0c6f1d2e3b4a",
@@ -815,7 +815,7 @@ mod tests {
             node_name: Some("sim-node-1"),
         };
         let name = "train-7-x2k9q.18a2b3c4d5e6f708";
-        let event = super::super::pod_event(
+        let event = super::super::events::pod_event(
             &subject,
             name,
             "Normal",

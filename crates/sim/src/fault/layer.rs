@@ -1,4 +1,4 @@
-//! The fault middleware: decides per request (from [`crate::fault::FaultHandle`]) and acts the
+//! The fault middleware: decides per request (from a [`FaultHandle`]) and acts the
 //! way a client would observe a real failure: a Status answer, a delay, a stream that stalls or
 //! ends early, a TCP reset in the middle of a chunk, a create that commits while its connection
 //! drops, a connection that freezes (a frozen proxy), or watch events carrying an object the
@@ -19,10 +19,10 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame};
 
-use super::FaultAction;
-use super::plan::glob_match;
-use crate::api::{AppState, RequestInfo};
-use crate::server::{ConnCtl, ResetStream};
+use super::handle::FaultHandle;
+use super::plan::{FaultAction, glob_match};
+use super::transport::{Connection, ResetStream};
+use crate::api::RequestInfo;
 use crate::status::ApiError;
 
 /// Bytes sent when a reset fires between events: the connection is cut in the middle of them,
@@ -32,12 +32,12 @@ const CUT_FILLER: &[u8] = b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Pod\",
 /// Pause between the last full frame and a reset (see [`BodyState::BeforeCut`]).
 const CUT_DELAY: Duration = Duration::from_millis(100);
 
-/// Middleware applying the sim's fault rules.
-pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// Middleware applying the sim's fault rules, those of `faults`.
+pub async fn fault_layer(State(faults): State<FaultHandle>, req: Request, next: Next) -> Response {
     let Some(info) = req.extensions().get::<RequestInfo>().cloned() else {
         return next.run(req).await;
     };
-    let (latency_ms, action) = state.faults().decide(&info);
+    let (latency_ms, action) = faults.decide(&info);
     if latency_ms > 0 {
         tokio::time::sleep(Duration::from_millis(latency_ms)).await;
     }
@@ -45,7 +45,7 @@ pub async fn fault_layer(State(state): State<AppState>, req: Request, next: Next
         return next.run(req).await;
     };
     tracing::debug!(verb = %info.verb, resource = %info.resource_path(), name = %info.name, ?action, "injecting fault");
-    let ctl = req.extensions().get::<Arc<ConnCtl>>().cloned();
+    let ctl = req.extensions().get::<Arc<dyn Connection>>().cloned();
     let http2 = req.version() == http::Version::HTTP_2;
     let lines = info.subresource == "log";
     let streaming = info.verb == "watch"
@@ -223,7 +223,7 @@ fn injected_invalid(info: &RequestInfo) -> ApiError {
     ApiError::invalid(&info.group, &kind, &info.name, vec![cause])
 }
 
-fn wrap(response: Response, mode: Mode, ctl: Option<Arc<ConnCtl>>, lines: bool) -> Response {
+fn wrap(response: Response, mode: Mode, ctl: Option<Arc<dyn Connection>>, lines: bool) -> Response {
     let (parts, body) = response.into_parts();
     Response::from_parts(
         parts,
@@ -295,7 +295,7 @@ enum BodyState {
 struct FaultBody {
     inner: Body,
     mode: Mode,
-    ctl: Option<Arc<ConnCtl>>,
+    ctl: Option<Arc<dyn Connection>>,
     events: u64,
     bytes: u64,
     /// A log stream: `events` counts lines (a frame may hold many, or part of one), so

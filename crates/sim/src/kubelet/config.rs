@@ -40,7 +40,7 @@ impl Default for KubeletConfig {
     fn default() -> Self {
         Self {
             enabled: true,
-            node_name: "sim-node-1".to_owned(),
+            node_name: crate::cluster::DEFAULT_NODE_NAME.to_owned(),
             schedule_delay: Duration::from_millis(10),
             pull_delay: Duration::from_millis(10),
             default_duration: Duration::from_millis(100),

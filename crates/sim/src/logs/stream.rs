@@ -6,8 +6,8 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use jiff::Timestamp;
 
-use super::LogQuery;
 use super::buffer::{ContainerLog, Lines};
+use super::query::LogQuery;
 use super::timestamp::write_rfc3339_nano_fixed;
 
 /// Upper bound on one chunk, so a huge log is sent in pieces rather than one allocation.

@@ -22,6 +22,8 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::fault::Connection;
+
 /// The origin of the nanosecond stamps connections keep (0 there means "not yet").
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
@@ -168,6 +170,19 @@ impl ConnCtl {
                 Ordering::Relaxed,
             );
         }
+    }
+}
+
+/// What the fault layer may do to a request's connection (it sees only this trait).
+impl Connection for ConnCtl {
+    fn kill(&self) {
+        ConnCtl::kill(self);
+    }
+    fn cut_next_write(&self) {
+        ConnCtl::cut_next_write(self);
+    }
+    fn freeze(&self) {
+        ConnCtl::freeze(self);
     }
 }
 
@@ -403,15 +418,5 @@ impl Drop for TrackedIo {
             // Zero linger: closing sends RST instead of FIN, so the peer sees a reset.
             let _ = self.stream.set_zero_linger();
         }
-    }
-}
-
-impl super::Sim {
-    /// Freezes the network for `duration`: every open connection, and every connection accepted
-    /// until it has passed, neither reads nor writes another byte (see
-    /// [`ConnRegistry::freeze_all_for`]). Why: a client must abandon a new connection whose TLS
-    /// handshake never completes, not only an old one whose PINGs go unanswered.
-    pub fn freeze_all_for(&self, duration: std::time::Duration) {
-        self.inner.listener.registry().freeze_all_for(duration);
     }
 }

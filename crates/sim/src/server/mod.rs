@@ -42,15 +42,16 @@ use tower::ServiceExt;
 
 use conn::TrackedIo;
 pub use conn::{ConnCtl, ConnRegistry};
-pub use stream::ResetStream;
 pub use tls::TlsMaterial;
 
-use crate::api::{AppState, app};
+use crate::api::{AppState, BodyLimits, Transport};
+use crate::app::app;
 use crate::cluster::{Cluster, HistoryLimits, PodHistory};
 use crate::config::SimConfig;
 use crate::counts::RequestCounts;
 use crate::error::SimError;
-use crate::fault::FaultHandle;
+pub use crate::fault::ResetStream;
+use crate::fault::{Connection, FaultHandle};
 use crate::kubelet::{Kubelet, KubeletHandle};
 
 /// The HTTP/2 streams a client may open at once: kube-apiserver leaves
@@ -214,6 +215,16 @@ impl Listener {
     }
 }
 
+/// The `/_sim/restart` and `/_sim/freeze` endpoints reach the listener through this.
+impl Transport for Listener {
+    fn restart(&self, down: Duration) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(Listener::restart(self, down))
+    }
+    fn freeze_all_for(&self, duration: Duration) {
+        self.registry.freeze_all_for(duration);
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     stop: CancellationToken,
@@ -280,7 +291,8 @@ async fn serve_connection(
         let open = request_ctl.open_stream();
         let ctl = request_ctl.clone();
         let mut req = req.map(Body::new);
-        req.extensions_mut().insert(request_ctl.clone());
+        req.extensions_mut()
+            .insert::<Arc<dyn Connection>>(request_ctl.clone());
         let call = router.clone().oneshot(req);
         async move {
             let response = match call.await {
@@ -393,6 +405,7 @@ pub struct Sim {
 
 struct SimInner {
     state: AppState,
+    faults: FaultHandle,
     listener: Arc<Listener>,
     url: String,
     ca_pem: Option<String>,
@@ -422,13 +435,9 @@ impl Sim {
         let history_pruner = cluster.spawn_history_pruner(HISTORY_PRUNE_EVERY);
         // Ends by itself with the cluster.
         drop(crate::gc::spawn(&cluster));
-        let state = AppState::new(
-            cluster.clone(),
-            cfg.token.clone(),
-            FaultHandle::new(cfg.faults.clone()),
-            cfg.bookmark_interval,
-        );
-        state.set_body_limits(crate::api::BodyLimits {
+        let state = AppState::new(cluster.clone(), cfg.token.clone(), cfg.bookmark_interval);
+        let faults = FaultHandle::new(cfg.faults.clone());
+        state.set_body_limits(BodyLimits {
             max_bytes: cfg.max_request_body,
             read_timeout: cfg.body_read_timeout,
         });
@@ -446,9 +455,10 @@ impl Sim {
                 header_read: cfg.header_read_timeout,
                 idle: cfg.idle_timeout,
             },
-            app(state.clone()),
+            app(state.clone(), faults.clone()),
         ));
-        state.set_server(Arc::downgrade(&listener));
+        let transport: Arc<dyn Transport> = listener.clone();
+        state.set_server(Arc::downgrade(&transport));
         let addr = listener.start().await?;
         let scheme = if cfg.tls { "https" } else { "http" };
         let url = format!("{scheme}://{addr}");
@@ -460,6 +470,7 @@ impl Sim {
         Ok(Sim {
             inner: Arc::new(SimInner {
                 state,
+                faults,
                 listener,
                 url,
                 ca_pem: tls.map(|t| t.ca_pem),
@@ -502,12 +513,12 @@ impl Sim {
 
     /// The API as an in-process router (same state as the socket).
     pub fn router(&self) -> Router {
-        app(self.inner.state.clone())
+        app(self.inner.state.clone(), self.inner.faults.clone())
     }
 
     /// The live fault rules: push / clear / list, same as `/_sim/faults`.
     pub fn faults(&self) -> FaultHandle {
-        self.inner.state.faults().clone()
+        self.inner.faults.clone()
     }
 
     /// Request counts by verb and resource so far.
@@ -567,6 +578,14 @@ impl Sim {
     /// Drops every connection and refuses new ones for `down`, then serves the same state.
     pub async fn restart(&self, down: Duration) {
         self.inner.listener.restart(down).await;
+    }
+
+    /// Freezes the network for `duration`: every open connection, and every connection accepted
+    /// until it has passed, neither reads nor writes another byte (see
+    /// [`ConnRegistry::freeze_all_for`]). Why: a client must abandon a new connection whose TLS
+    /// handshake never completes, not only an old one whose PINGs go unanswered.
+    pub fn freeze_all_for(&self, duration: Duration) {
+        self.inner.listener.registry().freeze_all_for(duration);
     }
 
     /// Drops the watch history: resumes from older resourceVersions answer 410 Expired.

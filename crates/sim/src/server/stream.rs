@@ -15,13 +15,8 @@ use axum::response::Response;
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 
-use super::ConnCtl;
-use super::conn::StreamGuard;
-
-/// Marks a response that must not be sent: its request's stream is reset instead (a response
-/// lost after the write committed). Set by the fault layer, acted on by the server.
-#[derive(Debug, Clone, Copy)]
-pub struct ResetStream;
+use super::conn::{ConnCtl, StreamGuard};
+use crate::fault::ResetStream;
 
 /// The service error that makes hyper reset one HTTP/2 stream.
 #[derive(Debug, thiserror::Error)]

@@ -162,7 +162,7 @@ pub async fn v3_group_version(
     headers: HeaderMap,
 ) -> Response {
     let Some((gv, doc)) = DOCS.groups.iter().find(|(name, _)| *name == gv) else {
-        return super::resources::page_not_found();
+        return super::respond::page_not_found();
     };
     if !accepts_json(&headers) {
         return StatusCode::NOT_ACCEPTABLE.into_response();
