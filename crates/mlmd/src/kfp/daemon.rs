@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use podline_client::timeouts::{WatchTimeouts, parse_duration};
 use podline_client::watch::{WatchConfig, WatchError};
-use podline_record::{Health, Metrics};
+use podline_daemon::{Health, Metrics};
 use tokio_util::sync::CancellationToken;
 
 use super::config::{EnvError, KfpEnv};
@@ -55,8 +55,8 @@ pub fn mlmd_config(env: &KfpEnv, address: Option<&str>) -> Result<MlmdClientConf
     Ok(config)
 }
 
-/// What KFP mode reports: the SQL recorder's health state (served by
-/// `podline_record::health::serve` on `/healthz`, `/readyz`, `/metrics`)
+/// What KFP mode reports: the health state every podline daemon serves (by
+/// `podline_daemon::serve` on `/healthz`, `/readyz`, `/metrics`)
 /// with KFP's counters registered in its metrics.
 #[derive(Clone, Debug)]
 pub struct Observability {

@@ -15,8 +15,9 @@
 //! write, and queues its removal on the [`Releaser`] once the execution is
 //! terminal.
 //!
-//! Health and metrics go through `podline-record`'s [`Health`] (the SQL
-//! recorder's `/readyz` and `/metrics`): MLMD plays the store's part
+//! Health and metrics go through `podline-daemon`'s [`Health`] (the
+//! `/readyz` and `/metrics` every podline daemon serves, the SQL recorder
+//! too): MLMD plays the store's part
 //! (writable = reachable, `store_errors` = MLMD errors), and [`SinkStats`]
 //! adds the KFP counters under `podline_record_kfp_`.
 
@@ -30,7 +31,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::ObjectMeta;
 use podline_client::backoff::FullJitter;
 use podline_client::finalizer::{self, Added};
-use podline_record::{Health, Metrics};
+use podline_daemon::{Health, Metrics};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 use serde_json::Value as Json;
