@@ -15,18 +15,23 @@
 //! - [`selector`]: `-l` label selectors, parsed once and evaluated on stored labels;
 //! - [`finalize`]: with a finalizer on every recorded pod, a pod deleted while no recorder runs
 //!   waits in Terminating until its final state is committed (opt-in);
-//! - [`metrics`] and [`health`]: Prometheus `/metrics`, `/healthz`, `/readyz` over axum.
+//! - [`metrics`]: the recorder's own counters (skipped objects, finalizers), registered next to
+//!   the watch, queue and write metrics every daemon exports;
+//! - [`health`]: the store's part of readiness, probed while the recorder is idle.
+//!
+//! What an operator sees (`/metrics`, `/healthz`, `/readyz` and the server for them) is
+//! `podline-daemon`'s, shared with KFP mode: [`Recorder::health`] is the handle to serve.
 //!
 //! ```no_run
-//! use podline_record::{CancellationToken, Recorder, RecorderConfig, health};
+//! use podline_record::{CancellationToken, Recorder, RecorderConfig};
 //!
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! let store = podline_store::open("podline.db").await?;
 //! let config = RecorderConfig::new("https://my-cluster:6443", Some("default".to_owned()));
 //! let recorder = Recorder::new(client, store, config);
-//! let listener = health::bind("127.0.0.1:9464".parse()?).await?;
+//! let listener = podline_daemon::bind("127.0.0.1:9464".parse()?).await?;
 //! let shutdown = CancellationToken::new();
-//! tokio::spawn(health::serve(listener, recorder.health(), shutdown.clone()));
+//! tokio::spawn(podline_daemon::serve(listener, recorder.health(), shutdown.clone()));
 //! // Returns Ok after `shutdown.cancel()` (queue flushed), Err only on what no retry can fix.
 //! recorder.run(shutdown).await?;
 //! # Ok(())
@@ -47,9 +52,13 @@ pub mod selector;
 
 pub use error::{ObserveError, RecordError, SelectorError};
 pub use finalize::FinalizeConfig;
-pub use health::Health;
 pub use lifecycle::{LifecycleConfig, observe};
-pub use metrics::Metrics;
+pub use metrics::RecorderMetrics;
+/// Re-exported: the readiness state a [`Recorder`] reports into (`podline-daemon`'s).
+pub use podline_daemon::Health;
+/// Re-exported: the metrics a [`Recorder`] serves (`podline-daemon`'s, with
+/// [`RecorderMetrics`] registered in them).
+pub use podline_daemon::Metrics;
 pub use recorder::{Recorder, RecorderConfig};
 pub use selector::LabelSelector;
 /// Re-exported so callers of [`Recorder::run`] need no direct tokio-util dependency.

@@ -1,221 +1,54 @@
-//! The recorder's Prometheus metrics.
+//! The recorder's own Prometheus metrics, served next to the ones every daemon exports.
 //!
-//! Why these: an operator must be able to tell from `/metrics` alone whether the recorder is
-//! keeping up (events by type, queue depth, write latency, last event age), whether the API is
-//! misbehaving (reconnects by reason, relists) and whether the store is (store errors). Kubeflow's
-//! writer had none, so a stuck writer looked healthy for 33 minutes.
+//! The watch, queue and write metrics are [`podline_daemon::Metrics`]'s (KFP mode exports the
+//! same); these are the ones only the SQL recorder has: pod objects it could not record, and its
+//! finalizer's adds, removals and failures. [`RecorderMetrics::register`] puts them into the
+//! daemon's registry, so `/metrics` shows them under the same `podline_record_` prefix.
 
-use std::sync::Mutex;
-use std::sync::atomic::AtomicU64;
-
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio::time::Instant;
 
-/// One label set with a single label, e.g. `type="apply"`.
+/// One label set with a single label, e.g. `reason="terminal"`.
 type OneLabel = [(&'static str, String); 1];
 /// A label set with two labels, e.g. `operation="remove",reason="forbidden"`.
 type TwoLabels = [(&'static str, String); 2];
 
-/// Every metric the recorder exports, registered in one [`Registry`] under the `podline_record_`
-/// prefix.
-#[derive(Debug)]
-pub struct Metrics {
-    registry: Registry,
-    events: Family<OneLabel, Counter>,
-    reconnects: Family<OneLabel, Counter>,
-    relists: Counter,
-    last_event_age: Gauge<f64, AtomicU64>,
-    last_event: Mutex<Option<Instant>>,
-    queue_depth: Gauge,
-    queue_overflows: Counter,
-    write_latency: Histogram,
-    batch_size: Histogram,
-    commit_lag: Histogram,
-    store_errors: Family<OneLabel, Counter>,
+/// The counters only the SQL recorder reports. Create with `default()`, then pass
+/// [`register`](RecorderMetrics::register) to [`podline_daemon::Metrics::with_extra`].
+#[derive(Debug, Default)]
+pub struct RecorderMetrics {
     skipped_objects: Counter,
     finalizers_added: Counter,
     finalizers_removed: Family<OneLabel, Counter>,
     finalizer_errors: Family<TwoLabels, Counter>,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Metrics {
-    /// Creates and registers every metric.
-    pub fn new() -> Self {
-        Self::with_extra(|_| {})
-    }
-
-    /// Creates and registers every metric, plus those `extra` registers in the same registry
-    /// (KFP mode adds its own under `podline_record_kfp_`), so one `/metrics` serves them all.
-    pub fn with_extra(extra: impl FnOnce(&mut Registry)) -> Self {
-        let mut registry = Registry::with_prefix("podline_record");
-        let events = Family::<OneLabel, Counter>::default();
-        let reconnects = Family::<OneLabel, Counter>::default();
-        let relists = Counter::default();
-        let last_event_age = Gauge::<f64, AtomicU64>::default();
-        let queue_depth = Gauge::default();
-        let queue_overflows = Counter::default();
-        // 0.5 ms .. ~8 s: a batch commit is normally a few ms; seconds mean a sick disk or DB.
-        let write_latency = Histogram::new(exponential_buckets(0.0005, 2.0, 15));
-        let batch_size = Histogram::new(exponential_buckets(1.0, 2.0, 14));
-        let commit_lag = Histogram::new(exponential_buckets(0.001, 2.0, 15));
-        let store_errors = Family::<OneLabel, Counter>::default();
-        let skipped_objects = Counter::default();
-        let finalizers_added = Counter::default();
-        let finalizers_removed = Family::<OneLabel, Counter>::default();
-        let finalizer_errors = Family::<TwoLabels, Counter>::default();
-        registry.register(
-            "watch_events",
-            "Watch events received, by type (init, init_apply, init_done, apply, delete, bookmark)",
-            events.clone(),
-        );
-        registry.register(
-            "watch_reconnects",
-            "Watch reconnects, by reason (server_timeout, client_timeout, reset, http_5xx, gone, ...)",
-            reconnects.clone(),
-        );
-        registry.register(
-            "watch_relists",
-            "Full LISTs of the watched pods (the first one and every one after a 410 Gone)",
-            relists.clone(),
-        );
-        registry.register(
-            "last_event_age_seconds",
-            "Seconds since the last watch event or bookmark",
-            last_event_age.clone(),
-        );
-        registry.register(
-            "queue_depth",
-            "Pods with changes waiting to be written (coalesced per pod)",
-            queue_depth.clone(),
-        );
-        registry.register(
-            "queue_overflows",
-            "Times the queue was over its bound and the watch waited for the writer",
-            queue_overflows.clone(),
-        );
-        registry.register(
-            "write_latency_seconds",
-            "Duration of one store transaction (a batch of pod changes plus the resume point)",
-            write_latency.clone(),
-        );
-        registry.register(
-            "batch_ops",
-            "Pod changes per store transaction",
-            batch_size.clone(),
-        );
-        registry.register(
-            "event_to_commit_seconds",
-            "Time from the oldest change of a batch entering the queue to its commit",
-            commit_lag.clone(),
-        );
-        registry.register(
-            "store_errors",
-            "Failed store writes, by kind (retryable, rejected)",
-            store_errors.clone(),
-        );
+impl RecorderMetrics {
+    /// Registers every counter in `registry` (the daemon's, already prefixed `podline_record_`).
+    pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "skipped_objects",
             "Pod objects that could not be recorded (no uid, bad resourceVersion) and were skipped",
-            skipped_objects.clone(),
+            self.skipped_objects.clone(),
         );
         registry.register(
             "finalizers_added",
             "Pods the recorder's finalizer was added to",
-            finalizers_added.clone(),
+            self.finalizers_added.clone(),
         );
         registry.register(
             "finalizers_removed",
             "Pods the recorder's finalizer was removed from, by reason (terminal, never_ran, \
              stopped, overdue, out_of_scope)",
-            finalizers_removed.clone(),
+            self.finalizers_removed.clone(),
         );
         registry.register(
             "finalizer_errors",
             "Failed finalizer patches, by operation (add, remove) and reason (forbidden, \
              server_error, ...); failed removals are retried",
-            finalizer_errors.clone(),
+            self.finalizer_errors.clone(),
         );
-        extra(&mut registry);
-        Self {
-            registry,
-            events,
-            reconnects,
-            relists,
-            last_event_age,
-            last_event: Mutex::new(None),
-            queue_depth,
-            queue_overflows,
-            write_latency,
-            batch_size,
-            commit_lag,
-            store_errors,
-            skipped_objects,
-            finalizers_added,
-            finalizers_removed,
-            finalizer_errors,
-        }
-    }
-
-    /// Counts one watch event of `kind` and resets the last-event age.
-    pub fn event(&self, kind: &'static str) {
-        self.events
-            .get_or_create(&[("type", kind.to_owned())])
-            .inc();
-        if let Ok(mut last) = self.last_event.lock() {
-            *last = Some(Instant::now());
-        }
-    }
-
-    /// Counts one reconnect of the watch, labelled by why it reconnected.
-    /// `reason` is a [`Reason`](podline_client::watch::Reason)'s label (its `as_str()`).
-    pub fn reconnect(&self, reason: &str) {
-        self.reconnects
-            .get_or_create(&[("reason", reason.to_owned())])
-            .inc();
-    }
-
-    /// Counts one full LIST.
-    pub fn relist(&self) {
-        self.relists.inc();
-    }
-
-    /// Sets the current queue depth.
-    pub fn queue_depth(&self, depth: usize) {
-        self.queue_depth
-            .set(i64::try_from(depth).unwrap_or(i64::MAX));
-    }
-
-    /// Counts one time the queue was over its bound.
-    pub fn queue_overflow(&self) {
-        self.queue_overflows.inc();
-    }
-
-    /// Records one committed transaction: its duration, how many pod changes it carried, and how
-    /// long its oldest change waited since the watch delivered it.
-    pub fn write(&self, seconds: f64, ops: usize, lag: Option<f64>) {
-        self.write_latency.observe(seconds);
-        self.batch_size.observe(ops as f64);
-        if let Some(lag) = lag {
-            self.commit_lag.observe(lag);
-        }
-    }
-
-    /// Counts one failed store write of `kind` ("retryable" or "rejected").
-    pub fn store_error(&self, kind: &'static str) {
-        self.store_errors
-            .get_or_create(&[("kind", kind.to_owned())])
-            .inc();
     }
 
     /// Counts one pod object that was skipped because it could not be recorded.
@@ -245,80 +78,39 @@ impl Metrics {
             ])
             .inc();
     }
-
-    /// Seconds since the last watch event, if any arrived yet.
-    pub fn last_event_age(&self) -> Option<f64> {
-        let last = *self.last_event.lock().ok()?;
-        last.map(|at| at.elapsed().as_secs_f64())
-    }
-
-    /// Renders every metric in the Prometheus text format (refreshing the last-event age first).
-    pub fn render(&self) -> String {
-        if let Some(age) = self.last_event_age() {
-            self.last_event_age.set(age);
-        }
-        let mut out = String::new();
-        // Writing into a String cannot fail; an error here would be a bug in an encoder.
-        if let Err(err) = encode(&mut out, &self.registry) {
-            tracing::error!(%err, "cannot encode metrics");
-        }
-        out
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use podline_client::watch::Reason;
+    use podline_daemon::Metrics;
 
     use super::*;
 
+    /// The recorder's counters and the shared ones on one page, in the order they always had.
     #[test]
-    fn render_shows_every_family_with_labels() {
-        let m = Metrics::new();
-        m.event("apply");
+    fn the_recorders_counters_render_after_the_shared_ones() {
+        let own = RecorderMetrics::default();
+        let m = Metrics::with_extra(|r| own.register(r));
         m.event("apply");
         m.reconnect(Reason::ClientTimeout.as_str());
-        m.relist();
-        m.queue_depth(7);
-        m.write(0.002, 10, Some(0.01));
-        m.store_error("retryable");
-        m.skipped_object();
-        m.finalizer_added();
-        m.finalizer_removed("terminal");
-        m.finalizer_error("remove", "forbidden");
+        own.skipped_object();
+        own.finalizer_added();
+        own.finalizer_removed("terminal");
+        own.finalizer_error("remove", "forbidden");
         let text = m.render();
+        let mut at = 0;
         for needle in [
-            "podline_record_watch_events_total{type=\"apply\"} 2",
+            "podline_record_watch_events_total{type=\"apply\"} 1",
             "podline_record_watch_reconnects_total{reason=\"client_timeout\"} 1",
-            "podline_record_watch_relists_total 1",
-            "podline_record_queue_depth 7",
-            "podline_record_write_latency_seconds_count 1",
-            "podline_record_event_to_commit_seconds_count 1",
-            "podline_record_store_errors_total{kind=\"retryable\"} 1",
             "podline_record_skipped_objects_total 1",
             "podline_record_finalizers_added_total 1",
             "podline_record_finalizers_removed_total{reason=\"terminal\"} 1",
             "podline_record_finalizer_errors_total{operation=\"remove\",reason=\"forbidden\"} 1",
-            "podline_record_last_event_age_seconds",
         ] {
-            assert!(text.contains(needle), "missing {needle} in\n{text}");
+            let found = text[at..].find(needle);
+            assert!(found.is_some(), "missing {needle} (in order) in\n{text}");
+            at += found.unwrap_or_default();
         }
-    }
-
-    #[test]
-    fn extra_metrics_are_served_with_the_recorder_ones() {
-        let extra = Counter::<u64>::default();
-        let registered = extra.clone();
-        let m = Metrics::with_extra(|r| {
-            r.sub_registry_with_prefix("kfp")
-                .register("pods", "Pods recorded", registered)
-        });
-        extra.inc();
-        let text = m.render();
-        assert!(text.contains("podline_record_kfp_pods_total 1"), "{text}");
-        assert!(
-            text.contains("podline_record_watch_relists_total 0"),
-            "{text}"
-        );
     }
 }

@@ -41,6 +41,7 @@ use kube::api::{ApiResource, DynamicObject};
 use podline_client::backoff::FullJitter;
 use podline_client::timeouts::WatchTimeouts;
 use podline_client::watch::{Event, WatchConfig, WatchError, watch};
+use podline_daemon::{Health, Metrics};
 use podline_store::{Batch, LiveScope, ResumePoint, Store, StoreOp};
 use serde::Deserialize;
 use tokio::time::Instant;
@@ -48,9 +49,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::RecordError;
 use crate::finalize::{Finalize, FinalizeConfig, Ticket};
-use crate::health::Health;
 use crate::lifecycle::{LifecycleConfig, observe, parse_resource_version};
-use crate::metrics::Metrics;
+use crate::metrics::RecorderMetrics;
 use crate::queue::{Drained, Pushed, Queue};
 use crate::reconcile;
 use crate::selector::LabelSelector;
@@ -137,6 +137,8 @@ pub struct Recorder {
     store: Arc<dyn Store>,
     config: RecorderConfig,
     metrics: Arc<Metrics>,
+    /// The counters only this recorder has, registered in `metrics`.
+    own_metrics: Arc<RecorderMetrics>,
     health: Arc<Health>,
 }
 
@@ -152,7 +154,8 @@ impl std::fmt::Debug for Recorder {
 impl Recorder {
     /// A recorder writing pods seen through `client` into `store`.
     pub fn new(client: kube::Client, store: Arc<dyn Store>, config: RecorderConfig) -> Self {
-        let metrics = Arc::new(Metrics::new());
+        let own_metrics = Arc::new(RecorderMetrics::default());
+        let metrics = Arc::new(Metrics::with_extra(|r| own_metrics.register(r)));
         // A healthy idle watch reconnects every client timeout; twice that without any progress
         // means it is stuck.
         let health = Arc::new(Health::new(metrics.clone(), config.timeouts.client * 2));
@@ -161,6 +164,7 @@ impl Recorder {
             store,
             config,
             metrics,
+            own_metrics,
             health,
         }
     }
@@ -170,7 +174,7 @@ impl Recorder {
         self.metrics.clone()
     }
 
-    /// The health state behind `/readyz`, to serve with [`health::serve`](crate::health::serve).
+    /// The health state behind `/readyz`, to serve with [`podline_daemon::serve`].
     pub fn health(&self) -> Arc<Health> {
         self.health.clone()
     }
@@ -202,7 +206,7 @@ impl Recorder {
                 self.client.clone(),
                 config,
                 queue.clone(),
-                self.metrics.clone(),
+                self.own_metrics.clone(),
                 stop_finalizers.clone(),
             )
         });
@@ -549,7 +553,7 @@ impl Recorder {
         match result {
             Ok(obs) => Some(obs),
             Err(error) => {
-                self.metrics.skipped_object();
+                self.own_metrics.skipped_object();
                 tracing::warn!(%namespace, pod = %name, %error, "cannot record this pod object; skipped");
                 None
             }

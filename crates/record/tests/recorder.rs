@@ -1086,12 +1086,12 @@ async fn a_full_disk_is_survived_and_every_pod_recorded_once_space_is_back() {
             FullJitter::try_new(Duration::from_millis(50), retry_cap, 2.0).unwrap();
     })
     .await;
-    let listener = podline_record::health::bind("127.0.0.1:0".parse().unwrap())
+    let listener = podline_daemon::bind("127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
     let addr = listener.local_addr().unwrap();
     let stop_http = CancellationToken::new();
-    let http = tokio::spawn(podline_record::health::serve(
+    let http = tokio::spawn(podline_daemon::serve(
         listener,
         rec.health.clone(),
         stop_http.clone(),

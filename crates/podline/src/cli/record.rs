@@ -199,7 +199,7 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     };
 
     // Bound first: an address in use fails before anything is connected or created.
-    let listener = health::bind(args.listen)
+    let listener = podline_daemon::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on --listen {}", args.listen))?;
     let connected = connect(&connect_options).await?;
@@ -248,7 +248,11 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         let (stop, every) = (shutdown.clone(), args.reap_every);
         tokio::spawn(async move { reaper.run(every, stop).await });
     }
-    let server = tokio::spawn(health::serve(listener, recorder.health(), shutdown.clone()));
+    let server = tokio::spawn(podline_daemon::serve(
+        listener,
+        recorder.health(),
+        shutdown.clone(),
+    ));
     tokio::spawn(cancel_on_signal(shutdown.clone()));
 
     let health = recorder.health();
@@ -304,7 +308,7 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Err(err) => return usage(err),
     };
     // Bound first: an address in use fails before anything is connected or created.
-    let listener = health::bind(args.listen)
+    let listener = podline_daemon::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on --listen {}", args.listen))?;
     let connected = connect(&connect_options).await?;
@@ -315,7 +319,11 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
     let observability = Observability::new(env.client_side_timeout);
     let health = observability.health.clone();
     let shutdown = CancellationToken::new();
-    let server = tokio::spawn(health::serve(listener, health.clone(), shutdown.clone()));
+    let server = tokio::spawn(podline_daemon::serve(
+        listener,
+        health.clone(),
+        shutdown.clone(),
+    ));
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     let kube = connected.client;
     let workers = usize::from(args.mlmd_workers);

@@ -32,7 +32,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::Metrics;
+use crate::metrics::RecorderMetrics;
 use crate::queue::Queue;
 use decide::{PodFacts, ReleaseReason, Verdict, decide};
 pub(crate) use sweep::sweep;
@@ -85,7 +85,7 @@ impl Finalize {
         client: kube::Client,
         config: FinalizeConfig,
         queue: Arc<Queue>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<RecorderMetrics>,
         stop: CancellationToken,
     ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
         let worker = Arc::new(Finalizers::new(

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::decide::ReleaseReason;
-use crate::metrics::Metrics;
+use crate::metrics::RecorderMetrics;
 
 /// At most this many pods are remembered as given the finalizer (see [`Finalizers::add`]).
 const MAX_REMEMBERED_ADDS: usize = 100_000;
@@ -97,7 +97,7 @@ pub(crate) struct Finalizers {
     jobs: Mutex<Jobs>,
     wake: Notify,
     idle: Notify,
-    metrics: Arc<Metrics>,
+    metrics: Arc<RecorderMetrics>,
     backoff: FullJitter,
     workers: usize,
 }
@@ -107,7 +107,7 @@ impl Finalizers {
     pub fn new(
         client: kube::Client,
         finalizer: impl Into<String>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<RecorderMetrics>,
         backoff: FullJitter,
         workers: usize,
     ) -> Self {
