@@ -1,4 +1,4 @@
-//! What happens to the pod at the end: `--on-finish delete|delete-succeeded|keep`, and the
+//! What happens to the pod at the end ([`OnFinish`]: delete, delete-succeeded or keep), and the
 //! delete itself (with a grace period, retried, 404 = done).
 //!
 //! The rule: no pod podline created outlives a failed, timed-out or killed run unless the user
@@ -26,17 +26,15 @@ pub enum OnFinish {
 }
 
 impl OnFinish {
-    /// Parses `delete`, `delete-succeeded` or `keep`, naming the flag on error.
+    /// Parses `delete`, `delete-succeeded` or `keep`. The error says what was given and what
+    /// is expected; the caller says what it was given for (clap names the binary's flag).
     pub fn parse(s: &str) -> Result<Self, crate::SpecError> {
         match s {
             "delete" => Ok(OnFinish::Delete),
             "delete-succeeded" => Ok(OnFinish::DeleteSucceeded),
             "keep" => Ok(OnFinish::Keep),
-            other => Err(crate::SpecError::OutOfRange {
-                flag: "--on-finish",
-                message: format!(
-                    "{other:?} is invalid (expected delete, delete-succeeded or keep)"
-                ),
+            other => Err(crate::SpecError::InvalidOnFinish {
+                value: other.to_owned(),
             }),
         }
     }
@@ -103,9 +101,9 @@ mod tests {
         );
         assert_eq!(OnFinish::parse("keep").unwrap(), OnFinish::Keep);
         let err = OnFinish::parse("remove").unwrap_err().to_string();
-        assert!(
-            err.contains("--on-finish") && err.contains("remove"),
-            "{err}"
+        assert_eq!(
+            err,
+            "\"remove\" is not what to do with the pod at the end (expected delete, delete-succeeded or keep)"
         );
         assert!(OnFinish::Delete.should_delete(false));
         assert!(OnFinish::DeleteSucceeded.should_delete(true));

@@ -145,19 +145,18 @@ pub fn default_create_policy() -> RetryPolicy {
 }
 
 /// The create retry policy from its knobs: `attempts` calls in total, full-jitter backoff from
-/// `base` capped at `cap`, and an overall `deadline` (responses included).
+/// `base` capped at `cap`, and an overall `deadline` (responses included). A base of zero or a
+/// cap below the base is refused with the client's typed [`InvalidBackoff`] (it names the
+/// values; the caller names where they came from).
+///
+/// [`InvalidBackoff`]: podline_client::error::InvalidBackoff
 pub fn create_policy(
     attempts: u32,
     base: Duration,
     cap: Duration,
     deadline: Duration,
-) -> Result<RetryPolicy, crate::SpecError> {
-    let backoff = podline_client::backoff::FullJitter::try_new(base, cap, 2.0).map_err(|e| {
-        crate::SpecError::OutOfRange {
-            flag: "--create-backoff-base/--create-backoff-cap",
-            message: e.to_string(),
-        }
-    })?;
+) -> Result<RetryPolicy, podline_client::error::InvalidBackoff> {
+    let backoff = podline_client::backoff::FullJitter::try_new(base, cap, 2.0)?;
     Ok(RetryPolicy::new(backoff)
         .with_max_attempts(attempts)
         .with_deadline(Some(deadline)))
@@ -204,14 +203,18 @@ mod tests {
 
     #[test]
     fn create_policy_should_reject_a_cap_below_the_base() {
-        assert!(
+        assert_eq!(
             create_policy(
                 3,
                 Duration::from_secs(2),
                 Duration::from_secs(1),
                 Duration::from_secs(9)
             )
-            .is_err()
+            .unwrap_err(),
+            podline_client::error::InvalidBackoff::CapBelowBase {
+                base: Duration::from_secs(2),
+                cap: Duration::from_secs(1),
+            }
         );
         let policy = create_policy(
             5,

@@ -20,7 +20,7 @@ pub enum SpecError {
         flag: &'static str,
         /// What was given.
         value: String,
-        /// A valid example of the flag's form.
+        /// A valid value, without the name: the message reads `expected e.g. {flag} {example}`.
         example: &'static str,
     },
     /// A label key or value that Kubernetes would reject.
@@ -108,6 +108,14 @@ pub enum SpecError {
         /// What was given.
         value: String,
     },
+    /// An invalid [`crate::OnFinish`] action.
+    #[error(
+        "{value:?} is not what to do with the pod at the end (expected delete, delete-succeeded or keep)"
+    )]
+    InvalidOnFinish {
+        /// What was given.
+        value: String,
+    },
     /// A numeric or duration knob out of range.
     #[error("{flag}: {message}")]
     OutOfRange {
@@ -171,9 +179,10 @@ pub enum LaunchError {
         last: String,
     },
     /// A pod with our name exists but carries a different launch id: someone else's pod. It was
-    /// not touched.
+    /// not touched. The remedy (another name, or a random suffix) is the caller's to word: the
+    /// binary adds its flags ([`ErrorKind::ForeignPod`]).
     #[error(
-        "pod {namespace}/{name} already exists and was not created by this run (launch id {theirs:?}, ours {ours}); it was left untouched. Choose another --name or drop --exact-name"
+        "pod {namespace}/{name} already exists and was not created by this run (launch id {theirs:?}, ours {ours}); it was left untouched"
     )]
     ForeignPod {
         /// Namespace.
@@ -257,9 +266,10 @@ pub enum LaunchError {
         /// "SIGINT", "SIGTERM" or "cancel".
         signal: &'static str,
     },
-    /// Reattach found more than one live pod for the task id.
+    /// Reattach ([`crate::LaunchConfig::reattach`]) found more than one live pod for the task
+    /// id. The binary names its flag before the message ([`ErrorKind::AmbiguousReattach`]).
     #[error(
-        "--reattach: {count} live pods carry task id {task_id:?}; refusing to guess (delete the extra ones)"
+        "{count} live pods carry task id {task_id:?}; refusing to guess which to reattach to (delete the extra ones)"
     )]
     AmbiguousReattach {
         /// Task id.
@@ -344,7 +354,63 @@ fn fmt_detail(detail: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
+/// Which [`LaunchError`] a run ended with, kept next to its message in
+/// [`crate::TaskResult::error_kind`]: a caller that words advice in its own terms (the binary
+/// names its flags, a tasks file its fields) can tell the failures apart without parsing text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// [`LaunchError::Spec`].
+    Spec,
+    /// [`LaunchError::CreateRejected`].
+    CreateRejected,
+    /// [`LaunchError::CreateExhausted`].
+    CreateExhausted,
+    /// [`LaunchError::ForeignPod`]: the pod's name is taken by a pod of someone else.
+    ForeignPod,
+    /// [`LaunchError::ScheduleTimeout`].
+    ScheduleTimeout,
+    /// [`LaunchError::StartupTimeout`].
+    StartupTimeout,
+    /// [`LaunchError::TimeoutBeforeStart`].
+    TimeoutBeforeStart,
+    /// [`LaunchError::TimeoutWhileRunning`].
+    TimeoutWhileRunning,
+    /// [`LaunchError::ImageError`].
+    ImageError,
+    /// [`LaunchError::PodGone`].
+    PodGone,
+    /// [`LaunchError::Interrupted`].
+    Interrupted,
+    /// [`LaunchError::AmbiguousReattach`]: several live pods carry the task id.
+    AmbiguousReattach,
+    /// [`LaunchError::Api`].
+    Api,
+    /// [`LaunchError::Watch`].
+    Watch,
+}
+
 impl LaunchError {
+    /// Which failure this is, without its data.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            LaunchError::Spec(_) => ErrorKind::Spec,
+            LaunchError::CreateRejected { .. } => ErrorKind::CreateRejected,
+            LaunchError::CreateExhausted { .. } => ErrorKind::CreateExhausted,
+            LaunchError::ForeignPod { .. } => ErrorKind::ForeignPod,
+            LaunchError::ScheduleTimeout { .. } => ErrorKind::ScheduleTimeout,
+            LaunchError::StartupTimeout { .. } => ErrorKind::StartupTimeout,
+            LaunchError::TimeoutBeforeStart { .. } => ErrorKind::TimeoutBeforeStart,
+            LaunchError::TimeoutWhileRunning { .. } => ErrorKind::TimeoutWhileRunning,
+            LaunchError::ImageError { .. } => ErrorKind::ImageError,
+            LaunchError::PodGone { .. } => ErrorKind::PodGone,
+            LaunchError::Interrupted { .. } => ErrorKind::Interrupted,
+            LaunchError::AmbiguousReattach { .. } => ErrorKind::AmbiguousReattach,
+            LaunchError::Api { .. } => ErrorKind::Api,
+            LaunchError::Watch { .. } => ErrorKind::Watch,
+        }
+    }
+
     /// The process exit code for this failure, as documented in [`crate::exit`].
     pub fn exit_code(&self) -> u8 {
         match self {

@@ -920,6 +920,7 @@ fn finish_early(mut result: TaskResult, err: LaunchError) -> TaskResult {
 /// Records `err` as how the run ended.
 fn fail(result: &mut TaskResult, err: LaunchError) {
     result.exit_code = err.exit_code();
+    result.error_kind = Some(err.kind());
     result.error = Some(err.to_string());
 }
 

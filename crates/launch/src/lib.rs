@@ -85,7 +85,7 @@ pub mod watched;
 
 pub use cleanup::OnFinish;
 pub use dedup::Dedup;
-pub use error::{LaunchError, SpecError, StatusCause};
+pub use error::{ErrorKind, LaunchError, SpecError, StatusCause};
 pub use launcher::{Cancel, CancelReason, LaunchConfig, Launcher, LogMode};
 pub use liveness::{LAUNCHER_LABEL, Liveness, LivenessConfig, ON_FINISH_ANNOTATION};
 pub use logs::{BufferSink, LogConfig, LogSink, NullSink, StdoutSink};

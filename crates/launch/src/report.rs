@@ -110,6 +110,10 @@ pub struct TaskResult {
     /// podline's own error, if the run failed outside the container.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Which [`crate::LaunchError`] `error` is, when it is one: for a caller that adds its own
+    /// words (the binary names its flags). Not part of the result document.
+    #[serde(skip)]
+    pub error_kind: Option<crate::ErrorKind>,
     /// Recent Warning events of the pod (filled on failure).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub warnings: Vec<EventSummary>,

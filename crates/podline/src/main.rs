@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     if matches!(cli.command, cli::Command::Sim(_)) {
         allocator::favour_throughput();
     }
-    cli::init_tracing(&cli.global, &cli.command);
+    cli::init_tracing(cli.verbosity, &cli.command);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

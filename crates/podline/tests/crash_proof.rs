@@ -19,9 +19,11 @@ use tokio::time::Instant;
 const LEASE: &[&str] = &["--lease-duration", "2s", "--lease-renew-every", "500ms"];
 const GRACE: &str = "1s";
 
-fn podline(kubeconfig: &std::path::Path) -> Command {
+/// `podline SUBCOMMAND --kubeconfig FILE` (the cluster flags come after the subcommand).
+fn podline(subcommand: &str, kubeconfig: &std::path::Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_podline"));
-    cmd.arg("--kubeconfig")
+    cmd.arg(subcommand)
+        .arg("--kubeconfig")
         .arg(kubeconfig)
         .env_remove("KUBECONFIG")
         .env("PODLINE_CREATE_BACKOFF_BASE", "10ms")
@@ -34,8 +36,8 @@ fn podline(kubeconfig: &std::path::Path) -> Command {
 
 /// One `podline gc` pass; returns its summary line.
 async fn gc(kubeconfig: &std::path::Path) -> String {
-    let out = podline(kubeconfig)
-        .args(["gc", "--grace", GRACE])
+    let out = podline("gc", kubeconfig)
+        .args(["--grace", GRACE])
         .output()
         .await
         .unwrap();
@@ -62,16 +64,8 @@ async fn sigkill_of_a_count_run_should_leave_no_pod_once_the_reaper_passed() {
     let kube = client(&sim).await;
     let pods: Api<Pod> = Api::namespaced(kube.clone(), "default");
     let leases: Api<Lease> = Api::namespaced(kube, "default");
-    let mut child = podline(kc)
-        .args([
-            "run",
-            "--image",
-            "busybox",
-            "--count",
-            "50",
-            "--parallel",
-            "50",
-        ])
+    let mut child = podline("run", kc)
+        .args(["--image", "busybox", "--count", "50", "--parallel", "50"])
         .args(LEASE)
         .args(["--annotation", "sim.podline.io/duration=300s"])
         .args(["--", "sleep", "300"])
@@ -156,8 +150,8 @@ async fn a_reattach_inside_the_grace_period_should_keep_its_pod_and_finish() {
     let pods: Api<Pod> = Api::namespaced(kube.clone(), "default");
     let leases: Api<Lease> = Api::namespaced(kube, "default");
     let task = |extra: &[&str]| {
-        let mut cmd = podline(kc);
-        cmd.args(["run", "--image", "busybox", "--task-id", "nightly"])
+        let mut cmd = podline("run", kc);
+        cmd.args(["--image", "busybox", "--task-id", "nightly"])
             .args(LEASE)
             .args(extra)
             .args(["--annotation", "sim.podline.io/duration=10s"])
@@ -224,8 +218,8 @@ async fn timeout_should_set_active_deadline_seconds_with_a_margin() {
     let sim = start_sim(test_config()).await;
     let kubeconfig = kubeconfig_file(&sim);
     let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
-    let mut child = podline(kubeconfig.path())
-        .args(["run", "--image", "busybox", "--timeout", "60s"])
+    let mut child = podline("run", kubeconfig.path())
+        .args(["--image", "busybox", "--timeout", "60s"])
         .args(["--annotation", "sim.podline.io/duration=60s"])
         .args(["--", "sleep", "60"])
         .spawn()
@@ -267,24 +261,16 @@ async fn record_reap_should_delete_the_pods_of_a_killed_run() {
     let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("podline.db");
-    let _recorder = podline(kc)
-        .args(["record", "--listen", "127.0.0.1:0", "--db"])
+    let _recorder = podline("record", kc)
+        .args(["--listen", "127.0.0.1:0", "--db"])
         .arg(&db)
         .args(["--reap", "--reap-grace", GRACE, "--reap-every", "500ms"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut child = podline(kc)
-        .args([
-            "run",
-            "--image",
-            "busybox",
-            "--count",
-            "5",
-            "--parallel",
-            "5",
-        ])
+    let mut child = podline("run", kc)
+        .args(["--image", "busybox", "--count", "5", "--parallel", "5"])
         .args(LEASE)
         .args(["--annotation", "sim.podline.io/duration=300s"])
         .args(["--", "sleep", "300"])
@@ -332,8 +318,8 @@ async fn kept_pods_should_survive_the_reaper_and_the_lease_delete() {
     let leases: Api<Lease> = Api::namespaced(kube, "default");
 
     // A failing task with delete-succeeded: a clean exit, its pod kept, its Lease deleted.
-    let out = podline(kc)
-        .args(["run", "--image", "busybox", "--name", "failed"])
+    let out = podline("run", kc)
+        .args(["--image", "busybox", "--name", "failed"])
         .args(["--on-finish", "delete-succeeded"])
         .args(LEASE)
         .args(["--annotation", "sim.podline.io/exit-code=3"])
@@ -349,9 +335,8 @@ async fn kept_pods_should_survive_the_reaper_and_the_lease_delete() {
     );
 
     // A keep task, SIGKILLed while it runs.
-    let mut child = podline(kc)
+    let mut child = podline("run", kc)
         .args([
-            "run",
             "--image",
             "busybox",
             "--name",
@@ -434,9 +419,8 @@ async fn bad_lease_flags_and_a_refused_lease_should_create_no_pod() {
     let sim = start_sim(test_config()).await;
     let kubeconfig = kubeconfig_file(&sim);
     let kc = kubeconfig.path();
-    let out = podline(kc)
+    let out = podline("run", kc)
         .args([
-            "run",
             "--image",
             "busybox",
             "--lease-renew-every",
@@ -454,11 +438,10 @@ async fn bad_lease_flags_and_a_refused_lease_should_create_no_pod() {
         "{stderr}"
     );
 
-    let out = podline(kc)
+    let out = podline("run", kc)
         .args([
             "-n",
             "no-such-namespace",
-            "run",
             "--image",
             "busybox",
             "--",

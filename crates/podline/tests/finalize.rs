@@ -24,9 +24,8 @@ const PODS: usize = 300;
 
 fn podline(kubeconfig: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_podline"));
-    cmd.arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env_remove("KUBECONFIG")
+    // The client's KUBECONFIG: every subcommand here reads it (flags follow the subcommand).
+    cmd.env("KUBECONFIG", kubeconfig)
         .env_remove("PODLINE_DB")
         .env_remove("PODLINE_FINALIZE")
         .env_remove("PODLINE_FINALIZER")

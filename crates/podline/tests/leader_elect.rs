@@ -20,9 +20,10 @@ use podline_testkit::{audit, client, kubeconfig_file, start_sim, test_config, wa
 
 fn recorder(kubeconfig: &std::path::Path, db: &std::path::Path, identity: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_podline"))
+        .arg("record")
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(["record", "-A", "--listen", "127.0.0.1:0", "--db"])
+        .args(["-A", "--listen", "127.0.0.1:0", "--db"])
         .arg(db)
         .env_remove("KUBECONFIG")
         .env("PODLINE_LEADER_ELECT", "true")
@@ -109,9 +110,10 @@ const RETRY: Duration = Duration::from_millis(200);
 /// A `--leader-elect` recorder writing into PostgreSQL, with fast election timing.
 fn pg_recorder(kubeconfig: &std::path::Path, db_url: &str, identity: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_podline"))
+        .arg("record")
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(["record", "-A", "--listen", "127.0.0.1:0", "--db", db_url])
+        .args(["-A", "--listen", "127.0.0.1:0", "--db", db_url])
         .args([
             "--watch-client-timeout",
             "1s",

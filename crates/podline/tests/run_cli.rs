@@ -11,9 +11,11 @@ use podline_sim::{FaultAction, FaultRule, FaultVerb};
 use podline_testkit::{client, kubeconfig_file, start_sim, test_config, wait_until};
 use tokio::process::Command;
 
-fn podline(kubeconfig: &std::path::Path) -> Command {
+/// `podline SUBCOMMAND --kubeconfig FILE` (the cluster flags come after the subcommand).
+fn podline(subcommand: &str, kubeconfig: &std::path::Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_podline"));
-    cmd.arg("--kubeconfig")
+    cmd.arg(subcommand)
+        .arg("--kubeconfig")
         .arg(kubeconfig)
         .env_remove("KUBECONFIG")
         .env("PODLINE_CREATE_BACKOFF_BASE", "10ms")
@@ -30,9 +32,8 @@ async fn sigterm_during_run_should_delete_the_pod_and_exit_143() {
     let sim = start_sim(test_config()).await;
     let kubeconfig = kubeconfig_file(&sim);
     let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
-    let child = podline(kubeconfig.path())
+    let child = podline("run", kubeconfig.path())
         .args([
-            "run",
             "--image",
             "busybox",
             "--annotation",
@@ -82,8 +83,8 @@ async fn signal_a_count_run(signal: &str) -> (Option<i32>, String) {
     let sim = start_sim(test_config()).await;
     let kubeconfig = kubeconfig_file(&sim);
     let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
-    let child = podline(kubeconfig.path())
-        .args(["run", "--image", "busybox", "--count", "3"])
+    let child = podline("run", kubeconfig.path())
+        .args(["--image", "busybox", "--count", "3"])
         .args(["--annotation", "sim.podline.io/duration=60s"])
         .args(["--", "sleep", "60"])
         .spawn()
@@ -146,8 +147,8 @@ async fn an_expired_timeout_while_running_should_exit_124_and_delete_the_pod() {
     let sim = start_sim(test_config()).await;
     let kubeconfig = kubeconfig_file(&sim);
     let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
-    let out = podline(kubeconfig.path())
-        .args(["run", "--image", "busybox", "--timeout", "2s"])
+    let out = podline("run", kubeconfig.path())
+        .args(["--image", "busybox", "--timeout", "2s"])
         .args(["--annotation", "sim.podline.io/duration=60s"])
         .args(["--", "sleep", "60"])
         .output()
@@ -173,8 +174,8 @@ async fn an_expired_timeout_while_pending_should_exit_4_and_delete_the_pod() {
     let sim = start_sim(test_config()).await;
     let kubeconfig = kubeconfig_file(&sim);
     let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
-    let out = podline(kubeconfig.path())
-        .args(["run", "--image", "busybox", "--timeout", "1s"])
+    let out = podline("run", kubeconfig.path())
+        .args(["--image", "busybox", "--timeout", "1s"])
         .args(["--annotation", "sim.podline.io/pull-delay=60s"])
         .args(["--", "true"])
         .output()
@@ -201,8 +202,8 @@ async fn exit_code_and_stdout_should_be_the_containers() {
     let sim = start_sim(test_config()).await;
     let kubeconfig = kubeconfig_file(&sim);
     for code in ["0", "1", "137"] {
-        let out = podline(kubeconfig.path())
-            .args(["run", "--image", "busybox"])
+        let out = podline("run", kubeconfig.path())
+            .args(["--image", "busybox"])
             .args(["--annotation", &format!("sim.podline.io/exit-code={code}")])
             .args(["--annotation", "sim.podline.io/logs=hello\nworld"])
             .args(["--", "sh", "-c", "echo hello"])
@@ -227,16 +228,8 @@ async fn exit_code_and_stdout_should_be_the_containers() {
 async fn json_output_should_be_the_result_document() {
     let sim = start_sim(test_config()).await;
     let kubeconfig = kubeconfig_file(&sim);
-    let out = podline(kubeconfig.path())
-        .args([
-            "-o",
-            "json",
-            "run",
-            "--image",
-            "busybox",
-            "--name",
-            "report-me",
-        ])
+    let out = podline("run", kubeconfig.path())
+        .args(["-o", "json", "--image", "busybox", "--name", "report-me"])
         .args(["--annotation", "sim.podline.io/exit-code=4"])
         .output()
         .await
@@ -254,16 +247,16 @@ async fn json_output_should_be_the_result_document() {
 async fn bad_flags_should_exit_2_and_name_the_flag() {
     let sim = start_sim(test_config()).await;
     let kubeconfig = kubeconfig_file(&sim);
-    let out = podline(kubeconfig.path())
-        .args(["run", "--image", "busybox", "--requests", "cpu=lots"])
+    let out = podline("run", kubeconfig.path())
+        .args(["--image", "busybox", "--requests", "cpu=lots"])
         .output()
         .await
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--requests"));
-    let out = podline(kubeconfig.path())
+    let out = podline("run", kubeconfig.path())
         .env("PODLINE_STARTUP_TIMEOUT", "soon")
-        .args(["run", "--image", "busybox"])
+        .args(["--image", "busybox"])
         .output()
         .await
         .unwrap();
@@ -281,16 +274,8 @@ async fn bad_flags_should_exit_2_and_name_the_flag() {
 async fn count_should_run_many_and_print_a_summary() {
     let sim = start_sim(test_config()).await;
     let kubeconfig = kubeconfig_file(&sim);
-    let out = podline(kubeconfig.path())
-        .args([
-            "run",
-            "--image",
-            "busybox",
-            "--count",
-            "20",
-            "--parallel",
-            "5",
-        ])
+    let out = podline("run", kubeconfig.path())
+        .args(["--image", "busybox", "--count", "20", "--parallel", "5"])
         .output()
         .await
         .unwrap();
@@ -319,7 +304,7 @@ async fn the_environments_proxy_should_be_used_unless_no_proxy_names_the_cluster
     let proxy = format!("http://{}", closed.local_addr().unwrap());
     drop(closed); // nothing listens there any more: the "proxy" refuses connections
     let run = |no_proxy: Option<&str>| {
-        let mut cmd = podline(kubeconfig.path());
+        let mut cmd = podline("run", kubeconfig.path());
         // The test sim serves plain HTTP or HTTPS: name the proxy for both.
         cmd.env("HTTPS_PROXY", &proxy)
             .env("HTTP_PROXY", &proxy)
@@ -328,7 +313,7 @@ async fn the_environments_proxy_should_be_used_unless_no_proxy_names_the_cluster
             .env_remove("NO_PROXY")
             .env_remove("no_proxy")
             .env("PODLINE_CREATE_DEADLINE", "2s")
-            .args(["run", "--image", "busybox", "--", "true"]);
+            .args(["--image", "busybox", "--", "true"]);
         if let Some(no_proxy) = no_proxy {
             cmd.env("NO_PROXY", no_proxy);
         }
@@ -362,8 +347,8 @@ async fn run_with(
     flags: &[&str],
     env: &[(&str, &str)],
 ) -> (Option<i32>, String) {
-    let mut cmd = podline(kubeconfig);
-    cmd.args(["run", "--image", "busybox"])
+    let mut cmd = podline("run", kubeconfig);
+    cmd.args(["--image", "busybox"])
         .args(flags)
         .args(["--", "true"]);
     for (k, v) in env {
@@ -456,8 +441,8 @@ async fn run_file(kubeconfig: &std::path::Path, text: &str) -> (Option<i32>, Str
     std::fs::write(&path, text).unwrap();
     let out = tokio::time::timeout(
         Duration::from_secs(30),
-        podline(kubeconfig)
-            .args(["run", "-f"])
+        podline("run", kubeconfig)
+            .args(["-f"])
             .arg(&path)
             .args(["--parallel", "1"])
             .output(),

@@ -13,9 +13,11 @@ use podline_sim::{FaultAction, FaultRule, FaultVerb};
 use podline_testkit::{client, kubeconfig_file, start_sim, test_config, wait_until};
 use tokio::process::Command;
 
-fn podline(kubeconfig: &Path) -> Command {
+/// `podline SUBCOMMAND --kubeconfig FILE` (the cluster flags come after the subcommand).
+fn podline(subcommand: &str, kubeconfig: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_podline"));
-    cmd.arg("--kubeconfig")
+    cmd.arg(subcommand)
+        .arg("--kubeconfig")
         .arg(kubeconfig)
         .env_remove("KUBECONFIG")
         .env("PODLINE_CREATE_BACKOFF_BASE", "10ms")
@@ -58,8 +60,8 @@ async fn result_file_should_name_the_pod_early_and_hold_the_result_at_the_end() 
     let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
     let dir = tempfile::tempdir().unwrap();
     let result = dir.path().join("result.json");
-    let child = podline(kubeconfig.path())
-        .args(["run", "--image", "busybox", "--name", "nightly"])
+    let child = podline("run", kubeconfig.path())
+        .args(["--image", "busybox", "--name", "nightly"])
         .arg("--result-file")
         .arg(&result)
         .args(["--annotation", "sim.podline.io/duration=3s"])
@@ -111,8 +113,8 @@ async fn result_file_should_name_the_reattached_pod() {
     let sim = start_sim(test_config()).await;
     let kubeconfig = kubeconfig_file(&sim);
     let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
-    let mut first = podline(kubeconfig.path())
-        .args(["run", "--image", "busybox", "--task-id", "etl-1"])
+    let mut first = podline("run", kubeconfig.path())
+        .args(["--image", "busybox", "--task-id", "etl-1"])
         .args(["--annotation", "sim.podline.io/duration=4s"])
         .spawn()
         .unwrap();
@@ -129,15 +131,8 @@ async fn result_file_should_name_the_reattached_pod() {
 
     let dir = tempfile::tempdir().unwrap();
     let result = dir.path().join("result.json");
-    let second = podline(kubeconfig.path())
-        .args([
-            "run",
-            "--image",
-            "busybox",
-            "--task-id",
-            "etl-1",
-            "--reattach",
-        ])
+    let second = podline("run", kubeconfig.path())
+        .args(["--image", "busybox", "--task-id", "etl-1", "--reattach"])
         .arg("--result-file")
         .arg(&result)
         .spawn()
@@ -185,5 +180,88 @@ async fn result_file_with_count_should_be_a_usage_error() {
     assert!(
         stderr.contains("--result-file") && stderr.contains("--count"),
         "{stderr}"
+    );
+}
+
+/// A pod of someone else's in `default`, or one of task `task_id`, that stays up for a minute.
+fn foreign_pod(name: &str, task_id: Option<&str>) -> Pod {
+    let labels = task_id.map(|id| serde_json::json!({ podline_launch::TASK_ID_LABEL: id }));
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": { "sim.podline.io/duration": "60s" },
+        },
+        "spec": { "containers": [{ "name": "main", "image": "busybox" }] },
+    }))
+    .unwrap()
+}
+
+/// The launcher's messages name no flag; where `run`'s flags are the remedy (a name taken by
+/// someone else's pod, an ambiguous --reattach), the binary adds them, and on every channel the
+/// user reads: stderr's failure report, `-o json` and the result file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn name_clashes_should_name_the_flags_that_fix_them_on_every_channel() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
+    let create = kube::api::PostParams::default();
+    pods.create(&create, &foreign_pod("taken", None))
+        .await
+        .unwrap();
+    for name in ["etl-a", "etl-b"] {
+        pods.create(&create, &foreign_pod(name, Some("etl")))
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["--name", "taken", "--exact-name"],
+            "it was left untouched. Choose another --name or drop --exact-name",
+        ),
+        (
+            &["--task-id", "etl", "--reattach"],
+            "--reattach: 2 live pods carry task id \"etl\"; refusing to guess",
+        ),
+    ];
+    for (n, (flags, wording)) in cases.into_iter().enumerate() {
+        let result = dir.path().join(format!("result-{n}.json"));
+        let out = podline("run", kubeconfig.path())
+            .args(["--image", "busybox"])
+            .args(flags)
+            .arg("--result-file")
+            .arg(&result)
+            .args(["--", "true"])
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(5), "{flags:?}: {stderr}");
+        assert!(stderr.contains(wording), "{flags:?}: stderr: {stderr}");
+        let finished = read_doc(&result).unwrap();
+        for field in ["error", "failureReport"] {
+            let text = finished[field].as_str().unwrap_or_default();
+            assert!(text.contains(wording), "{flags:?}: {field}: {finished}");
+        }
+
+        let out = podline("run", kubeconfig.path())
+            .args(["--image", "busybox", "-o", "json"])
+            .args(flags)
+            .args(["--", "true"])
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(5), "{flags:?}");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let error = doc["error"].as_str().unwrap_or_default();
+        assert!(error.contains(wording), "{flags:?}: -o json: {doc}");
+    }
+    // Nothing was created or touched: the three pods are the only ones.
+    assert_eq!(
+        pods.list(&ListParams::default()).await.unwrap().items.len(),
+        3
     );
 }

@@ -215,9 +215,10 @@ pub async fn peak_rss_of_run(pods: usize) -> anyhow::Result<Row> {
     let sim = child::SimProcess::start_tls(&[]).await?;
     let count = pods.to_string();
     let mut run = child::podline()?
+        .arg("run")
         .arg("--kubeconfig")
         .arg(sim.kubeconfig_path())
-        .args(["run", "--count", &count, "--parallel", "200"])
+        .args(["--count", &count, "--parallel", "200"])
         .args(["--image", "busybox:1.36", "--", "sh", "-c", "echo hello"])
         .env_remove("KUBECONFIG")
         .spawn()

@@ -242,9 +242,10 @@ async fn rss_with_backlog(pods: usize) -> anyhow::Result<Row> {
     std::fs::write(&kubeconfig, sim.kubeconfig_yaml()).context("writing the kubeconfig")?;
     let server = MlmdTestServer::start(None, 0, &[]).context("starting the MLMD test server")?;
     let writer = child::podline()?
+        .arg("record")
         .arg("--kubeconfig")
         .arg(&kubeconfig)
-        .args(["record", "--kfp", "--mlmd-address", &server.address()])
+        .args(["--kfp", "--mlmd-address", &server.address()])
         .args(["--listen", "127.0.0.1:0"])
         .env_remove("KUBECONFIG")
         .env("NAMESPACE_TO_WATCH", NS)

@@ -432,9 +432,10 @@ impl ChildRecorder {
     fn start(kubeconfig: &Path, dir: &Path) -> anyhow::Result<ChildRecorder> {
         let db = dir.join("rss.db");
         let child = child::podline()?
+            .arg("record")
             .arg("--kubeconfig")
             .arg(kubeconfig)
-            .args(["record", "-n", NS, "--listen", "127.0.0.1:0", "--db"])
+            .args(["-n", NS, "--listen", "127.0.0.1:0", "--db"])
             .arg(&db)
             .env_remove("KUBECONFIG")
             .env_remove("PODLINE_DB")

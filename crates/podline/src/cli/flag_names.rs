@@ -55,20 +55,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     // Left for their owners (issue 19): launch's run-level errors and docs outside spec/ (they
     // reach the binary as TaskResult text, which it cannot re-word) and the sim's kubelet and
     // fault docs.
-    ("launch/src/cleanup.rs", "--on-finish", "issue 19, not yet"),
-    (
-        "launch/src/create.rs",
-        "--create-backoff-base",
-        "issue 19, not yet",
-    ),
-    (
-        "launch/src/create.rs",
-        "--create-backoff-cap",
-        "issue 19, not yet",
-    ),
-    ("launch/src/error.rs", "--name", "issue 19, not yet"),
-    ("launch/src/error.rs", "--exact-name", "issue 19, not yet"),
-    ("launch/src/error.rs", "--reattach", "issue 19, not yet"),
     ("launch/src/exit.rs", "--reattach", "issue 19, not yet"),
     ("launch/src/launcher.rs", "--reattach", "issue 19, not yet"),
     ("launch/src/liveness.rs", "--on-finish", "issue 19, not yet"),

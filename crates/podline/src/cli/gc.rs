@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use podline_launch::reaper::{Clock, Reaper, Tracker};
 
-use crate::cli::{Global, Output};
+use crate::cli::{ClusterFlags, NamespaceFlag, Output, OutputFlag};
 
 const AFTER_HELP: &str = "\
 With --finalizers: instead of a reaper pass, remove the finalizer podline.io/record (set by
@@ -35,6 +35,10 @@ Exit codes:
 #[derive(Debug, Clone, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct GcArgs {
+    #[command(flatten)]
+    pub namespace: NamespaceFlag,
+    #[command(flatten)]
+    pub output: OutputFlag,
     /// Reap in all namespaces (needs list on leases and pods cluster-wide).
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
@@ -45,6 +49,8 @@ pub struct GcArgs {
     /// in scope (see below).
     #[arg(long)]
     pub finalizers: bool,
+    #[command(flatten)]
+    pub cluster: ClusterFlags,
 }
 
 /// A duration flag of the reaper (`90`, `9s`, `2m`, `500ms`; at most 365 days).
@@ -62,17 +68,21 @@ pub(crate) fn parse_period(s: &str) -> Result<Duration, String> {
 }
 
 /// Runs `podline gc`: exit 0 after a pass (whatever it reaped), 1 if the pass failed.
-pub async fn run(args: GcArgs, global: &Global) -> anyhow::Result<ExitCode> {
-    let options = podline_client::connect::ConnectOptions {
-        kubeconfig: global.kubeconfig.clone(),
-        context: global.context.clone(),
-        namespace: global.namespace.clone(),
-        ..podline_client::connect::ConnectOptions::default()
+pub async fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
+    let options = match args.cluster.connect_options(
+        args.namespace.namespace.clone(),
+        podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT,
+    ) {
+        Ok(options) => options,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            return Ok(ExitCode::from(crate::cli::EXIT_USAGE));
+        }
     };
     let connected = crate::cli::cluster::connect(&options).await?;
     let namespace = (!args.all_namespaces).then(|| connected.namespace.clone());
     if args.finalizers {
-        return release_all(connected.client, namespace, global).await;
+        return release_all(connected.client, namespace, args.output.output).await;
     }
     let reaper = Reaper::new(connected.client, namespace, args.grace);
     let pass = reaper
@@ -83,7 +93,7 @@ pub async fn run(args: GcArgs, global: &Global) -> anyhow::Result<ExitCode> {
         .await;
     match pass {
         Ok(pass) => {
-            match global.output {
+            match args.output.output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&pass)?),
                 Output::Yaml => print!("{}", serde_saphyr::to_string(&pass)?),
                 Output::Table | Output::Wide => println!(
@@ -126,7 +136,7 @@ const RELEASE_ATTEMPTS: u32 = 5;
 async fn release_all(
     client: kube::Client,
     namespace: Option<String>,
-    global: &Global,
+    output: Output,
 ) -> anyhow::Result<ExitCode> {
     use futures::StreamExt as _;
     use k8s_openapi::api::core::v1::Pod;
@@ -208,7 +218,7 @@ async fn release_all(
             Err(err) => report.failed.push(format!("{who}: {err}")),
         }
     }
-    match global.output {
+    match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Output::Yaml => print!("{}", serde_saphyr::to_string(&report)?),
         Output::Table | Output::Wide => {

@@ -1,15 +1,18 @@
-//! Command-line surface: the global kubectl-style flags and one module per subcommand.
+//! Command-line surface: the shared kubectl-style flag groups (`flags`) and one module per
+//! subcommand.
 
 pub mod cluster;
 mod demo;
 #[cfg(test)]
 mod flag_names;
+pub mod flags;
 pub mod gc;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
+
+pub use flags::{ClusterFlags, NamespaceFlag, Output, OutputFlag};
 
 pub mod query;
 pub mod record;
@@ -52,64 +55,31 @@ Exit codes:
 #[derive(Debug, Parser)]
 #[command(name = "podline", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
-    #[command(flatten)]
-    pub global: Global,
+    /// More log output (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
+    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    pub verbosity: u8,
     #[command(subcommand)]
     pub command: Command,
 }
 
-/// Flags every subcommand understands, spelled like kubectl's.
-#[derive(Debug, Clone, clap::Args)]
-pub struct Global {
-    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
-    /// KUBECONFIG is read by the client, as kubectl reads it (a list of files; empty = unset),
-    /// not as this flag's value.
-    #[arg(long, global = true, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use (default: the current context).
-    #[arg(long, global = true, value_name = "NAME")]
-    pub context: Option<String>,
-    /// Namespace to act in (default: the context's namespace, else "default").
-    #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
-    pub namespace: Option<String>,
-    /// HTTP/2 health check: a connection to the API server that received nothing for this long
-    /// gets a PING ("5s", "500ms"). Also PODLINE_HTTP2_PING_INTERVAL. Default 5s (at most a
-    /// third of the client timeout).
-    #[arg(long, global = true, value_name = "DURATION")]
-    pub http2_ping_interval: Option<String>,
-    /// HTTP/2 health check: a PING unanswered this long closes the connection, and every watch
-    /// on it resumes on a new one. Interval + timeout (how late a dead connection is noticed)
-    /// must be shorter than the client timeout. Also PODLINE_HTTP2_PING_TIMEOUT. Default 10s (at
-    /// most a third of the client timeout).
-    #[arg(long, global = true, value_name = "DURATION")]
-    pub http2_ping_timeout: Option<String>,
-    /// Each attempt at a new connection to the API server (TCP connect and TLS handshake) that
-    /// is not done within this long is abandoned and tried again with backoff, so a network
-    /// that froze is used again as soon as it is back. Must be shorter than the client timeout;
-    /// may be longer than the PING timeout (a slow link). Also PODLINE_CONNECT_TIMEOUT. Default:
-    /// the PING timeout.
-    #[arg(long, global = true, value_name = "DURATION")]
-    pub connect_timeout: Option<String>,
-    /// Output format.
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
-    pub output: Output,
-    /// More log output (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
-    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
-    pub verbosity: u8,
-}
-
-/// How results are printed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Output {
-    /// Human-readable columns.
-    Table,
-    /// Columns plus extra detail.
-    Wide,
-    /// Machine-readable JSON.
-    Json,
-    /// Machine-readable YAML.
-    Yaml,
-}
+// Which flag groups (cli/flags.rs) each subcommand flattens; only -v is global. A flag that
+// means nothing to a subcommand is not in its --help and is refused there as unknown (clap's
+// usage error, exit 2), and every flag goes after the subcommand's name (`podline run -n jobs`).
+// ClusterFlags = --kubeconfig, --context, --http2-ping-interval, --http2-ping-timeout,
+// --connect-timeout.
+//
+//   subcommand        ClusterFlags  -n                           -o
+//   run               yes           NamespaceFlag                yes: the result document
+//   record            yes           NamespaceFlag (+ the Lease)  no: a daemon, it prints none
+//   gc                yes           NamespaceFlag                yes: what the pass did
+//   runs, pods, show  no (store)    a filter of their own        yes
+//   ui                no (store)    no                           no: it serves pages
+//   sim               no            no                           no
+//   demo              no            no                           no
+//
+// runs, pods, show and ui read the store, never the cluster. sim is the API server: it serves,
+// connects to none, and writes the kubeconfig of its clients (--kubeconfig-out). demo starts its
+// own sim and gives its child processes that sim's kubeconfig.
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
@@ -146,9 +116,9 @@ pub enum Command {
 /// transport error at ERROR; podline logs those itself (as retries), so it is silenced below -vv.
 const KUBE_TRACE_LAYER: &str = "kube_client::client::builder=off";
 
-pub fn init_tracing(global: &Global, command: &Command) {
+pub fn init_tracing(verbosity: u8, command: &Command) {
     let summarising = matches!(command, Command::Demo(_));
-    let default = match global.verbosity {
+    let default = match verbosity {
         0 if summarising => format!("warn,{KUBE_TRACE_LAYER}"),
         0 => format!("warn,podline=info,{KUBE_TRACE_LAYER}"),
         1 => format!("info,{KUBE_TRACE_LAYER}"),
@@ -164,41 +134,17 @@ pub fn init_tracing(global: &Global, command: &Command) {
         .init();
 }
 
-impl Global {
-    /// The HTTP/2 PING settings (flags, then `PODLINE_HTTP2_PING_*`, then defaults), validated
-    /// against the client timeout they must fit in ([`settings::http2_ping`]).
-    pub fn http2_ping(
-        &self,
-        client_timeout: std::time::Duration,
-    ) -> anyhow::Result<podline_client::ping::Http2Ping> {
-        settings::http2_ping(
-            self.http2_ping_interval.as_deref(),
-            self.http2_ping_timeout.as_deref(),
-            client_timeout,
-        )
-    }
-
-    /// The connect timeout (the flag, then `PODLINE_CONNECT_TIMEOUT`), checked against the
-    /// client timeout; `None` when neither is set (the client then uses the PING timeout).
-    pub fn connect_timeout(
-        &self,
-        client_timeout: std::time::Duration,
-    ) -> anyhow::Result<Option<std::time::Duration>> {
-        settings::connect_timeout(self.connect_timeout.as_deref(), client_timeout)
-    }
-}
-
 /// Runs the chosen subcommand.
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Demo(args) => demo::run(args).await,
-        Command::Run(args) => run::run(*args, &cli.global).await,
-        Command::Sim(args) => sim::run(*args, &cli.global).await,
-        Command::Record(args) => record::run(*args, &cli.global).await,
-        Command::Runs(args) => query::runs(args, &cli.global).await,
-        Command::Pods(args) => query::pods(args, &cli.global).await,
-        Command::Show(args) => query::show(args, &cli.global).await,
+        Command::Run(args) => run::run(*args).await,
+        Command::Sim(args) => sim::run(*args).await,
+        Command::Record(args) => record::run(*args).await,
+        Command::Runs(args) => query::runs(args).await,
+        Command::Pods(args) => query::pods(args).await,
+        Command::Show(args) => query::show(args).await,
         Command::Ui(args) => ui::run(args).await,
-        Command::Gc(args) => gc::run(args, &cli.global).await,
+        Command::Gc(args) => gc::run(args).await,
     }
 }

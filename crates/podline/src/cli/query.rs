@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use podline_store::{PodFilter, PodKey, PodRecord, RunFilter, RunSummary, Store, StoreError};
 use serde::Serialize;
 
-use crate::cli::{EXIT_ERROR, Global, Output};
+use crate::cli::{EXIT_ERROR, Output, OutputFlag};
 
 /// Where the store is; shared by every query command.
 #[derive(Debug, Clone, clap::Args)]
@@ -33,6 +33,11 @@ pub struct DbArgs {
 pub struct RunsArgs {
     #[command(flatten)]
     pub db: DbArgs,
+    /// Only runs with pods in this namespace (default: every namespace).
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    #[command(flatten)]
+    pub output: OutputFlag,
     /// At most this many runs.
     #[arg(long, value_name = "N")]
     pub limit: Option<u32>,
@@ -43,6 +48,11 @@ pub struct RunsArgs {
 pub struct PodsArgs {
     #[command(flatten)]
     pub db: DbArgs,
+    /// Only pods in this namespace (default: every namespace).
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    #[command(flatten)]
+    pub output: OutputFlag,
     /// Only pods of this run.
     #[arg(long, value_name = "RUN")]
     pub run: Option<String>,
@@ -59,6 +69,11 @@ pub struct PodsArgs {
 pub struct ShowArgs {
     #[command(flatten)]
     pub db: DbArgs,
+    /// The namespace of a POD given by its NAME alone (default: "default").
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    #[command(flatten)]
+    pub output: OutputFlag,
     /// The pod: NAME (in -n, else "default"), NAMESPACE/NAME, or its uid.
     #[arg(value_name = "POD")]
     pub pod: String,
@@ -81,42 +96,42 @@ pub(crate) async fn open_read_only(db: &DbArgs) -> anyhow::Result<std::sync::Arc
 }
 
 /// `podline runs`.
-pub async fn runs(args: RunsArgs, global: &Global) -> anyhow::Result<ExitCode> {
+pub async fn runs(args: RunsArgs) -> anyhow::Result<ExitCode> {
     let store = open_read_only(&args.db).await?;
     let runs = store
         .runs(&RunFilter {
-            namespace: global.namespace.clone(),
+            namespace: args.namespace,
             limit: args.limit,
             ..RunFilter::default()
         })
         .await?;
-    print!("{}", render_runs(&runs, global.output)?);
+    print!("{}", render_runs(&runs, args.output.output)?);
     Ok(ExitCode::SUCCESS)
 }
 
 /// `podline pods`.
-pub async fn pods(args: PodsArgs, global: &Global) -> anyhow::Result<ExitCode> {
+pub async fn pods(args: PodsArgs) -> anyhow::Result<ExitCode> {
     let store = open_read_only(&args.db).await?;
     let pods = store
         .pods(&PodFilter {
             run: args.run,
             phase: args.phase,
-            namespace: global.namespace.clone(),
+            namespace: args.namespace,
             limit: args.limit,
         })
         .await?;
-    print!("{}", render_pods(&pods, global.output)?);
+    print!("{}", render_pods(&pods, args.output.output)?);
     Ok(ExitCode::SUCCESS)
 }
 
 /// `podline show POD`.
-pub async fn show(args: ShowArgs, global: &Global) -> anyhow::Result<ExitCode> {
+pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     let store = open_read_only(&args.db).await?;
-    let namespace = global.namespace.as_deref().unwrap_or("default");
+    let namespace = args.namespace.as_deref().unwrap_or("default");
     let key = PodKey::parse(&args.pod, namespace);
     match store.pod(&key).await? {
         Some(pod) => {
-            print!("{}", render_pod(&pod, global.output)?);
+            print!("{}", render_pod(&pod, args.output.output)?);
             Ok(ExitCode::SUCCESS)
         }
         None => {

@@ -25,11 +25,13 @@ use podline_record::{
 
 use crate::cli::cluster::connect;
 use crate::cli::signal::cancel_on_signal;
-use crate::cli::{EXIT_USAGE, Global};
+use crate::cli::{ClusterFlags, EXIT_USAGE, NamespaceFlag};
 
 /// Record every pod's lifecycle into a store, surviving whatever the API server does.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RecordArgs {
+    #[command(flatten)]
+    pub namespace: NamespaceFlag,
     /// Watch pods in all namespaces (needs list/watch on pods cluster-wide).
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
@@ -141,6 +143,8 @@ pub struct RecordArgs {
     #[arg(long, env = "PODLINE_MLMD_WORKERS", default_value = "8",
           value_parser = clap::value_parser!(u16).range(1..=256), value_name = "N")]
     pub mlmd_workers: u16,
+    #[command(flatten)]
+    pub cluster: ClusterFlags,
 }
 
 /// The default Lease of the SQL recorder.
@@ -158,9 +162,9 @@ pub enum Sink {
 }
 
 /// Runs the recorder until SIGTERM/Ctrl-C or a fatal watch error.
-pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> {
+pub async fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if args.kfp || args.sink == Sink::Mlmd {
-        return run_kfp(args, global).await;
+        return run_kfp(args).await;
     }
     // Everything the user typed is validated before touching the network or the disk.
     let timeouts = match crate::cli::settings::watch_timeouts(
@@ -170,7 +174,7 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(timeouts) => timeouts,
         Err(err) => return usage(err),
     };
-    let connect_options = match connect_options(global, timeouts.client) {
+    let connect_options = match connect_options(&args, timeouts.client) {
         Ok(options) => options,
         Err(err) => return usage(err),
     };
@@ -193,7 +197,7 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(db) => db,
         Err(err) => return usage(format!("--db: {err}")),
     };
-    let election = match election_plan(&args, global) {
+    let election = match election_plan(&args) {
         Ok(election) => election,
         Err(err) => return usage(err),
     };
@@ -275,7 +279,7 @@ pub async fn run(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
 
 /// KFP mode: Argo pods into ML Metadata (podline_mlmd), with KFP's environment variables, the
 /// SQL recorder's `/metrics`, `/healthz`, `/readyz`, graceful SIGTERM and `--leader-elect`.
-async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> {
+async fn run_kfp(args: RecordArgs) -> anyhow::Result<ExitCode> {
     use podline_mlmd::kfp::{KfpEnv, Observability, mlmd_config, run_daemon};
     let mut env = match KfpEnv::from_env() {
         Ok(env) => env,
@@ -299,11 +303,11 @@ async fn run_kfp(args: RecordArgs, global: &Global) -> anyhow::Result<ExitCode> 
         Ok(mlmd) => mlmd,
         Err(err) => return usage(format!("--mlmd-address: {err}")),
     };
-    let connect_options = match connect_options(global, env.client_side_timeout) {
+    let connect_options = match connect_options(&args, env.client_side_timeout) {
         Ok(options) => options,
         Err(err) => return usage(err),
     };
-    let election = match election_plan(&args, global) {
+    let election = match election_plan(&args) {
         Ok(election) => election,
         Err(err) => return usage(err),
     };
@@ -356,8 +360,8 @@ struct ElectionPlan {
 
 /// Checks the `--leader-elect*` and `--lease-*` flags (and `-n`, which names the namespace the
 /// recorder watches and the Lease's default one); `None` without `--leader-elect`.
-fn election_plan(args: &RecordArgs, global: &Global) -> Result<Option<ElectionPlan>, String> {
-    if let Some(namespace) = &global.namespace {
+fn election_plan(args: &RecordArgs) -> Result<Option<ElectionPlan>, String> {
+    if let Some(namespace) = &args.namespace.namespace {
         check_dns_label("--namespace", namespace)?;
     }
     if !args.leader_elect {
@@ -609,20 +613,14 @@ struct Standby {
     probe_every: std::time::Duration,
 }
 
-/// The client options both recorder modes connect with: the global cluster flags, with the PING
+/// The client options both recorder modes connect with: the cluster flags and -n, with the PING
 /// and connect timeouts checked against the mode's client timeout (before anything connects).
 fn connect_options(
-    global: &Global,
+    args: &RecordArgs,
     client_timeout: std::time::Duration,
 ) -> anyhow::Result<ConnectOptions> {
-    Ok(ConnectOptions {
-        kubeconfig: global.kubeconfig.clone(),
-        context: global.context.clone(),
-        namespace: global.namespace.clone(),
-        client_timeout,
-        http2_ping: global.http2_ping(client_timeout)?,
-        connect_timeout: global.connect_timeout(client_timeout)?,
-    })
+    args.cluster
+        .connect_options(args.namespace.namespace.clone(), client_timeout)
 }
 
 fn usage(err: impl std::fmt::Display) -> anyhow::Result<ExitCode> {

@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use podline_launch::{
-    Cancel, CancelReason, LaunchConfig, Launcher, LogConfig, LogMode, LogSink, OnFinish,
+    Cancel, CancelReason, ErrorKind, LaunchConfig, Launcher, LogConfig, LogMode, LogSink, OnFinish,
     PullPolicy, StdoutSink, TaskResult, TaskSpec, exit, spec,
 };
 
 use crate::cli::result_file::ResultFile;
-use crate::cli::{Global, Output};
+use crate::cli::signal::Signal;
+use crate::cli::{ClusterFlags, NamespaceFlag, Output, OutputFlag};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -45,6 +46,10 @@ With -o json|yaml the result document goes to stdout and the container's logs to
 #[derive(Debug, Clone, clap::Args)]
 #[command(after_long_help = AFTER_HELP)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub namespace: NamespaceFlag,
+    #[command(flatten)]
+    pub output: OutputFlag,
     /// Image of the main container.
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
@@ -169,6 +174,8 @@ pub struct RunArgs {
     /// Grace period when podline deletes the pod (default: the pod's own).
     #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_DELETE_GRACE", value_parser = parse_delete_grace)]
     pub delete_grace: Option<Duration>,
+    #[command(flatten)]
+    pub cluster: ClusterFlags,
     /// The command and its arguments (replaces the image's entrypoint).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -179,25 +186,24 @@ fn spec_err(e: podline_launch::SpecError) -> String {
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
-    spec::parse_key_value("--env", "--env KEY=VALUE", s).map_err(spec_err)
+    spec::parse_key_value("--env", "KEY=VALUE", s).map_err(spec_err)
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
-    let (k, v) = spec::parse_key_value("--label", "--label team=data", s).map_err(spec_err)?;
+    let (k, v) = spec::parse_key_value("--label", "team=data", s).map_err(spec_err)?;
     spec::validate_label_key("--label", &k).map_err(spec_err)?;
     spec::validate_label_value("--label", &v).map_err(spec_err)?;
     Ok((k, v))
 }
 
 fn parse_annotation(s: &str) -> Result<(String, String), String> {
-    let (k, v) =
-        spec::parse_key_value("--annotation", "--annotation note=text", s).map_err(spec_err)?;
+    let (k, v) = spec::parse_key_value("--annotation", "note=text", s).map_err(spec_err)?;
     spec::validate_label_key("--annotation", &k).map_err(spec_err)?;
     Ok((k, v))
 }
 
 fn parse_node_selector(s: &str) -> Result<(String, String), String> {
-    spec::parse_key_value("--node-selector", "--node-selector disk=ssd", s).map_err(spec_err)
+    spec::parse_key_value("--node-selector", "disk=ssd", s).map_err(spec_err)
 }
 
 fn parse_requests(s: &str) -> Result<BTreeMap<String, String>, String> {
@@ -261,7 +267,7 @@ fn parse_delete_grace(s: &str) -> Result<Duration, String> {
 
 impl RunArgs {
     /// The task described by the flags (template loaded, not yet validated as a pod).
-    fn task_spec(&self, global: &Global) -> anyhow::Result<TaskSpec> {
+    fn task_spec(&self) -> anyhow::Result<TaskSpec> {
         let template = match &self.pod_template {
             // The library's message starts with the path; the flag is named here.
             Some(path) => {
@@ -272,7 +278,7 @@ impl RunArgs {
         Ok(TaskSpec {
             name: self.name.clone(),
             exact_name: self.exact_name,
-            namespace: global.namespace.clone(),
+            namespace: self.namespace.namespace.clone(),
             image: self.image.clone(),
             command: self.command.clone(),
             env: self.env.clone(),
@@ -305,7 +311,8 @@ impl RunArgs {
             self.create_backoff_base,
             self.create_backoff_cap,
             self.create_deadline,
-        )?;
+        )
+        .map_err(|err| anyhow::anyhow!("--create-backoff-base/--create-backoff-cap: {err}"))?;
         let logs = if many {
             LogMode::None
         } else if self.all_containers {
@@ -337,50 +344,29 @@ impl RunArgs {
 /// Builds a client like kubectl (the client crate's `connect`): --kubeconfig, KUBECONFIG,
 /// ~/.kube/config, in-cluster; --context and -n as given. Returns the client and the namespace.
 async fn connect(
-    global: &Global,
-    http2_ping: podline_client::ping::Http2Ping,
-    connect_timeout: Option<std::time::Duration>,
+    options: &podline_client::connect::ConnectOptions,
 ) -> anyhow::Result<(kube::Client, String)> {
-    let options = podline_client::connect::ConnectOptions {
-        kubeconfig: global.kubeconfig.clone(),
-        context: global.context.clone(),
-        namespace: global.namespace.clone(),
-        http2_ping,
-        connect_timeout,
-        ..podline_client::connect::ConnectOptions::default()
-    };
-    let connected = crate::cli::cluster::connect(&options).await?;
+    let connected = crate::cli::cluster::connect(options).await?;
     tracing::debug!(source = %connected.source, namespace = %connected.namespace, "connected");
     Ok((connected.client, connected.namespace))
 }
 
-/// Cancels `cancel` on SIGINT or SIGTERM.
+/// Cancels `cancel` on the first SIGINT or SIGTERM (the shared handler, `cli/signal.rs`): the
+/// launcher deletes the pod(s) and the run exits 130 or 143.
 fn watch_signals(cancel: Cancel) {
     tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut term), Ok(mut int)) = (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) else {
-                tracing::warn!("cannot install signal handlers");
-                return;
-            };
-            let reason = tokio::select! {
-                _ = term.recv() => CancelReason::Terminate,
-                _ = int.recv() => CancelReason::Interrupt,
-            };
-            tracing::warn!(?reason, "signal received: deleting the pod");
-            cancel.cancel(reason);
-        }
-        #[cfg(not(unix))]
-        {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                cancel.cancel(CancelReason::Interrupt);
-            }
-        }
+        let signal = crate::cli::signal::shutdown().await;
+        tracing::warn!(signal = signal.name(), "signal received: deleting the pod");
+        cancel.cancel(cancel_reason(signal));
     });
+}
+
+/// The launcher's name for the signal that stopped the run.
+fn cancel_reason(signal: Signal) -> CancelReason {
+    match signal {
+        Signal::Interrupt => CancelReason::Interrupt,
+        Signal::Terminate => CancelReason::Terminate,
+    }
 }
 
 /// Logs to stderr when stdout carries a result document.
@@ -423,7 +409,7 @@ impl Specs {
 }
 
 /// Runs `podline run`.
-pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let many = args.count > 1 || args.file.is_some();
     let config = match args.launch_config(many) {
         Ok(c) => c,
@@ -436,7 +422,7 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
         };
         match podline_launch::spec::parse_tasks(&path.display().to_string(), &text) {
             Ok(mut specs) => {
-                let base = args.task_spec(global)?;
+                let base = args.task_spec()?;
                 for s in &mut specs {
                     s.namespace = s.namespace.clone().or(base.namespace.clone());
                 }
@@ -446,21 +432,19 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
             Err(err) => return usage(anyhow::anyhow!("-f {err}")),
         }
     } else {
-        let spec = match args.task_spec(global) {
+        let spec = match args.task_spec() {
             Ok(s) => s,
             Err(err) => return usage(err),
         };
         Specs::Repeated(Box::new(spec), args.count as usize)
     };
-    let http2_ping = match global.http2_ping(podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT) {
-        Ok(ping) => ping,
+    let connect_options = match args.cluster.connect_options(
+        args.namespace.namespace.clone(),
+        podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT,
+    ) {
+        Ok(options) => options,
         Err(err) => return usage(err),
     };
-    let connect_timeout =
-        match global.connect_timeout(podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT) {
-            Ok(timeout) => timeout,
-            Err(err) => return usage(err),
-        };
     let liveness_config =
         match podline_launch::LivenessConfig::new(args.lease_duration, args.lease_renew_every) {
             Ok(c) => c,
@@ -471,7 +455,7 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
             }
         };
     let calls = config.calls.clone();
-    let (client, namespace) = connect(global, http2_ping, connect_timeout).await?;
+    let (client, namespace) = connect(&connect_options).await?;
     let run_id = spec::new_launch_id()[..12].to_owned();
     // The run's proof of life: its pods are owned by this Lease, deleted by a reaper if the
     // process dies without cleaning up (SIGKILL, host lost), released below on a clean exit.
@@ -487,7 +471,7 @@ pub async fn run(args: RunArgs, global: &Global) -> anyhow::Result<ExitCode> {
     let cancel = Cancel::new();
     watch_signals(cancel.clone());
     let code = run_tasks(
-        &args, global, many, specs, &client, &namespace, &launcher, &run_id, &cancel,
+        &args, many, specs, &client, &namespace, &launcher, &run_id, &cancel,
     )
     .await;
     liveness.release().await;
@@ -512,7 +496,6 @@ fn holder_identity() -> String {
 #[allow(clippy::too_many_arguments)]
 async fn run_tasks(
     args: &RunArgs,
-    global: &Global,
     many: bool,
     specs: Specs,
     client: &kube::Client,
@@ -531,7 +514,7 @@ async fn run_tasks(
             cancel,
         )
         .await;
-        match global.output {
+        match args.output.output {
             Output::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
             Output::Yaml => print!("{}", serde_saphyr::to_string(&summary)?),
             Output::Table | Output::Wide => print!("{}", summary.table()),
@@ -547,7 +530,7 @@ async fn run_tasks(
         });
     }
 
-    let structured = matches!(global.output, Output::Json | Output::Yaml);
+    let structured = matches!(args.output.output, Output::Json | Output::Yaml);
     let sink: Arc<dyn LogSink> = if structured {
         Arc::new(StderrSink)
     } else {
@@ -562,14 +545,33 @@ async fn run_tasks(
     {
         return usage(err);
     }
-    let result = launcher.run(&spec, sink, cancel).await;
+    let mut result = launcher.run(&spec, sink, cancel).await;
+    word_failure(&mut result);
     if let Some(file) = &result_file
         && let Err(err) = file.finish(&result)
     {
         eprintln!("error: {err:#}");
     }
-    print_result(&result, global.output)?;
+    print_result(&result, args.output.output)?;
     Ok(ExitCode::from(result.exit_code))
+}
+
+/// The launcher's messages name no flag; where the remedy for a failure is one of `run`'s flags,
+/// they are added here, before the result is printed or written (stderr, `-o json|yaml`,
+/// `--result-file`), so every channel reads the same. (With --count/-f, `run_many` builds the
+/// summary itself and it keeps the launcher's words: a tasks file names its pods by its own
+/// fields, not by these flags.)
+fn word_failure(result: &mut TaskResult) {
+    let Some(error) = result.error.take() else {
+        return;
+    };
+    result.error = Some(match result.error_kind {
+        Some(ErrorKind::ForeignPod) => {
+            format!("{error}. Choose another --name or drop --exact-name")
+        }
+        Some(ErrorKind::AmbiguousReattach) => format!("--reattach: {error}"),
+        _ => error,
+    });
 }
 
 fn print_result(result: &TaskResult, output: Output) -> anyhow::Result<()> {
@@ -613,6 +615,8 @@ mod tests {
     #[test]
     fn flags_should_parse_into_a_spec() {
         let a = parse(&[
+            "-n",
+            "ns",
             "--image",
             "busybox",
             "--name",
@@ -661,17 +665,7 @@ mod tests {
             podline_launch::create::DEFAULT_CREATE_DEADLINE
         );
         assert_eq!(a.schedule_timeout, Duration::from_secs(120));
-        let global = Global {
-            kubeconfig: None,
-            context: None,
-            namespace: Some("ns".into()),
-            http2_ping_interval: None,
-            http2_ping_timeout: None,
-            connect_timeout: None,
-            output: Output::Table,
-            verbosity: 0,
-        };
-        let spec = a.task_spec(&global).unwrap();
+        let spec = a.task_spec().unwrap();
         let built = spec.build_pod("default").unwrap();
         assert_eq!(built.namespace, "ns");
         assert!(built.name.starts_with("job-"));
@@ -695,6 +689,33 @@ mod tests {
         }
         assert!(parse(&["--reattach"]).unwrap_err().contains("--task-id"));
         assert!(parse(&["--exact-name"]).unwrap_err().contains("--name"));
+    }
+
+    /// The shared handler's signals cancel the run with the shell's codes: 128 + the number.
+    #[test]
+    fn signals_should_cancel_with_the_shells_exit_codes() {
+        assert_eq!(cancel_reason(Signal::Interrupt).exit_code(), 128 + 2);
+        assert_eq!(cancel_reason(Signal::Terminate).exit_code(), 128 + 15);
+    }
+
+    /// The example after "expected e.g." names the flag once (it read `--env --env KEY=VALUE`).
+    #[test]
+    fn a_bad_key_value_should_name_its_flag_once_in_the_example() {
+        for (flag, example) in [
+            ("--env", "KEY=VALUE"),
+            ("--label", "team=data"),
+            ("--annotation", "note=text"),
+            ("--node-selector", "disk=ssd"),
+        ] {
+            let err = parse(&[flag, "NOEQUALS"]).unwrap_err();
+            assert!(
+                err.contains(&format!(
+                    "\"NOEQUALS\" is not KEY=VALUE (expected e.g. {flag} {example})"
+                )),
+                "{flag}: {err}"
+            );
+            assert!(!err.contains(&format!("{flag} {flag}")), "{flag}: {err}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The one shutdown-signal handler every subcommand uses: waits for SIGINT (Ctrl-C) or SIGTERM
 //! (what Kubernetes sends) and says which arrived, so a subcommand that reports interruption can
-//! exit 130 or 143 as a shell would.
+//! exit 130 or 143 as a shell would (`run`, through the launcher's `CancelReason`); `record`,
+//! `ui` and `sim` exit 0 after a clean shutdown.
 
 use tokio_util::sync::CancellationToken;
 
@@ -14,17 +15,6 @@ pub enum Signal {
 }
 
 impl Signal {
-    /// The shell's exit status for a process ended by this signal: 128 + its number.
-    // For `run`, which exits 130/143 when interrupted: its handler in run.rs moves here next
-    // (record, ui and sim exit 0 after a clean shutdown, so nothing else calls this yet).
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub fn exit_code(self) -> u8 {
-        match self {
-            Signal::Interrupt => 130,
-            Signal::Terminate => 143,
-        }
-    }
-
     /// The signal's name, for logs.
     pub fn name(self) -> &'static str {
         match self {
@@ -76,12 +66,6 @@ pub async fn cancel_on_signal(token: CancellationToken) -> Signal {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exit_codes_should_be_128_plus_the_signal_number() {
-        assert_eq!(Signal::Interrupt.exit_code(), 128 + 2);
-        assert_eq!(Signal::Terminate.exit_code(), 128 + 15);
-    }
 
     /// The process sends itself SIGTERM: the handler must report it as Terminate.
     #[cfg(unix)]

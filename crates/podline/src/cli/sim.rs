@@ -10,8 +10,6 @@ use std::time::Duration;
 use anyhow::Context;
 use podline_sim::{FaultPlan, KubeletConfig, Sim, SimConfig};
 
-use crate::cli::Global;
-
 mod ground_truth;
 
 const AFTER_HELP: &str = "\
@@ -216,7 +214,7 @@ fn write_kubeconfig(path: &Path, yaml: &str) -> anyhow::Result<()> {
 }
 
 /// Runs `podline sim`.
-pub async fn run(args: SimArgs, _global: &Global) -> anyhow::Result<ExitCode> {
+pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     let cfg = args.config()?;
     let kubelet_on = cfg.kubelet.enabled;
     let sim = Sim::start(cfg).await.context("cannot start the sim")?;

@@ -128,9 +128,9 @@ fn launcher(
     let mut cmd = tokio::process::Command::new(exe);
     let count = pods.to_string();
     let ms = |d: Duration| format!("{}ms", d.as_millis());
-    cmd.arg("--kubeconfig")
+    cmd.args(["run", "--kubeconfig"])
         .arg(kubeconfig)
-        .args(["--namespace", "default", "run", "--image", "busybox:1.36"])
+        .args(["--namespace", "default", "--image", "busybox:1.36"])
         .args(["--count", &count, "--parallel", &count])
         .args(["--lease-duration", &ms(LEASE_DURATION)])
         .args(["--lease-renew-every", &ms(LEASE_RENEW_EVERY)])
