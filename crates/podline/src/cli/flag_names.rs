@@ -52,9 +52,10 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "--db",
         "the test kit builds command lines for the binary",
     ),
-    // Left for their owners (issue 19): launch's run-level errors and docs outside spec/ (they
-    // reach the binary as TaskResult text, which it cannot re-word) and the sim's kubelet and
-    // fault docs.
+    // Left for their owners (issue 19): launch's docs and messages outside error.rs, cleanup.rs
+    // and create.rs (a message that reaches the user as TaskResult text gets the binary's words
+    // through `TaskResult::error_kind`, as run.rs does for a taken name and --reattach), and the
+    // sim's kubelet and fault docs.
     ("launch/src/exit.rs", "--reattach", "issue 19, not yet"),
     ("launch/src/launcher.rs", "--reattach", "issue 19, not yet"),
     ("launch/src/liveness.rs", "--on-finish", "issue 19, not yet"),
