@@ -115,7 +115,7 @@ impl<C> BoundedConnect<C> {
 
 /// Why an attempt was abandoned: it did not finish within the connect timeout. Its kind is
 /// [`std::io::ErrorKind::TimedOut`], which [`crate::retry`] treats as a transient timeout.
-fn abandoned(attempt: Duration) -> BoxError {
+pub(crate) fn abandoned(attempt: Duration) -> BoxError {
     Box::new(std::io::Error::new(
         std::io::ErrorKind::TimedOut,
         format!(
@@ -143,7 +143,14 @@ where
 
     fn call(&mut self, uri: Uri) -> Self::Future {
         let this = self.clone();
-        Box::pin(async move { this.dial(uri).await })
+        Box::pin(async move { this.dial_since(uri, Instant::now()).await })
+    }
+}
+
+impl<C> BoundedConnect<C> {
+    /// How each dial is bounded.
+    pub(crate) fn limits(&self) -> DialLimits {
+        self.limits
     }
 }
 
@@ -153,8 +160,14 @@ where
     C::Future: Send + 'static,
     C::Error: Into<BoxError>,
 {
-    async fn dial(self, uri: Uri) -> Result<C::Response, BoxError> {
-        let started = Instant::now();
+    /// One dial (attempts until one comes up or the budget is spent), its budget counted from
+    /// `started`: a request that waited for another's dial ([`crate::flight`]) before dialling
+    /// itself gets only what is left of its own budget.
+    pub(crate) async fn dial_since(
+        self,
+        uri: Uri,
+        started: Instant,
+    ) -> Result<C::Response, BoxError> {
         let mut delays = self.limits.backoff().build();
         let mut attempt = 0u32;
         loop {

@@ -20,8 +20,8 @@
 //!   `KUBECONFIG`, `~/.kube/config`, in-cluster; a context, a namespace) and builds a client with
 //!   timeouts, TLS verification and without kube's hidden retries.
 //! - [`transport`]: the HTTP stack under that client: HTTP/2 (ALPN) with PING health checks,
-//!   every request and watch of a process multiplexed on one connection, HTTP/1.1 where the
-//!   server offers no h2. [`ping`]: the PING interval and timeout (5 s + 10 s by default), parsed
+//!   every request and watch of a process multiplexed on one connection (concurrent requests
+//!   without one share the first's dial), HTTP/1.1 where the server offers no h2. [`ping`]: the PING interval and timeout (5 s + 10 s by default), parsed
 //!   like the timeouts. [`proxy`]: the kubeconfig's `proxy-url` (`http://` CONNECT tunnels and
 //!   `socks5://`).
 //! - [`finalizer`]: podline's pod finalizer ([`finalizer::RECORD_FINALIZER`]) and the careful
@@ -68,6 +68,7 @@ pub mod connect;
 pub mod dial;
 pub mod error;
 pub mod finalizer;
+mod flight;
 pub mod ping;
 pub mod proxy;
 pub mod reason;

@@ -6,7 +6,12 @@
 //! silently dead connection then goes unnoticed until a timer gives up on it (kube-rs 5 took
 //! 297 s with default settings). Here:
 //! - **one connection pool per client**, multiplexing every request and watch of the process on
-//!   one HTTP/2 connection (as client-go does); clone the client, never build a second one;
+//!   one HTTP/2 connection (as client-go does); clone the client, never build a second one.
+//!   While the pool has no live connection (at start, after the server dropped it), the
+//!   requests made at once do not each dial: the first dials, the others wait for it and share
+//!   its connection if it speaks HTTP/2, or dial their own if it is HTTP/1.1 (the connector's
+//!   single flight, module `flight`; hyper's pool cannot know a connection will be HTTP/2
+//!   before ALPN said so, and would open one per request);
 //! - **PING**: a connection silent for [`Http2Ping::interval`] gets a PING; no answer within
 //!   [`Http2Ping::timeout`] closes it, failing every request and stream on it at once, so a frozen
 //!   connection is noticed in seconds even when its watches are legitimately quiet;
@@ -37,6 +42,7 @@ use rustls::pki_types::ServerName;
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 
 use crate::dial::{BoundedConnect, DialLimits};
+use crate::flight::{NoteAssigned, SingleFlight};
 use crate::ping::Http2Ping;
 use crate::proxy::{ProxyConnector, ProxyError};
 
@@ -122,6 +128,8 @@ pub(crate) fn build(
     // ALPN offers h2 then http/1.1: a server (or proxy) without HTTP/2 gets HTTP/1.1.
     let https = https.enable_all_versions().wrap_connector(tcp);
     let https = BoundedConnect::new(https, timeouts.connect, &peer.server);
+    // Concurrent requests without a live connection share one dial (and its HTTP/2 connection).
+    let https = SingleFlight::new(https);
     let mut connector = hyper_timeout::TimeoutConnector::new(https);
     // Connects are bounded (and retried) by `BoundedConnect`; this adds the socket timeouts.
     connector.set_connect_timeout(None);
@@ -146,6 +154,7 @@ pub(crate) fn build(
         .layer(tower::timeout::TimeoutLayer::new(timeouts.headers))
         .layer(tower::layer::layer_fn(NoteVersion))
         .map_err(move |err| -> BoxError { Box::new(TransportFailure::new(err, &peer)) })
+        .layer(tower::layer::layer_fn(NoteAssigned))
         .service(client)
         .map_response(|resp: Response<hyper::body::Incoming>| {
             resp.map(|body| {

@@ -516,3 +516,6 @@ mod http2;
 
 #[path = "sim/proxy.rs"]
 mod proxy;
+
+#[path = "sim/connections.rs"]
+mod connections;

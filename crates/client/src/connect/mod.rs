@@ -13,7 +13,8 @@
 //! - the transport speaks **HTTP/2 with PING health checks** where the server offers it (ALPN),
 //!   HTTP/1.1 otherwise, and multiplexes every request and watch of the client on one connection
 //!   ([`crate::transport`]; PING settings in [`crate::ping`]). Build one client per process and
-//!   clone it.
+//!   clone it. Connecting sends no request: while the client has no live connection, the
+//!   requests made at once wait for the first one's dial and share its HTTP/2 connection.
 //! - kube's own `RetryLayer` is **off**: retries are ours ([`crate::retry`]), bounded and logged,
 //!   instead of up to 15 silent retries per call.
 //! - each connect attempt (TCP, proxy, TLS) is bounded by the **connect timeout** (default: the
@@ -159,7 +160,6 @@ async fn finish(loaded: Loaded, opts: &ConnectOptions) -> Result<Connected, Conn
         opts.connect_timeout,
         &ca,
     )?;
-    warm_up(&client, opts.client_timeout).await;
     tracing::debug!(%source, cluster = %cluster_url, %namespace, "kubernetes client ready");
     Ok(Connected {
         client,
@@ -167,23 +167,6 @@ async fn finish(loaded: Loaded, opts: &ConnectOptions) -> Result<Connected, Conn
         cluster_url,
         source,
     })
-}
-
-/// Longest wait for the first connection at startup.
-const WARM_UP_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Opens the client's first connection with one cheap request (`/version`), so that the many
-/// requests a process starts at once (a recorder's LIST and watches, a launcher's burst of
-/// creates) find an HTTP/2 connection in the pool and share it: before a first connection has
-/// negotiated its protocol, the pool would open one connection per concurrent request. Any
-/// answer, or none, is fine: the real calls report their own errors.
-async fn warm_up(client: &kube::Client, client_timeout: Duration) {
-    let wait = client_timeout.min(WARM_UP_TIMEOUT);
-    match tokio::time::timeout(wait, client.apiserver_version()).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(err)) => tracing::debug!(%err, "first request (/version) failed"),
-        Err(_) => tracing::debug!(?wait, "first request (/version) timed out"),
-    }
 }
 
 #[cfg(test)]
