@@ -92,12 +92,12 @@ async fn a_create_whose_http2_stream_is_reset_after_the_commit_should_be_adopted
 #[tokio::test]
 async fn one_lost_create_among_many_on_one_connection_should_cost_only_its_own_retry() {
     let sim = sim_losing_one_create().await;
-    let client = podline_testkit::podline_client(&sim).await;
-    // Connect first: until ALPN has said h2, concurrent first requests each open a connection.
-    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
-        kube::Api::namespaced(client.clone(), "default");
-    pods.list(&Default::default()).await.unwrap();
-    let launcher = Launcher::new(client, "default", config());
+    // No request first: the eight concurrent first creates share the first one's connection.
+    let launcher = Launcher::new(
+        podline_testkit::podline_client(&sim).await,
+        "default",
+        config(),
+    );
     let summary = run_many(&launcher, vec![task(); 8], 8, None, false, &Cancel::new()).await;
     let failures: Vec<_> = summary
         .results
