@@ -15,6 +15,8 @@
 //! - [`selector`]: `-l` label selectors, parsed once and evaluated on stored labels;
 //! - [`finalize`]: with a finalizer on every recorded pod, a pod deleted while no recorder runs
 //!   waits in Terminating until its final state is committed (opt-in);
+//! - `ticket`: the release ticket the queue carries behind a pod's observation to the
+//!   finalizer worker (the reason is public as [`finalize::decide::ReleaseReason`]);
 //! - [`metrics`]: the recorder's own counters (skipped objects, finalizers), registered next to
 //!   the watch, queue and write metrics every daemon exports;
 //! - [`health`]: the store's part of readiness, probed while the recorder is idle.
@@ -49,6 +51,7 @@ mod queue;
 pub mod reconcile;
 pub mod recorder;
 pub mod selector;
+mod ticket;
 
 pub use error::{ObserveError, RecordError, SelectorError};
 pub use finalize::FinalizeConfig;

@@ -29,7 +29,7 @@ use tokio::time::Instant;
 
 use podline_store::{PodObservation, StoreOp};
 
-use crate::finalize::Ticket;
+use crate::ticket::Ticket;
 
 /// What the writer takes out of the queue in one go.
 #[derive(Debug, Default)]
@@ -503,7 +503,7 @@ mod tests {
             name: Some(format!("pod-{uid}")),
             ..Default::default()
         };
-        Ticket::new(&meta, crate::finalize::decide::ReleaseReason::Terminal)
+        Ticket::new(&meta, crate::ticket::ReleaseReason::Terminal)
     }
 
     #[tokio::test(start_paused = true)]

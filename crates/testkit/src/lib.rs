@@ -1,4 +1,6 @@
-//! Test helpers for podline: the sim on a random port, tracing for tests, wait-until helpers.
+//! Test helpers for podline: the sim on a random port, tracing for tests, wait-until helpers, and
+//! the module import graph the no-cycle and layering tests read ([`modules`]). A dev-dependency
+//! only: no shipping crate may depend on it.
 //!
 //! ```no_run
 //! # async fn t() {
@@ -15,6 +17,7 @@
 /// The store-versus-ground-truth check ([`podline_audit`]), re-exported for the tests.
 pub use podline_audit as audit;
 pub mod db;
+pub mod modules;
 
 use std::future::Future;
 use std::io::Write;

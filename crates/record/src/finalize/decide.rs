@@ -21,6 +21,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::lifecycle::phase;
+/// Re-exported: why a pod is released, the reason a [`Verdict::ReleaseAfterCommit`] carries
+/// (defined with the release ticket the queue carries).
+pub use crate::ticket::ReleaseReason;
 
 /// What the decision needs to know about a pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,34 +38,6 @@ pub struct PodFacts<'a> {
     pub phase: &'a str,
     /// Whether `spec.nodeName` is set.
     pub bound: bool,
-}
-
-/// Why a pod is released; also the `reason` label of the removal metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ReleaseReason {
-    /// Being deleted in a terminal phase.
-    Terminal,
-    /// Being deleted without ever being bound to a node.
-    NeverRan,
-    /// Being deleted with grace period 0 (the kubelet's final delete, or a forced one).
-    Stopped,
-    /// Being deleted past its grace period plus the margin without a final state (safety valve).
-    Overdue,
-    /// Outside the recorder's scope (its selector does not match): it will not be recorded.
-    OutOfScope,
-}
-
-impl ReleaseReason {
-    /// The stable metric label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReleaseReason::Terminal => "terminal",
-            ReleaseReason::NeverRan => "never_ran",
-            ReleaseReason::Stopped => "stopped",
-            ReleaseReason::Overdue => "overdue",
-            ReleaseReason::OutOfScope => "out_of_scope",
-        }
-    }
 }
 
 /// What to do with a recorded pod's finalizer.

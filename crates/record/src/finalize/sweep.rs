@@ -14,12 +14,11 @@ use kube::core::ObjectMeta;
 use podline_client::finalizer::has_finalizer;
 use podline_client::retry::{RetryPolicy, retry};
 
-use super::Finalize;
-use super::decide::ReleaseReason;
-use super::worker::Ticket;
+use super::running::Finalize;
 use crate::lifecycle::{LifecycleConfig, observe};
 use crate::queue::Queue;
 use crate::selector::LabelSelector;
+use crate::ticket::{ReleaseReason, Ticket};
 
 /// Pods per LIST page.
 const PAGE: u32 = 500;

@@ -21,49 +21,11 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::decide::ReleaseReason;
 use crate::metrics::RecorderMetrics;
+use crate::ticket::{ReleaseReason, Ticket, slim};
 
 /// At most this many pods are remembered as given the finalizer (see [`Finalizers::add`]).
 const MAX_REMEMBERED_ADDS: usize = 100_000;
-
-/// A pod whose finalizer is to be removed, and why.
-#[derive(Debug, Clone)]
-pub(crate) struct Ticket {
-    /// The pod as last seen: namespace, name, uid, finalizer list, resourceVersion.
-    pub meta: ObjectMeta,
-    /// Why it is released (the metric label).
-    pub reason: ReleaseReason,
-}
-
-impl Ticket {
-    /// A ticket for the pod `meta` describes, keeping only what the removal needs.
-    pub fn new(meta: &ObjectMeta, reason: ReleaseReason) -> Self {
-        Self {
-            meta: slim(meta),
-            reason,
-        }
-    }
-
-    /// The pod's uid (the key of every per-pod map), empty if it has none.
-    pub fn uid(&self) -> &str {
-        self.meta.uid.as_deref().unwrap_or_default()
-    }
-}
-
-/// The identity, finalizers and version of a pod: what an add or a removal patch needs.
-pub(crate) fn slim(meta: &ObjectMeta) -> ObjectMeta {
-    ObjectMeta {
-        namespace: meta.namespace.clone(),
-        name: meta.name.clone(),
-        uid: meta.uid.clone(),
-        resource_version: meta.resource_version.clone(),
-        finalizers: meta.finalizers.clone(),
-        deletion_timestamp: meta.deletion_timestamp.clone(),
-        deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
-        ..ObjectMeta::default()
-    }
-}
 
 #[derive(Debug)]
 enum Kind {
