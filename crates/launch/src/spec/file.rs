@@ -1,7 +1,7 @@
 //! Tasks files (a YAML or JSON list of tasks): reading them into [`TaskSpec`]s and checking
 //! every task before any runs.
 
-use super::TaskSpec;
+use super::task::TaskSpec;
 use crate::error::SpecError;
 
 /// Parses a tasks file's text (YAML or JSON) into specs: a list of tasks, or `{tasks: [...]}`;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::is_quantity;
+use super::validate::is_quantity;
 use crate::error::SpecError;
 
 /// Parses `KEY=VALUE` (an env variable, label, annotation or node selector entry). The value

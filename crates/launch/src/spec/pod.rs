@@ -10,11 +10,13 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use rand::RngExt;
 
-use super::{
-    BuiltPod, DEFAULT_CONTAINER, LAUNCH_ID_LABEL, MAX_ACTIVE_DEADLINE, MAX_GENERATED_NAME,
-    RUN_LABEL, SUFFIX_LEN, TASK_ID_LABEL, TaskSpec, is_quantity, validate_label_key,
-    validate_label_value, validate_pod_name,
+use super::built::BuiltPod;
+use super::labels::{
+    DEFAULT_CONTAINER, LAUNCH_ID_LABEL, MAX_ACTIVE_DEADLINE, MAX_GENERATED_NAME, RUN_LABEL,
+    SUFFIX_LEN, TASK_ID_LABEL,
 };
+use super::task::TaskSpec;
+use super::validate::{is_quantity, validate_label_key, validate_label_value, validate_pod_name};
 use crate::error::SpecError;
 
 impl TaskSpec {
@@ -233,7 +235,7 @@ fn random_suffix() -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::spec::tests::spec;
+    use crate::spec::task::tests::spec;
     use crate::spec::*;
 
     #[test]

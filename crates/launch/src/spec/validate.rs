@@ -126,7 +126,7 @@ pub fn is_quantity(s: &str) -> bool {
 mod tests {
     use super::*;
     use crate::spec::parse_resources;
-    use crate::spec::tests::spec;
+    use crate::spec::task::tests::spec;
 
     #[test]
     fn quantities_should_follow_kubernetes_grammar() {
