@@ -13,6 +13,7 @@
 //! pod's final state was lost (0 vanished). Exits 1 if any task failed unexpectedly or a check
 //! fails.
 
+mod create;
 mod faults;
 mod figures;
 mod kill;
@@ -34,6 +35,7 @@ use podline_launch::{Cancel, LaunchConfig, Launcher, LogMode};
 use podline_record::{FinalizeConfig, RecorderConfig};
 use podline_sim::{Sim, SimConfig};
 
+use self::create::DEMO_CREATE_ATTEMPTS;
 use self::figures::{by_label, sum_metric};
 use self::recording::{RecorderSetup, Recording};
 use self::schedule::Round;
@@ -59,9 +61,6 @@ pub struct DemoArgs {
     #[arg(long)]
     pub no_faults: bool,
 }
-
-/// Create attempts per pod in the demo (see where the launch config is built).
-const DEMO_CREATE_ATTEMPTS: u32 = 24;
 
 /// What the launching rounds add up to.
 #[derive(Debug, Default)]

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use podline_launch::reaper::{Clock, Reaper, Tracker};
 
+use crate::cli::reaper_flags::parse_duration;
 use crate::cli::{ClusterFlags, NamespaceFlag, Output, OutputFlag};
 
 const AFTER_HELP: &str = "\
@@ -53,20 +54,6 @@ pub struct GcArgs {
     pub cluster: ClusterFlags,
 }
 
-/// A duration flag of the reaper (`90`, `9s`, `2m`, `500ms`; at most 365 days).
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    podline_client::timeouts::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))
-}
-
-/// A period of the reaper: a positive duration.
-pub(crate) fn parse_period(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
-    if d.is_zero() {
-        return Err(format!("{s:?} must be greater than zero"));
-    }
-    Ok(d)
-}
-
 /// Runs `podline gc`: exit 0 after a pass (whatever it reaped), 1 if the pass failed.
 pub async fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
     let options = match args.cluster.connect_options(
@@ -76,7 +63,7 @@ pub async fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
         Ok(options) => options,
         Err(err) => {
             eprintln!("error: {err:#}");
-            return Ok(ExitCode::from(crate::cli::EXIT_USAGE));
+            return Ok(ExitCode::from(crate::cli::exit::EXIT_USAGE));
         }
     };
     let connected = crate::cli::cluster::connect(&options).await?;

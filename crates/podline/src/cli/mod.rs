@@ -1,20 +1,16 @@
-//! Command-line surface: the shared kubectl-style flag groups (`flags`) and one module per
-//! subcommand.
+//! Command-line surface: the shared kubectl-style flag groups (`flags`), the exit-code policy
+//! (`exit`) and one module per subcommand; this file holds only the command table, tracing
+//! setup and the dispatch, which nothing under it uses.
 
 pub mod cluster;
 mod demo;
+pub mod exit;
 #[cfg(test)]
 mod flag_names;
 pub mod flags;
 pub mod gc;
-
-use std::process::ExitCode;
-
-use clap::{Parser, Subcommand};
-
-pub use flags::{ClusterFlags, NamespaceFlag, Output, OutputFlag};
-
 pub mod query;
+pub mod reaper_flags;
 pub mod record;
 pub mod result_file;
 pub mod run;
@@ -23,32 +19,13 @@ pub mod signal;
 pub mod sim;
 pub mod ui;
 
-/// Exit code for errors podline could not attribute to a task (bad config, unreachable API...).
-pub const EXIT_ERROR: u8 = 2;
-/// Exit code for invalid usage (bad flag or environment value): 2 in every subcommand, the code
-/// clap itself exits with for a usage error, so a script sees one convention.
-pub const EXIT_USAGE: u8 = 2;
+use std::process::ExitCode;
 
-/// The exit-code policy of the daemons (`record`, `ui`), shown at the end of their `--help`.
-const EXIT_CODES_DAEMON: &str = "\
-Exit codes:
-  0  stopped by SIGINT (Ctrl-C) or SIGTERM after a clean shutdown
-  2  bad usage (an invalid flag, environment variable or file: nothing was started), or an
-     error no retry can fix (e.g. 401, 403, a missing namespace, an unusable store)";
+use clap::{Parser, Subcommand};
 
-/// The exit-code policy of the store queries (`runs`, `pods`, `show`).
-const EXIT_CODES_QUERY: &str = "\
-Exit codes:
-  0  printed
-  2  bad usage (an invalid flag, environment variable or file), a store that cannot be read,
-     or (show) no such recorded pod";
-
-/// The exit-code policy of `demo`.
-const EXIT_CODES_DEMO: &str = "\
-Exit codes:
-  0  every check on the store passed
-  1  a check failed (the summary says which)
-  2  bad usage (an invalid flag, environment variable or file) or an error that stopped the demo";
+use exit::{EXIT_CODES_DAEMON, EXIT_CODES_DEMO, EXIT_CODES_QUERY};
+pub use exit::{EXIT_ERROR, EXIT_USAGE};
+pub use flags::{ClusterFlags, NamespaceFlag, Output, OutputFlag};
 
 /// podline runs Kubernetes pods as tasks and records what every pod did, and keeps doing both
 /// when the Kubernetes API misbehaves.

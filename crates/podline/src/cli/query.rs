@@ -11,7 +11,8 @@ use jiff::Timestamp;
 use podline_store::{PodFilter, PodKey, PodRecord, RunFilter, RunSummary, Store, StoreError};
 use serde::Serialize;
 
-use crate::cli::{EXIT_ERROR, Output, OutputFlag};
+use crate::cli::exit::EXIT_ERROR;
+use crate::cli::{Output, OutputFlag};
 
 /// Where the store is; shared by every query command.
 #[derive(Debug, Clone, clap::Args)]

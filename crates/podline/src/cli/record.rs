@@ -24,8 +24,9 @@ use podline_record::{
 };
 
 use crate::cli::cluster::connect;
+use crate::cli::exit::EXIT_USAGE;
 use crate::cli::signal::cancel_on_signal;
-use crate::cli::{ClusterFlags, EXIT_USAGE, NamespaceFlag};
+use crate::cli::{ClusterFlags, NamespaceFlag};
 
 /// Record every pod's lifecycle into a store, surviving whatever the API server does.
 #[derive(Debug, Clone, clap::Args)]
@@ -40,10 +41,10 @@ pub struct RecordArgs {
     #[arg(long)]
     pub reap: bool,
     /// With --reap: time on top of a Lease's duration before it counts as expired.
-    #[arg(long, value_name = "DURATION", default_value = "9s", value_parser = crate::cli::gc::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "9s", value_parser = crate::cli::reaper_flags::parse_duration)]
     pub reap_grace: std::time::Duration,
     /// With --reap: time between two reaper passes.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::cli::gc::parse_period)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::cli::reaper_flags::parse_period)]
     pub reap_every: std::time::Duration,
     /// Only record pods matching this label selector (e.g. "app=train,tier!=db").
     #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]

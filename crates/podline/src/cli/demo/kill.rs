@@ -13,8 +13,8 @@ use kube::Api;
 use kube::api::ListParams;
 use tokio::time::Instant;
 
+use super::create::DEMO_CREATE_ATTEMPTS;
 use super::recording::{REAP_EVERY, REAP_GRACE};
-use crate::cli::demo::DEMO_CREATE_ATTEMPTS;
 
 /// The label that tells this round's pods (`podline run` names their run itself).
 const ROUND_LABEL: &str = "demo.podline.io/round";
