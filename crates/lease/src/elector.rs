@@ -1,6 +1,7 @@
 //! The election loop: an explicit state machine (`Following` / `Leading` / `Stopped`), one async
 //! step per state, and the watch channel that tells the application whether it may write.
 
+use std::future::Future;
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -18,6 +19,7 @@ use crate::backend::{KubeLeaseApi, LeaseApi, is_conflict, is_fatal};
 use crate::config::{ElectionConfig, JITTER};
 use crate::decide::{Decision, Observer, decide};
 use crate::error::{CallError, ConfigError, ElectionError};
+use crate::lead::{Ended, LeadError};
 use crate::leadership::Leadership;
 use crate::record;
 
@@ -73,13 +75,40 @@ impl LeaderElector {
     }
 
     /// Starts competing in a background task and returns the handle that says whether this
-    /// replica leads. Must be called inside a tokio runtime.
+    /// replica leads. Must be called inside a tokio runtime. For work that should simply run
+    /// while this replica leads, [`LeaderElector::lead`] does the rest.
     pub fn run(self) -> Leadership {
         let api = KubeLeaseApi {
             api: Api::namespaced(self.client, &self.namespace),
             name: self.name.clone(),
         };
         spawn(api, self.namespace, self.name, self.identity, self.cfg)
+    }
+
+    /// Runs `work` only while this replica holds the Lease, and returns how that ended.
+    ///
+    /// - Stands by (competing) until this replica leads; `work` is not called before. Shutdown
+    ///   meanwhile returns [`Ended::ShutdownBeforeLeading`].
+    /// - Then calls `work` with a token that is cancelled on `shutdown`: the work should finish
+    ///   what it holds (flush) and return. Once it returns, the Lease is released, so a standby
+    ///   takes over at once rather than after the lease duration, and its result is returned:
+    ///   [`Ended::WorkFinished`], or [`LeadError::Work`].
+    /// - If leadership is lost first (another replica took the Lease, or renewals failed until
+    ///   the renew deadline), the work future is dropped at once, without being awaited, and its
+    ///   token cancelled (for the tasks it spawned): [`LeadError::Lost`]. A write already in
+    ///   flight may still land, so keep writes idempotent.
+    /// - An election that fails for good (RBAC forbids the Lease) returns
+    ///   [`LeadError::Election`], whether standing by or leading.
+    pub async fn lead<F, Fut, T, E>(
+        self,
+        shutdown: &CancellationToken,
+        work: F,
+    ) -> Result<Ended<T>, LeadError<E>>
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        crate::lead::lead(self.run(), shutdown, work).await
     }
 }
 

@@ -13,7 +13,11 @@
 //! than the lease) it steps down *before* any follower may take over. On SIGTERM it clears the
 //! Lease so the next leader starts at once. See [`ElectionConfig`] for the timing argument.
 //!
-//! - [`LeaderElector`]: what to compete for, and as whom; [`LeaderElector::run`] starts it.
+//! - [`LeaderElector`]: what to compete for, and as whom; [`LeaderElector::lead`] runs work
+//!   only while this replica leads (the loop a leader-elected daemon needs: stand by, work, stop
+//!   the work when leadership is lost, release on shutdown), [`LeaderElector::run`] just starts
+//!   the election.
+//! - [`Ended`] and [`LeadError`]: how [`LeaderElector::lead`] ended.
 //! - [`Leadership`]: the running election: [`Leadership::is_leader`], a `watch` receiver,
 //!   [`Leadership::release`] for shutdown.
 //! - [`ElectionConfig`]: the three durations, validated together.
@@ -26,15 +30,20 @@
 //!
 //! # Example
 //! ```no_run
+//! # async fn record(stop: tokio_util::sync::CancellationToken) -> Result<(), std::io::Error> { Ok(()) }
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! use podline_lease::{ElectionConfig, LeaderElector};
+//! use podline_lease::{ElectionConfig, Ended, LeaderElector};
+//! use tokio_util::sync::CancellationToken;
 //!
 //! let elector = LeaderElector::new(client, "podline", "podline-recorder", "recorder-0", ElectionConfig::default())?;
-//! let leadership = elector.run();
-//! if leadership.wait_until_leader().await {
-//!     // ... write while `leadership.is_leader()` ...
+//! let shutdown = CancellationToken::new(); // cancelled on SIGTERM
+//! // `record` starts only once this replica holds the Lease, is dropped if it loses it, and is
+//! // asked to finish (its token cancelled) on shutdown; then the Lease is released.
+//! match elector.lead(&shutdown, |stop| record(stop)).await? {
+//!     Ended::ShutdownBeforeLeading => println!("stopped while standing by"),
+//!     Ended::WorkFinished(()) => println!("recorded, flushed, released"),
+//!     _ => {}
 //! }
-//! leadership.release().await?; // on SIGTERM: the next replica takes over at once
 //! # Ok(())
 //! # }
 //! ```
@@ -46,12 +55,14 @@ mod config;
 mod decide;
 mod elector;
 mod error;
+mod lead;
 mod leadership;
 mod record;
 
 pub use config::ElectionConfig;
 pub use elector::{LeaderElector, takeover_bound};
 pub use error::{CallError, ConfigError, ElectionError};
+pub use lead::{Ended, LeadError};
 pub use leadership::Leadership;
 
 #[cfg(test)]

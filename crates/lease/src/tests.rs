@@ -16,6 +16,8 @@ use crate::backend::LeaseApi;
 use crate::elector::spawn;
 use crate::{ElectionConfig, Leadership, record, takeover_bound};
 
+mod lead;
+
 /// What the fake does to a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -33,6 +35,8 @@ struct Inner {
     rv: u64,
     /// Writes claiming this holder fail with 500 (a replica cut off from the API).
     partitioned: Option<String>,
+    /// Writes claiming this holder fail with 403 (its RBAC was revoked).
+    forbidden: Option<String>,
     /// Every Nth write gets this fault.
     every_nth: Option<(u64, Fault)>,
     writes: u64,
@@ -66,6 +70,9 @@ impl FakeLeases {
             let holder = record::holder(lease).map(str::to_owned);
             if holder.is_some() && holder == inner.partitioned {
                 return Err(api_error(500, "InternalError"));
+            }
+            if holder.is_some() && holder == inner.forbidden {
+                return Err(api_error(403, "Forbidden"));
             }
             let fault = inner
                 .every_nth
