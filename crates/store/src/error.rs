@@ -114,7 +114,7 @@ pub enum StoreError {
         /// The store operation, a metric label.
         op: &'static str,
         /// What is wrong with the file.
-        fault: crate::sql::DiskFault,
+        fault: crate::disk_fault::DiskFault,
         /// The database file.
         path: String,
         /// Driver error.

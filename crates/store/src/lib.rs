@@ -55,6 +55,7 @@
 
 #[cfg(feature = "bench")]
 pub mod bench;
+mod disk_fault;
 mod error;
 mod failures;
 mod model;
@@ -66,6 +67,7 @@ mod target;
 
 use std::sync::Arc;
 
+pub use disk_fault::DiskFault;
 pub use error::StoreError;
 pub use failures::{
     FailedPod, Failure, FailureFilter, FailureGroup, IMAGE_PULL_REASONS,
@@ -79,7 +81,7 @@ pub use records::{
     ChangedPod, Changes, Counts, LivePod, LiveScope, MigrationReport, PodFilter, PodKey, PodRecord,
     RunFilter, RunStatus, RunSummary,
 };
-pub use sql::{DiskFault, PoolSettings, SqlStore};
+pub use sql::{PoolSettings, SqlStore};
 pub use store::Store;
 pub use target::{Backend, DbTarget, Redacted};
 

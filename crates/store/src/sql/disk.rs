@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::disk_fault::DiskFault;
+use crate::disk_fault::DiskFault;
 use crate::error::StoreError;
 
 /// The identity of a file: device and inode on Unix (existence elsewhere).

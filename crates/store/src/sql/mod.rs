@@ -6,7 +6,6 @@
 
 mod codec;
 mod disk;
-mod disk_fault;
 mod read;
 mod schema;
 mod shm;
@@ -30,7 +29,6 @@ use crate::records::{
 use crate::store::Store;
 use crate::target::{Backend, DbTarget};
 use disk::DiskGuard;
-pub use disk_fault::DiskFault;
 
 /// Connection pool settings; the defaults suit one recorder plus a few readers.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! What is wrong with a SQLite file that cannot be written ([`DiskFault`]), read from SQLite's
-//! error codes. A leaf, so that `StoreError::Disk` can carry it and the `disk` module can act
-//! on it without the two depending on each other.
+//! error codes. A leaf outside `sql`, so that `StoreError::Disk` can carry it and `sql`'s `disk`
+//! module can act on it without `error` and `sql` depending on each other.
 
 /// What is wrong with the database file, as SQLite reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
