@@ -4,14 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use podline_lease::{ElectionConfig, LeaderElector, Leadership, takeover_bound};
+use podline_lease::{ElectionConfig, Ended, LeadError, LeaderElector, Leadership, takeover_bound};
 use podline_sim::{FaultAction, FaultRule, FaultVerb, Sim};
 use podline_testkit::{client, start_sim, test_config, wait_until};
+use tokio_util::sync::CancellationToken;
 
 const NS: &str = "default";
 const LEASE: &str = "podline-recorder";
@@ -230,4 +232,154 @@ async fn api_faults_never_make_two_leaders() {
         sim.counts().get("update", "leases") > 10,
         "the faults were exercised"
     );
+}
+
+/// `lead` over the sim: the work starts only once its replica holds the Lease on the server; on
+/// shutdown the leader's work finishes, the Lease is released, and the standby's work starts at
+/// once (its replica watches the Lease), long before the Lease could have expired.
+#[tokio::test]
+async fn lead_hands_the_work_over_on_shutdown() {
+    let sim = sim().await;
+    let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel();
+    let mut replicas = Vec::new();
+    for name in ["r-0", "r-1"] {
+        let elector = LeaderElector::new(client(&sim).await, NS, LEASE, name, cfg()).unwrap();
+        let (shutdown, started_tx) = (CancellationToken::new(), started_tx.clone());
+        let sim_client = client(&sim).await;
+        let task = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move {
+                elector
+                    .lead(&shutdown, |stop| async move {
+                        let leases: Api<Lease> = Api::namespaced(sim_client, NS);
+                        let holder = leases
+                            .get(LEASE)
+                            .await
+                            .ok()
+                            .and_then(|l| l.spec?.holder_identity);
+                        started_tx.send((name, holder, Instant::now())).unwrap();
+                        stop.cancelled().await;
+                        Ok::<_, std::convert::Infallible>(name)
+                    })
+                    .await
+            }
+        });
+        replicas.push((name, shutdown, task));
+    }
+    let (first, holder_then, _) = started.recv().await.unwrap();
+    assert_eq!(
+        holder_then.as_deref(),
+        Some(first),
+        "the work started before the Lease was its own"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(started.try_recv().is_err(), "two works ran at once");
+
+    let index = replicas
+        .iter()
+        .position(|(name, _, _)| *name == first)
+        .unwrap();
+    let (_, shutdown, task) = replicas.remove(index);
+    shutdown.cancel();
+    let stopped = Instant::now();
+    assert_eq!(task.await.unwrap().unwrap(), Ended::WorkFinished(first));
+    let (second, holder_then, at) = started.recv().await.unwrap();
+    assert_ne!(second, first);
+    assert_eq!(holder_then.as_deref(), Some(second));
+    let took = at - stopped;
+    assert!(
+        took <= DELIVERY + SLACK,
+        "the standby's work started {took:?} after shutdown"
+    );
+    let (_, shutdown, task) = replicas.remove(0);
+    shutdown.cancel();
+    assert_eq!(task.await.unwrap().unwrap(), Ended::WorkFinished(second));
+    assert_eq!(holder(&sim).await, None, "released at the end");
+}
+
+/// The Lease rewritten on the server to another holder (as a replica that took it over after
+/// expiry would): the leader's next renewal finds it, and its work is dropped within about one
+/// retry period; the new holder's Lease is left alone.
+#[tokio::test]
+async fn lead_stops_the_work_when_another_holder_has_the_lease() {
+    let sim = sim().await;
+    let (work, started, dropped) = endless();
+    let elector = LeaderElector::new(client(&sim).await, NS, LEASE, "r-0", cfg()).unwrap();
+    let leader =
+        tokio::spawn(async move { elector.lead(&CancellationToken::new(), |_| work).await });
+    started.await.unwrap();
+    let leases: Api<Lease> = Api::namespaced(client(&sim).await, NS);
+    let mut lease = leases.get(LEASE).await.unwrap();
+    let spec = lease.spec.as_mut().unwrap();
+    spec.holder_identity = Some("intruder".into());
+    leases
+        .replace(LEASE, &Default::default(), &lease)
+        .await
+        .unwrap();
+    let taken = Instant::now();
+    let ended = tokio::time::timeout(cfg().lease_duration(), leader)
+        .await
+        .expect("lead did not return")
+        .unwrap();
+    assert!(matches!(ended, Err(LeadError::Lost)), "{ended:?}");
+    let took = dropped.lock().unwrap().unwrap() - taken;
+    assert!(
+        took <= cfg().retry_period() + SLACK,
+        "work stopped {took:?} after the takeover"
+    );
+    assert_eq!(holder(&sim).await.as_deref(), Some("intruder"));
+}
+
+/// Every Lease update failing with 500 on the server: the leader drops its work by its renew
+/// deadline, before the Lease could expire.
+#[tokio::test]
+async fn lead_stops_the_work_when_renewals_keep_failing() {
+    let sim = sim().await;
+    let (work, started, dropped) = endless();
+    let elector = LeaderElector::new(client(&sim).await, NS, LEASE, "r-0", cfg()).unwrap();
+    let leader =
+        tokio::spawn(async move { elector.lead(&CancellationToken::new(), |_| work).await });
+    started.await.unwrap();
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(500))
+            .verb(FaultVerb::Update)
+            .resource("leases"),
+    );
+    let failing = Instant::now();
+    let ended = tokio::time::timeout(cfg().lease_duration() + SLACK, leader)
+        .await
+        .expect("lead did not return")
+        .unwrap();
+    assert!(matches!(ended, Err(LeadError::Lost)), "{ended:?}");
+    let took = dropped.lock().unwrap().unwrap() - failing;
+    assert!(
+        took < cfg().lease_duration(),
+        "work stopped {took:?} after renewals began to fail: the Lease could have expired"
+    );
+}
+
+/// When a work was dropped, once it was.
+type DroppedAt = Arc<Mutex<Option<Instant>>>;
+
+/// A work that never ends by itself, reporting when it starts and when it is dropped.
+fn endless() -> (
+    impl Future<Output = Result<(), std::convert::Infallible>>,
+    tokio::sync::oneshot::Receiver<()>,
+    DroppedAt,
+) {
+    struct OnDrop(DroppedAt);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            *self.0.lock().unwrap() = Some(Instant::now());
+        }
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let dropped = Arc::new(Mutex::new(None));
+    let guard = OnDrop(dropped.clone());
+    let work = async move {
+        let _guard = guard;
+        let _ = tx.send(());
+        std::future::pending().await
+    };
+    (work, rx, dropped)
 }
