@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{EnvError, KfpEnv};
 use super::pipeline::{self, PipelineConfig};
-use super::sink::{KfpSink, SinkConfig, SinkStats};
+use super::sink::{KfpSink, SinkConfig};
+use super::stats::SinkStats;
 use super::writer::KfpWriter;
 use crate::client::{MlmdClient, MlmdClientConfig};
 use crate::error::MlmdError;

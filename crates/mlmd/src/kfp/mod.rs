@@ -5,7 +5,8 @@
 //!   (component spec, parameters). Pure.
 //! - [`writer`]: [`KfpWriter`] records a [`KfpPod`] into MLMD idempotently.
 //! - [`sink`]: [`KfpSink`] turns pod events into records and pod markers,
-//!   waiting out MLMD outages, and cancels executions of vanished pods.
+//!   waiting out MLMD outages, and cancels executions of vanished pods;
+//!   [`stats`]: [`SinkStats`], the counters it and the releaser count into.
 //! - [`pipeline`]: [`pipeline::run`] drives the sink from a pod watch through
 //!   [`queue`], a per-pod keyed work queue of slim [`PodSnapshot`]s, with
 //!   parallel workers.
@@ -32,6 +33,7 @@ pub mod pod;
 pub mod queue;
 pub mod release;
 pub mod sink;
+pub mod stats;
 pub mod writer;
 
 pub use config::{EnvError, KfpEnv};
@@ -41,5 +43,6 @@ pub use patch::PodPatch;
 pub use pipeline::{PipelineConfig, run};
 pub use pod::{KfpPod, Skip, Warning, classify};
 pub use queue::PodSnapshot;
-pub use sink::{KfpSink, Outcome, SinkConfig, SinkStats};
+pub use sink::{KfpSink, Outcome, SinkConfig};
+pub use stats::SinkStats;
 pub use writer::{KfpWriter, Recorded, Written};

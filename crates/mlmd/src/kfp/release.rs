@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::finalize::{KFP_FINALIZER, carries};
 use super::keys::WORKFLOW_LABEL;
-use super::sink::SinkStats;
+use super::stats::SinkStats;
 
 /// Removals queued at most (a few hundred bytes each).
 pub const QUEUE_BOUND: usize = 10_000;
