@@ -261,9 +261,9 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     tokio::spawn(cancel_on_signal(shutdown.clone()));
 
     let health = recorder.health();
-    let record = |token| async move { recorder.run(token).await.map_err(anyhow::Error::from) };
+    let record = |token| recorder.run(token);
     let outcome = match election {
-        None => record(shutdown.clone()).await,
+        None => record(shutdown.clone()).await.map_err(anyhow::Error::from),
         Some(elector) => {
             let standby = Some(Standby { store, probe_every });
             run_as_leader(health, elector, standby, &shutdown, record).await
@@ -332,13 +332,9 @@ async fn run_kfp(args: RecordArgs) -> anyhow::Result<ExitCode> {
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     let kube = connected.client;
     let workers = usize::from(args.mlmd_workers);
-    let record = |token| async move {
-        run_daemon(kube, &env, &mlmd, &observability, workers, token)
-            .await
-            .map_err(anyhow::Error::from)
-    };
+    let record = |token| run_daemon(kube, &env, &mlmd, &observability, workers, token);
     let outcome = match election {
-        None => record(shutdown.clone()).await,
+        None => record(shutdown.clone()).await.map_err(anyhow::Error::from),
         Some(elector) => run_as_leader(health, elector, None, &shutdown, record).await,
     };
     shutdown.cancel();
@@ -513,12 +509,12 @@ fn check_dns_subdomain(flag: &str, value: &str) -> Result<(), String> {
 }
 
 /// `--leader-elect`: stand by (ready, not recording) until this replica holds the Lease, then
-/// `record` (the SQL recorder or KFP mode) until `shutdown`. Losing the Lease ends the process
-/// with an error at once, without flushing, so only the new leader writes; nothing is lost, as
-/// both modes' writes are idempotent and resume from what is stored, and Kubernetes restarts the
-/// pod as a standby. On SIGTERM the leader flushes, then releases the Lease so a standby takes
-/// over at once.
-async fn run_as_leader<F, Fut>(
+/// `record` (the SQL recorder or KFP mode) until `shutdown` ([`LeaderElector::lead`]). Losing
+/// the Lease ends the process with an error at once, without flushing, so only the new leader
+/// writes; nothing is lost, as both modes' writes are idempotent and resume from what is stored,
+/// and Kubernetes restarts the pod as a standby. On SIGTERM the leader flushes, then releases the
+/// Lease so a standby takes over at once.
+async fn run_as_leader<F, Fut, E>(
     health: Arc<Health>,
     elector: LeaderElector,
     standby_store: Option<Standby>,
@@ -527,13 +523,30 @@ async fn run_as_leader<F, Fut>(
 ) -> anyhow::Result<()>
 where
     F: FnOnce(CancellationToken) -> Fut,
-    Fut: Future<Output = anyhow::Result<()>>,
+    Fut: Future<Output = Result<(), E>>,
+    E: std::error::Error + Send + Sync + 'static,
 {
-    let mut leadership = elector.run();
-    // A standby is ready while its store is writable and the election runs: it can take over.
-    // (KFP mode has no store of its own here: its MLMD connection is checked by its own loop.)
-    let stop_probe = CancellationToken::new();
-    let _stop_probe_on_exit = stop_probe.clone().drop_guard();
+    let standing_by = CancellationToken::new();
+    let _stop_standing_by_on_exit = standing_by.clone().drop_guard();
+    stand_by(&health, standby_store, &standing_by).await;
+    elector
+        .lead(shutdown, |token| {
+            standing_by.cancel(); // the recorder reports its own readiness from here on
+            health.set_watch_established(false);
+            record(token)
+        })
+        .await?;
+    Ok(())
+}
+
+/// A standby is ready while its store is writable and the election runs: it can take over.
+/// Until `standing_by` is cancelled, its store is probed and the watch part of readiness kept
+/// fresh. (KFP mode has no store of its own here: its MLMD connection is checked by its own loop.)
+async fn stand_by(
+    health: &Arc<Health>,
+    standby_store: Option<Standby>,
+    standing_by: &CancellationToken,
+) {
     match standby_store {
         Some(standby) => {
             health.set_store_writable(standby.store.health().await.is_ok());
@@ -541,54 +554,22 @@ where
                 standby.store,
                 health.clone(),
                 standby.probe_every,
-                stop_probe.clone(),
+                standing_by.clone(),
             ));
         }
         None => health.set_store_writable(true),
     }
     health.set_watch_established(true);
-    tracing::info!(
-        identity = leadership.identity(),
-        "standing by for the lease"
-    );
-    let standby = async {
+    let (health, stop) = (health.clone(), standing_by.clone());
+    tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
         loop {
             tokio::select! {
-                leader = leadership.wait_until_leader() => return leader,
+                () = stop.cancelled() => return,
                 _ = tick.tick() => health.progress(),
             }
         }
-    };
-    tokio::select! {
-        leader = standby => {
-            if !leader {
-                leadership.finished().await?;
-                anyhow::bail!("leader election ended unexpectedly");
-            }
-        }
-        () = shutdown.cancelled() => {
-            leadership.release().await?;
-            return Ok(());
-        }
-    }
-    stop_probe.cancel(); // the recorder probes its store itself
-    health.set_watch_established(false);
-    let mut leading = leadership.subscribe();
-    let outcome = tokio::select! {
-        outcome = record(shutdown.clone()) => outcome,
-        _ = leading.wait_for(|leader| !*leader) => {
-            leadership.finished().await?;
-            anyhow::bail!(
-                "lost the lease to another replica: stopping so that only the new leader writes"
-            );
-        }
-    };
-    // Flushed (or failed): only now let a standby take over.
-    let released = leadership.release().await;
-    outcome?;
-    released?;
-    Ok(())
+    });
 }
 
 /// The election timing from the three `--leader-elect-*` flags, checked together.
