@@ -13,13 +13,22 @@
 //! and shows its deletion (the state the recorder committed before it released the pod) did not
 //! vanish with an unknown state: only its DELETED event was missed. It is marked deleted with
 //! its final state observed.
+//!
+//! One final state the stored fields cannot show: a pod deleted with grace period 0 while it
+//! was not terminal and on a node (the kubelet's final delete of a Pending pod, or a forced
+//! delete). Its state is final only because of the grace period, which the store does not keep,
+//! so [`settle`] would call it vanished once it is gone. Such a pod is therefore committed as
+//! deleted in the same transaction as its release ticket ([`stopped_deletions`]), before its
+//! finalizer comes off: the store never holds it live for a relist to miss.
 
 use std::collections::HashSet;
 
 use jiff::Timestamp;
 
 use crate::finalize::decide::{PodFacts, final_state};
+use crate::lifecycle::parse_resource_version;
 use crate::selector::LabelSelector;
+use crate::ticket::{ReleaseReason, Ticket};
 use podline_store::{LivePod, StoreOp};
 
 /// The `Vanished` ops for pods in `live` that the relist (`seen`) did not return.
@@ -87,6 +96,40 @@ pub fn settle(last: &LastState<'_>, at: Timestamp) -> StoreOp {
         StoreOp::Vanished {
             uid: last.uid.to_owned(),
             at,
+        }
+    }
+}
+
+/// With finalizers: adds to `ops` (the batch the `releases` ride in) a deletion, final state
+/// observed, for each pod released because it was deleted with grace period 0
+/// ([`ReleaseReason::Stopped`]); see the module docs for why.
+///
+/// Its deletion is complete when that delete is observed: nothing of the pod runs any more and
+/// only finalizers keep the object (a recorder without finalizers would get its DELETED event at
+/// once). A `Vanished` op the queue put in the batch for the pod becomes this deletion; a
+/// deletion already in the batch is kept.
+pub(crate) fn stopped_deletions(ops: &mut Vec<StoreOp>, releases: &[Ticket], at: Timestamp) {
+    for ticket in releases {
+        let uid = ticket.uid();
+        if ticket.reason != ReleaseReason::Stopped || uid.is_empty() {
+            continue;
+        }
+        let deleted = StoreOp::Deleted {
+            uid: uid.to_owned(),
+            namespace: ticket.meta.namespace.clone().unwrap_or_default(),
+            name: ticket.meta.name.clone().unwrap_or_default(),
+            resource_version: parse_resource_version(ticket.meta.resource_version.as_deref())
+                .unwrap_or(0),
+            at,
+            final_state_observed: true,
+        };
+        let mut queued = ops.iter_mut().filter(|op| {
+            op.uid() == uid && matches!(op, StoreOp::Deleted { .. } | StoreOp::Vanished { .. })
+        });
+        match queued.next() {
+            Some(vanished @ StoreOp::Vanished { .. }) => *vanished = deleted,
+            Some(_) => {}
+            None => ops.push(deleted),
         }
     }
 }
@@ -177,6 +220,72 @@ mod tests {
                 StoreOp::Vanished { .. }
             ));
         }
+    }
+
+    fn ticket(uid: &str, reason: ReleaseReason) -> Ticket {
+        let meta = kube::core::ObjectMeta {
+            uid: Some(uid.to_owned()),
+            namespace: Some("ns".to_owned()),
+            name: Some(format!("p-{uid}")),
+            resource_version: Some("12".to_owned()),
+            ..Default::default()
+        };
+        Ticket::new(&meta, reason)
+    }
+
+    #[test]
+    fn a_grace_zero_release_commits_the_deletion_with_its_ticket() {
+        let at = Timestamp::UNIX_EPOCH;
+        let mut ops = vec![
+            StoreOp::Vanished {
+                uid: "gone".to_owned(),
+                at,
+            },
+            StoreOp::Deleted {
+                uid: "seen".to_owned(),
+                namespace: "ns".to_owned(),
+                name: "p-seen".to_owned(),
+                resource_version: 20,
+                at,
+                final_state_observed: true,
+            },
+        ];
+        let releases = [
+            ticket("stopped", ReleaseReason::Stopped),
+            ticket("gone", ReleaseReason::Stopped),
+            ticket("seen", ReleaseReason::Stopped),
+            ticket("done", ReleaseReason::Terminal),
+            ticket("valve", ReleaseReason::Overdue),
+        ];
+        stopped_deletions(&mut ops, &releases, at);
+        assert_eq!(uids(&ops), vec!["gone", "seen", "stopped"]);
+        for op in &ops {
+            assert!(
+                matches!(
+                    op,
+                    StoreOp::Deleted {
+                        final_state_observed: true,
+                        ..
+                    }
+                ),
+                "{op:?}"
+            );
+        }
+        assert!(matches!(
+            &ops[2],
+            StoreOp::Deleted { namespace, name, resource_version: 12, .. }
+                if namespace == "ns" && name == "p-stopped"
+        ));
+        assert!(matches!(
+            &ops[1],
+            StoreOp::Deleted {
+                resource_version: 20,
+                ..
+            }
+        ));
+        // Idempotent: a requeued batch with its tickets adds nothing more.
+        stopped_deletions(&mut ops, &releases, at);
+        assert_eq!(ops.len(), 3);
     }
 
     #[test]

@@ -634,10 +634,14 @@ impl Writer {
     }
 
     /// Writes one drain, then hands its release tickets to the finalizer worker (on failure they
-    /// go back into the queue with the rest). `Err(())` means it was put back and the caller
-    /// should back off.
+    /// go back into the queue with the rest). A pod released for its grace-0 deletion is
+    /// committed deleted in the same transaction ([`reconcile::stopped_deletions`]). `Err(())`
+    /// means it was put back and the caller should back off.
     async fn write(&self, mut drained: Drained) -> Result<(), ()> {
         let releases: Vec<Ticket> = std::mem::take(&mut drained.releases);
+        if self.finalize.is_some() {
+            reconcile::stopped_deletions(&mut drained.ops, &releases, jiff::Timestamp::now());
+        }
         let written = self.write_ops(drained).await;
         match (&self.finalize, written) {
             (Some(finalize), Ok(())) => finalize.committed(releases),

@@ -375,6 +375,154 @@ async fn a_released_pod_whose_deleted_event_was_missed_is_deleted_not_vanished()
     rec.stop().await;
 }
 
+/// The stored resume point of [`start_recorder`]'s watch (0: none).
+async fn resume_point(store: &dyn Store, sim: &Sim) -> u64 {
+    let key = RecorderConfig::new(sim.url(), Some(NS.to_owned())).watch_key();
+    store
+        .resume_point(&key)
+        .await
+        .unwrap()
+        .map_or(0, |p| p.resource_version)
+}
+
+/// A bound pod whose image cannot be pulled, Pending, carrying the finalizer.
+async fn pending_on_a_node(sim: &Sim, store: &dyn Store, name: &str) -> Api<Pod> {
+    let pods = pods(sim).await;
+    let mut stuck = pod(name, "1s", serde_json::json!({}));
+    stuck.metadata.annotations.get_or_insert_default().insert(
+        "sim.podline.io/image-error".to_owned(),
+        "ErrImagePull".to_owned(),
+    );
+    pods.create(&PostParams::default(), &stuck).await.unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            carries(&pods, name).await == Some(true)
+                && record_of(store, name)
+                    .await
+                    .is_some_and(|r| r.node.is_some() && r.phase.as_deref() == Some("Pending"))
+        })
+        .await,
+        "the pod was never recorded bound and Pending with the finalizer"
+    );
+    pods
+}
+
+/// A bound pod deleted while Pending (its image cannot be pulled) is deleted at once by its
+/// kubelet with grace period 0: nothing will change its state any more, so the recorder
+/// releases it as soon as that state is committed, not at the safety valve (its
+/// deletionTimestamp + 2 minutes). Catches metadata kept without `deletionGracePeriodSeconds`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_pod_deleted_with_grace_zero_is_released_at_once() {
+    let sim = sim().await;
+    let db = TestDb::fresh(Backend::Sqlite).await.unwrap();
+    let rec = start_recorder(&sim, db.store.clone(), |_| {}).await;
+    let pods = pending_on_a_node(&sim, db.store.as_ref(), "no-image").await;
+    pods.delete("no-image", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            pods.get_opt("no-image").await.unwrap().is_none()
+        })
+        .await,
+        "a grace-0 Pending pod waited for the valve"
+    );
+    // The counter is bumped once the removal's patch has returned, which may be just after
+    // the pod is gone.
+    assert!(
+        wait_until(Duration::from_secs(5), || async {
+            removed(&rec.metrics, "stopped") == 1
+        })
+        .await,
+        "released, but not as stopped: terminal {}, overdue {}",
+        removed(&rec.metrics, "terminal"),
+        removed(&rec.metrics, "overdue")
+    );
+    assert_eq!(removed(&rec.metrics, "overdue"), 0);
+    assert!(
+        wait_until(Duration::from_secs(5), || async {
+            record_of(db.store.as_ref(), "no-image")
+                .await
+                .is_some_and(|r| r.deleted_at.is_some())
+        })
+        .await
+    );
+    let record = record_of(db.store.as_ref(), "no-image").await.unwrap();
+    assert!(record.final_state_observed, "{record:?}");
+    assert_eq!(record.phase.as_deref(), Some("Pending"));
+    rec.stop().await;
+}
+
+/// The same pod deleted while no recorder runs waits in Terminating (grace 0, still Pending).
+/// The restarted recorder's start-up sweep records and releases it while its resume is still
+/// on its way to a 410 (the watch request is delayed), so the relist that follows lacks the
+/// pod. Its final state was committed before the release: it must be deleted with its final
+/// state observed, never vanished (the store keeps no grace period to tell it by).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grace_zero_pod_released_by_the_sweep_before_the_relist_is_not_vanished() {
+    let sim = sim().await;
+    let db = TestDb::fresh(Backend::Sqlite).await.unwrap();
+    let rec = start_recorder(&sim, db.store.clone(), |_| {}).await;
+    let pods = pending_on_a_node(&sim, db.store.as_ref(), "pulled-never").await;
+    rec.stop().await;
+    let stopped_at = resume_point(db.store.as_ref(), &sim).await;
+
+    pods.delete("pulled-never", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            pods.get_opt("pulled-never")
+                .await
+                .unwrap()
+                .is_some_and(|p| {
+                    p.metadata.deletion_grace_period_seconds == Some(0)
+                        && has_finalizer(&p.metadata, RECORD_FINALIZER)
+                })
+        })
+        .await,
+        "the kubelet never deleted the Pending pod with grace 0"
+    );
+    sim.compact(); // the stored resume point is now too old: 410, relist
+    sim.faults().push(
+        FaultRule::new(FaultAction::Latency { ms: 2500 })
+            .verb(FaultVerb::Watch)
+            .resource("pods")
+            .times(1),
+    );
+    let rec = start_recorder(&sim, db.store.clone(), |_| {}).await;
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            pods.get_opt("pulled-never").await.unwrap().is_none()
+        })
+        .await,
+        "the sweep never released the pod"
+    );
+    assert!(
+        sample(&rec.metrics, "podline_record_watch_relists_total") == 0,
+        "released after the relist started: the test lost its race"
+    );
+    // The relist's reconcile is committed with, or before, the first resume point past it.
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            sample(&rec.metrics, "podline_record_watch_relists_total") >= 1
+                && resume_point(db.store.as_ref(), &sim).await > stopped_at
+        })
+        .await,
+        "the resume never relisted"
+    );
+    let record = record_of(db.store.as_ref(), "pulled-never").await.unwrap();
+    assert!(record.final_state_observed, "counted vanished: {record:?}");
+    assert!(
+        wait_until(Duration::from_secs(5), || async {
+            removed(&rec.metrics, "stopped") == 1
+        })
+        .await
+    );
+    assert_eq!(db.store.counts().await.unwrap().vanished, 0);
+    rec.stop().await;
+}
+
 /// The recorder committed a pod's final state but its removal never went through (every patch
 /// failed) before it stopped. The restart resumes without a relist and gets no event for that
 /// pod any more; the start-up sweep finds it waiting in Terminating and releases it.
