@@ -642,7 +642,7 @@ impl Launcher {
             podline_client::retry::retry(&self.config.calls, "list task pods", || api.list(&lp))
                 .await
                 .map_err(|source| LaunchError::Api {
-                    action: "listing pods of the task for --reattach",
+                    action: "listing pods of the task to reattach to",
                     source,
                 })?;
         let mut live: Vec<Pod> = list

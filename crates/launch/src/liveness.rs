@@ -9,8 +9,9 @@
 //! itself, for clusters whose collector is slow).
 //!
 //! The rules, chosen so that a kept pod is never collected:
-//! - a pod of a task with `--on-finish keep` gets the label and the [`ON_FINISH_ANNOTATION`]
-//!   annotation but no `ownerReference`: neither the reaper nor the collector touches it;
+//! - a pod of a task kept whatever happens ([`OnFinish::Keep`](crate::OnFinish::Keep)) gets the
+//!   label and the [`ON_FINISH_ANNOTATION`] annotation but no `ownerReference`: neither the
+//!   reaper nor the collector touches it;
 //! - a pod the launcher decides to keep at the end (`delete-succeeded` after a failure) loses its
 //!   `ownerReference` before the Lease goes ([`crate::Launcher`]'s clean-up);
 //! - on a clean exit the launcher deletes its Lease ([`Liveness::release`]) after its own
@@ -35,7 +36,8 @@ use crate::error::{LaunchError, SpecError};
 /// the pods of a launcher that died.
 pub const LAUNCHER_LABEL: &str = "podline.io/launcher";
 
-/// The annotation a pod of a `--on-finish keep` task carries: the reaper leaves it alone.
+/// The annotation a pod of a task kept whatever happens ([`OnFinish::Keep`](crate::OnFinish::Keep))
+/// carries: the reaper leaves it alone.
 pub const ON_FINISH_ANNOTATION: &str = "podline.io/on-finish";
 
 /// Default Lease duration: how long a launcher may go without renewing before it counts as dead.

@@ -61,7 +61,7 @@ impl LogSink for BufferSink {
     }
 }
 
-/// Discards logs (for `--count` runs, which only summarise).
+/// Discards logs (for many-task runs, [`crate::run_many`], which only summarise).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NullSink;
 

@@ -1,5 +1,5 @@
-//! Many tasks at once: `--count N --parallel M` and `-f tasks.yaml`, with a client-side
-//! concurrency limit, an optional progress bar, and a summary (succeeded / failed / retries /
+//! Many tasks at once (one task repeated N times, or a tasks file), at most M of them in flight
+//! (a client-side concurrency limit), an optional progress bar, and a summary (succeeded / failed / retries /
 //! p50 and p99 time to running).
 
 use std::io::IsTerminal;
@@ -53,7 +53,7 @@ impl Summary {
         }
     }
 
-    /// The summary table printed at the end of `--count` / `-f` runs.
+    /// The summary table printed at the end of a many-task run.
     pub fn table(&self) -> String {
         let ms = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v} ms"));
         let mut out = String::new();
@@ -94,8 +94,8 @@ pub fn percentile(sorted: &[u64], p: usize) -> Option<u64> {
 /// Runs `specs` with at most `parallel` at a time. Logs are discarded unless `sink` is given.
 /// A progress bar is drawn on stderr when `progress` is set and stdout is a terminal.
 ///
-/// `specs` is taken as an iterator, so that `--count N` can hand over one spec repeated rather
-/// than N copies made up front.
+/// `specs` is taken as an iterator, so that a task run N times can be handed over as one spec
+/// repeated rather than N copies made up front.
 pub async fn run_many(
     launcher: &Launcher,
     specs: impl IntoIterator<Item = TaskSpec, IntoIter: ExactSizeIterator>,
@@ -171,8 +171,8 @@ pub async fn run_many(
 ///
 /// Why not spawn them all and let a semaphore hold them back: a task's future exists from its
 /// spawn, and a launch's future is large (it holds every stage of a task, tens of KiB), so
-/// `--count 10000` would hold ten thousand of them while waiting, and memory would grow with the
-/// count instead of with `--parallel`. Here a future is made only when a slot is free.
+/// ten thousand tasks would hold ten thousand of them while waiting, and memory would grow with
+/// the number of tasks instead of with `limit`. Here a future is made only when a slot is free.
 async fn at_most_in_flight<F, T>(
     tasks: impl IntoIterator<Item = F>,
     limit: usize,

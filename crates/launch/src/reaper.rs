@@ -4,7 +4,7 @@
 //!
 //! Expiry is the client's business, as in Kubernetes' leader election, and is decided by the
 //! pure [`Tracker`] (tested without a cluster):
-//! - [`Clock::Observed`] (the continuous reaper, `podline record --reap`): a Lease is expired
+//! - [`Clock::Observed`] (the continuous reaper, which `podline record` can run): a Lease is expired
 //!   once the reaper has seen no change to it (its `resourceVersion`) for its
 //!   `leaseDurationSeconds` plus the grace, measured on the reaper's own monotonic clock from
 //!   when it first saw the current version: clock skew between hosts cannot expire a live
@@ -146,7 +146,8 @@ pub struct Pass {
     pub reaped: Vec<String>,
     /// Pods deleted directly (the garbage collector deletes the ones it owns, too).
     pub pods_deleted: usize,
-    /// Pods of reaped launchers left alone because their task said `--on-finish keep`.
+    /// Pods of reaped launchers left alone because their task keeps its pod
+    /// ([`OnFinish::Keep`](crate::OnFinish::Keep)).
     pub pods_kept: usize,
 }
 

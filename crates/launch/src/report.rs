@@ -70,7 +70,7 @@ pub struct EventSummary {
     pub count: i32,
 }
 
-/// The outcome of one task, printed with `-o json|yaml` and summarised by `--count`.
+/// The outcome of one task, printed with `-o json|yaml` and summarised by [`crate::Summary`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskResult {
@@ -101,7 +101,7 @@ pub struct TaskResult {
     pub retries: u32,
     /// The create's response was lost and the pod found by its launch id.
     pub adopted: bool,
-    /// `--reattach` found the pod running and attached to it.
+    /// Reattaching ([`crate::LaunchConfig::reattach`]) found the pod running and attached to it.
     pub reattached: bool,
     /// Log stream reconnects (breaks and stalls).
     pub log_reconnects: u32,

@@ -34,7 +34,8 @@ pub struct WatchedSpec {
     /// Set once the pod is scheduled.
     #[serde(default)]
     pub node_name: Option<String>,
-    /// The containers, by name (for `--all-containers` logs and the main container).
+    /// The containers, by name (for [`LogMode::AllContainers`](crate::LogMode::AllContainers)
+    /// logs and the main container).
     #[serde(default)]
     pub containers: Vec<NamedContainer>,
 }

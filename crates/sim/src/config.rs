@@ -126,7 +126,7 @@ impl SimConfig {
         self.kubelet = kubelet;
         self
     }
-    /// Turns the simulated kubelet on or off (off = `--no-kubelet`).
+    /// Turns the simulated kubelet on or off (off: pods are stored but never run).
     #[must_use]
     pub fn kubelet_enabled(mut self, enabled: bool) -> Self {
         self.kubelet.enabled = enabled;

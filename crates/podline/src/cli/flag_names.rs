@@ -52,37 +52,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "--db",
         "the test kit builds command lines for the binary",
     ),
-    // Left for their owners (issue 19): launch's docs and messages outside error.rs, cleanup.rs
-    // and create.rs (a message that reaches the user as TaskResult text gets the binary's words
-    // through `TaskResult::error_kind`, as run.rs does for a taken name and --reattach), and the
-    // sim's kubelet and fault docs.
-    ("launch/src/exit.rs", "--reattach", "issue 19, not yet"),
-    ("launch/src/launcher.rs", "--reattach", "issue 19, not yet"),
-    ("launch/src/liveness.rs", "--on-finish", "issue 19, not yet"),
-    ("launch/src/logs.rs", "--count", "issue 19, not yet"),
-    ("launch/src/many.rs", "--count", "issue 19, not yet"),
-    ("launch/src/many.rs", "--parallel", "issue 19, not yet"),
-    ("launch/src/reaper.rs", "--reap", "issue 19, not yet"),
-    ("launch/src/reaper.rs", "--on-finish", "issue 19, not yet"),
-    ("launch/src/report.rs", "--count", "issue 19, not yet"),
-    ("launch/src/report.rs", "--reattach", "issue 19, not yet"),
-    (
-        "launch/src/watched.rs",
-        "--all-containers",
-        "issue 19, not yet",
-    ),
-    ("sim/src/config.rs", "--no-kubelet", "issue 19, not yet"),
-    ("sim/src/fault/plan.rs", "--faults", "issue 19, not yet"),
-    (
-        "sim/src/kubelet/config.rs",
-        "--no-kubelet",
-        "issue 19, not yet",
-    ),
-    ("sim/src/kubelet/config.rs", "--exec", "issue 19, not yet"),
-    ("sim/src/kubelet/exec.rs", "--exec", "issue 19, not yet"),
-    ("sim/src/kubelet/mod.rs", "--exec", "issue 19, not yet"),
-    ("sim/src/kubelet/pod.rs", "--exec", "issue 19, not yet"),
-    ("sim/src/logs/mod.rs", "--exec", "issue 19, not yet"),
 ];
 
 /// Every long flag (and alias) of every subcommand, as `--name`.

@@ -1,6 +1,6 @@
 //! Declarative fault rules: which requests a rule matches, when it fires, what it does.
 //!
-//! In YAML (CLI `--faults FILE`) or JSON (`POST /_sim/faults`):
+//! In YAML (the `podline sim` fault file) or JSON (`POST /_sim/faults`):
 //! ```yaml
 //! rules:
 //!   - verb: create

@@ -9,7 +9,7 @@ use std::time::Duration;
 /// `sim.podline.io/*` annotations (see the `kubelet` module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KubeletConfig {
-    /// Whether to run a kubelet at all. `false` is `podline sim --no-kubelet`: pods stay
+    /// Whether to run a kubelet at all. `false`: pods stay
     /// Pending as on a control plane without nodes, and users drive status themselves.
     pub enabled: bool,
     /// The node pods are bound to (`spec.nodeName`). Default `sim-node-1`.
@@ -21,7 +21,7 @@ pub struct KubeletConfig {
     /// How long a scripted container runs when the pod says nothing. Default 100 ms.
     pub default_duration: Duration,
     /// Run containers' `command`/`args` as local child processes instead of scripts.
-    /// Opt-in only (`podline sim --exec`): it executes whatever the pod asks for.
+    /// Opt-in only: it executes whatever the pod asks for.
     pub exec: bool,
     /// Longest a deleted pod's containers take to stop (capped by the pod's grace period).
     /// Default 50 ms.
@@ -54,7 +54,7 @@ impl Default for KubeletConfig {
 }
 
 impl KubeletConfig {
-    /// Turns the kubelet on or off (`--no-kubelet`).
+    /// Turns the kubelet on or off (off: pods stay Pending).
     pub fn enabled(mut self, enabled: bool) -> Self {
         self.enabled = enabled;
         self
@@ -84,7 +84,7 @@ impl KubeletConfig {
         self
     }
 
-    /// Runs containers as local processes (`--exec`).
+    /// Runs containers as local processes (opt-in: it runs what the pod asks for).
     pub fn exec(mut self, exec: bool) -> Self {
         self.exec = exec;
         self

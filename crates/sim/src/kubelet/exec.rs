@@ -1,4 +1,4 @@
-//! `--exec` containers: the container's command and args as a local child process.
+//! Exec-mode containers ([`KubeletConfig::exec`](crate::KubeletConfig::exec)): the container's command and args as a local child process.
 //!
 //! The child gets a clean environment (`PATH` and `HOSTNAME` from the node, then the
 //! container's literal `env[].value`s), its stdout and stderr become the container log line by

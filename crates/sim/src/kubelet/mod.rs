@@ -83,7 +83,7 @@ impl Kubelet {
     }
 }
 
-/// The running kubelet. Dropping it stops the kubelet (and kills `--exec` children).
+/// The running kubelet. Dropping it stops the kubelet (and kills exec-mode children).
 #[derive(Debug)]
 pub struct KubeletHandle {
     stop: Option<oneshot::Sender<()>>,
@@ -98,7 +98,7 @@ impl KubeletHandle {
         }
     }
 
-    /// Stops the kubelet and waits for it: pods stay as they are, `--exec` children are killed.
+    /// Stops the kubelet and waits for it: pods stay as they are, exec-mode children are killed.
     pub async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -147,7 +147,7 @@ impl Tracked {
     }
 }
 
-/// Gives an `--exec` task access to the cluster's log store without borrowing the cluster.
+/// Gives an exec-mode task access to the cluster's log store without borrowing the cluster.
 #[derive(Clone)]
 struct ClusterLogs(Cluster);
 
@@ -496,7 +496,7 @@ impl Driver {
         };
         for name in &spec.skipped_env {
             let message = format!(
-                "--exec mode cannot resolve valueFrom for env var {name:?} of container {:?}; it is left unset",
+                "exec mode cannot resolve valueFrom for env var {name:?} of container {:?}; it is left unset",
                 spec.container
             );
             self.cluster.record_pod_event(
@@ -514,7 +514,7 @@ impl Driver {
             .spawn(exec::run(spec, logs, kill_rx, self.exec_tx.clone()));
     }
 
-    /// Stops tracking a pod; dropping its kill senders kills any `--exec` child it has.
+    /// Stops tracking a pod; dropping its kill senders kills any exec-mode child it has.
     fn forget(&mut self, uid: &str) {
         if let Some(tracked) = self.pods.remove(uid) {
             for idx in 0..tracked.work.containers.len() {

@@ -1,6 +1,6 @@
 //! One pod's life on the simulated node: an explicit state machine with a pure step function.
 //!
-//! [`PodWork::step`] takes an [`Input`] (a timer firing, a deletion, an `--exec` child exiting)
+//! [`PodWork::step`] takes an [`Input`] (a timer firing, a deletion, an exec-mode child exiting)
 //! and the current time, updates the pod's state, and returns the [`Effect`]s the driver must
 //! carry out (write the status, record an event, arm a timer, append a log line, ...). It never
 //! touches the cluster, the clock or a channel itself, so every transition is unit-testable.
@@ -67,7 +67,7 @@ pub(crate) enum TimerKind {
     KillDone,
 }
 
-/// How an `--exec` child process ended.
+/// How an exec-mode child process ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ExecExit {
     pub(crate) exit_code: i32,
@@ -174,7 +174,7 @@ pub(crate) struct ContainerWork {
     pub(crate) image_ref: Option<ImageRef>,
     pub(crate) pull_policy: PullPolicy,
     pub(crate) script: ContainerScript,
-    /// Runs as a local process (`--exec` and the container has a command or args).
+    /// Runs as a local process (exec mode, and the container has a command or args).
     pub(crate) exec: bool,
     pub(crate) state: CState,
     /// Boxed like [`CState::Terminated`].

@@ -1,6 +1,6 @@
 //! The per-container log store behind `GET /api/v1/namespaces/{ns}/pods/{name}/log`.
 //!
-//! The simulated kubelet (scripted or `--exec` containers) appends each line with the time it
+//! The simulated kubelet (scripted or exec-mode containers) appends each line with the time it
 //! was written; the HTTP log handler reads them back through [`LogStore::stream`] with the
 //! kubelet's own semantics (see the kubelet's `kuberuntime/logs` package):
 //!
@@ -51,7 +51,7 @@ use buffer::ContainerLog;
 /// Logs of every container the simulated kubelet ran, keyed by pod uid and container name.
 ///
 /// It exists so container output outlives the code that produced it (a scripted timer or an
-/// `--exec` child process) and can be read, tailed and followed by any number of clients.
+/// exec-mode child process) and can be read, tailed and followed by any number of clients.
 /// Cheap to share by reference (the `Cluster` owns one); all methods take `&self`.
 #[derive(Debug, Default)]
 pub struct LogStore {
