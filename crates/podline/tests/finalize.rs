@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use podline_client::finalizer::{RECORD_FINALIZER, has_finalizer};
+use podline_mlmd::kfp::KFP_FINALIZER;
 use podline_testkit::{Sim, audit, client, kubeconfig_file, start_sim, test_config, wait_until};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
@@ -262,9 +263,9 @@ async fn run_with_a_finalizer_exits_with_the_tasks_code_while_the_pod_waits() {
     );
 }
 
-/// The uninstall valve: `podline gc --finalizers` removes podline.io/record from every pod of the
-/// namespace (a deleted one then goes), leaves other finalizers and other namespaces alone, and
-/// with -A does the rest; it reports the count.
+/// The uninstall valve: `podline gc --finalizers` removes podline.io/record and KFP mode's
+/// podline.io/kfp-writer from every pod of the namespace (a deleted one then goes), leaves other
+/// finalizers and other namespaces alone, and with -A does the rest; it reports the count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gc_finalizers_releases_every_pod_in_scope_and_reports_the_count() {
     let sim = start_sim(test_config().kubelet_enabled(false)).await;
@@ -282,10 +283,14 @@ async fn gc_finalizers_releases_every_pod_in_scope_and_reports_the_count() {
     create("default", "a", &[RECORD_FINALIZER]).await;
     create("default", "b", &[RECORD_FINALIZER, "example.com/keep"]).await;
     create("default", "c", &[]).await;
+    create("default", "e", &[KFP_FINALIZER, RECORD_FINALIZER]).await;
+    create("default", "k", &["example.com/keep", KFP_FINALIZER]).await;
     create("kube-system", "d", &[RECORD_FINALIZER]).await;
     let default: Api<Pod> = Api::namespaced(kube.clone(), "default");
     default.delete("a", &DeleteParams::default()).await.unwrap();
+    default.delete("e", &DeleteParams::default()).await.unwrap();
     assert!(default.get_opt("a").await.unwrap().is_some(), "held");
+    assert!(default.get_opt("e").await.unwrap().is_some(), "held");
 
     let out = podline(kubeconfig.path())
         .args(["gc", "--finalizers"])
@@ -296,13 +301,21 @@ async fn gc_finalizers_releases_every_pod_in_scope_and_reports_the_count() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(
-        stdout.contains("3 pod(s) seen, finalizer podline.io/record removed from 2, 0 failed"),
+        stdout.contains(
+            "5 pod(s) seen, finalizers podline.io/record and podline.io/kfp-writer removed from 4, 0 failed"
+        ),
         "{stdout}"
     );
     assert!(
         default.get_opt("a").await.unwrap().is_none(),
         "released and gone"
     );
+    assert!(
+        default.get_opt("e").await.unwrap().is_none(),
+        "both finalizers removed, and gone"
+    );
+    let k = default.get("k").await.unwrap();
+    assert_eq!(k.metadata.finalizers.unwrap(), ["example.com/keep"]);
     let b = default.get("b").await.unwrap();
     assert_eq!(b.metadata.finalizers.unwrap(), ["example.com/keep"]);
     let other: Api<Pod> = Api::namespaced(kube.clone(), "kube-system");
@@ -342,6 +355,7 @@ fn help_documents_the_finalizer_flags() {
         "{record}"
     );
     assert!(record.contains("gc --finalizers"), "{record}");
+    assert!(record.contains("podline.io/kfp-writer"), "{record}");
     let run = help(&["run", "--help"]);
     assert!(
         run.contains("--finalizer") && run.contains("opt-in") || run.contains("Opt-in"),
@@ -349,6 +363,10 @@ fn help_documents_the_finalizer_flags() {
     );
     let gc = help(&["gc", "--help"]);
     assert!(gc.contains("--finalizers"), "{gc}");
+    assert!(
+        gc.contains("podline.io/record") && gc.contains("podline.io/kfp-writer"),
+        "{gc}"
+    );
 }
 
 /// SIGTERM of `podline run --finalizer`: the pod is deleted and held in Terminating, and the

@@ -70,3 +70,46 @@ pub(crate) fn slim(meta: &ObjectMeta) -> ObjectMeta {
         ..ObjectMeta::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    /// The finalizer worker decides a grace-0 release ([`ReleaseReason::Stopped`]) from the
+    /// slim metadata alone: without `deletionGracePeriodSeconds` such a pod would wait for the
+    /// safety valve.
+    #[test]
+    fn slim_keeps_what_a_release_decision_and_a_patch_need_and_nothing_else() {
+        let full = ObjectMeta {
+            namespace: Some("ns".to_owned()),
+            name: Some("p".to_owned()),
+            uid: Some("u".to_owned()),
+            resource_version: Some("7".to_owned()),
+            finalizers: Some(vec!["podline.io/record".to_owned()]),
+            deletion_timestamp: Some(Time(jiff::Timestamp::UNIX_EPOCH)),
+            deletion_grace_period_seconds: Some(0),
+            labels: Some([("a".to_owned(), "b".to_owned())].into()),
+            annotations: Some([("big".to_owned(), "x".repeat(1000))].into()),
+            generate_name: Some("p-".to_owned()),
+            ..ObjectMeta::default()
+        };
+        let kept = slim(&full);
+        assert_eq!(kept.deletion_grace_period_seconds, Some(0));
+        assert_eq!(kept.deletion_timestamp, full.deletion_timestamp);
+        assert_eq!(kept.finalizers, full.finalizers);
+        assert_eq!(
+            (
+                kept.namespace.as_deref(),
+                kept.name.as_deref(),
+                kept.uid.as_deref()
+            ),
+            (Some("ns"), Some("p"), Some("u"))
+        );
+        assert_eq!(kept.resource_version.as_deref(), Some("7"));
+        assert!(
+            kept.labels.is_none() && kept.annotations.is_none() && kept.generate_name.is_none()
+        );
+        assert_eq!(Ticket::new(&full, ReleaseReason::Stopped).uid(), "u");
+    }
+}

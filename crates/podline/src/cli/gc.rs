@@ -7,9 +7,10 @@
 //! clocks of the launcher's host and this one must agree within the grace. `podline record
 //! --reap` reaps continuously and measures on its own clock instead (immune to skew).
 //!
-//! `podline gc --finalizers` does something else: it removes the recorder's finalizer
-//! (podline.io/record) from every pod in the namespace(s), the safety valve when no `podline
-//! record --finalize` will run again (uninstalling), so no pod waits in Terminating for it.
+//! `podline gc --finalizers` does something else: it removes the recorders' finalizers
+//! (podline.io/record, and KFP mode's podline.io/kfp-writer) from every pod in the
+//! namespace(s), the safety valve when no `podline record --finalize` will run again
+//! (uninstalling), so no pod waits in Terminating for it.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -20,9 +21,10 @@ use crate::cli::reaper_flags::parse_duration;
 use crate::cli::{ClusterFlags, NamespaceFlag, Output, OutputFlag};
 
 const AFTER_HELP: &str = "\
-With --finalizers: instead of a reaper pass, remove the finalizer podline.io/record (set by
-`podline run --finalizer` and `podline record --finalize`) from every pod in the namespace
-(-n) or all namespaces (-A), and report how many pods were released. Run it after stopping
+With --finalizers: instead of a reaper pass, remove the finalizers podline.io/record (set by
+`podline run --finalizer` and `podline record --finalize`) and podline.io/kfp-writer (set by
+`podline record --kfp --finalize`) from every pod in the namespace (-n) or all namespaces
+(-A), and report how many pods were released. Other finalizers are left alone. Run it after stopping
 every `podline record --finalize` for good (uninstalling), or deleted pods wait in
 Terminating for a recorder that never comes. Needs list and patch on pods.
 
@@ -46,8 +48,8 @@ pub struct GcArgs {
     /// Time on top of a Lease's duration before it counts as expired.
     #[arg(long, value_name = "DURATION", default_value = "9s", value_parser = parse_duration)]
     pub grace: Duration,
-    /// Instead of reaping: remove the recorder's finalizer (podline.io/record) from every pod
-    /// in scope (see below).
+    /// Instead of reaping: remove the recorders' finalizers (podline.io/record and
+    /// podline.io/kfp-writer) from every pod in scope (see below).
     #[arg(long)]
     pub finalizers: bool,
     #[command(flatten)]
@@ -103,13 +105,13 @@ pub async fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
 /// What `gc --finalizers` did.
 #[derive(Debug, Default, serde::Serialize)]
 struct Released {
-    /// The finalizer removed.
-    finalizer: &'static str,
+    /// The finalizers removed.
+    finalizers: [&'static str; 2],
     /// Pods listed.
     pods: usize,
-    /// Pods the finalizer was removed from.
+    /// Pods a finalizer was removed from.
     released: usize,
-    /// Pods it could not be removed from (`namespace/name: error`).
+    /// Pods one could not be removed from (`namespace/name: error`).
     failed: Vec<String>,
 }
 
@@ -118,8 +120,8 @@ const RELEASE_CONCURRENCY: usize = 16;
 /// Attempts per pod for transient errors.
 const RELEASE_ATTEMPTS: u32 = 5;
 
-/// `gc --finalizers`: lists the pods' metadata (paged) and removes the finalizer from each that
-/// carries it, retrying transient errors.
+/// `gc --finalizers`: lists the pods' metadata (paged) and removes [`Released::finalizers`] from
+/// each that carries one, retrying transient errors.
 async fn release_all(
     client: kube::Client,
     namespace: Option<String>,
@@ -127,7 +129,7 @@ async fn release_all(
 ) -> anyhow::Result<ExitCode> {
     use futures::StreamExt as _;
     use k8s_openapi::api::core::v1::Pod;
-    use podline_client::finalizer::{RECORD_FINALIZER, Removed, has_finalizer, remove};
+    use podline_client::finalizer::{RECORD_FINALIZER, Removed, has_finalizer};
 
     let api: kube::Api<Pod> = match &namespace {
         Some(ns) => kube::Api::namespaced(client.clone(), ns),
@@ -135,7 +137,7 @@ async fn release_all(
     };
     let policy = podline_client::retry::RetryPolicy::default();
     let mut report = Released {
-        finalizer: RECORD_FINALIZER,
+        finalizers: [RECORD_FINALIZER, podline_mlmd::kfp::KFP_FINALIZER],
         ..Released::default()
     };
     let mut carrying = Vec::new();
@@ -163,13 +165,14 @@ async fn release_all(
             page.items
                 .into_iter()
                 .map(|p| p.metadata)
-                .filter(|m| has_finalizer(m, RECORD_FINALIZER)),
+                .filter(|m| report.finalizers.iter().any(|f| has_finalizer(m, f))),
         );
         token = page.metadata.continue_.filter(|t| !t.is_empty());
         if token.is_none() {
             break;
         }
     }
+    let finalizers = report.finalizers;
     let results: Vec<(String, Result<Removed, String>)> = futures::stream::iter(carrying)
         .map(|meta| {
             let client = client.clone();
@@ -179,19 +182,7 @@ async fn release_all(
                     meta.namespace.as_deref().unwrap_or_default(),
                     meta.name.as_deref().unwrap_or_default()
                 );
-                let mut delay = Duration::from_millis(100);
-                let mut attempt = 1;
-                let result = loop {
-                    match remove(&client, &meta, RECORD_FINALIZER).await {
-                        Ok(done) => break Ok(done),
-                        Err(err) if err.is_retryable() && attempt < RELEASE_ATTEMPTS => {
-                            tokio::time::sleep(delay).await;
-                            delay *= 2;
-                            attempt += 1;
-                        }
-                        Err(err) => break Err(podline_client::error::Chain(&err).to_string()),
-                    }
-                };
+                let result = release(&client, meta, finalizers).await;
                 (who, result)
             }
         })
@@ -210,9 +201,9 @@ async fn release_all(
         Output::Yaml => print!("{}", serde_saphyr::to_string(&report)?),
         Output::Table | Output::Wide => {
             println!(
-                "{} pod(s) seen, finalizer {} removed from {}, {} failed",
+                "{} pod(s) seen, finalizers {} removed from {}, {} failed",
                 report.pods,
-                report.finalizer,
+                report.finalizers.join(" and "),
                 report.released,
                 report.failed.len()
             );
@@ -226,4 +217,44 @@ async fn release_all(
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Removes each of `finalizers` that the pod `meta` describes carries, retrying transient
+/// errors: [`Removed::Removed`] if any was removed, [`Removed::Gone`] if the pod went first.
+async fn release(
+    client: &kube::Client,
+    mut meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    finalizers: [&'static str; 2],
+) -> Result<podline_client::finalizer::Removed, String> {
+    use podline_client::finalizer::{Removed, has_finalizer, remove};
+
+    let mut outcome = Removed::Absent;
+    for finalizer in finalizers {
+        if !has_finalizer(&meta, finalizer) {
+            continue;
+        }
+        let mut delay = Duration::from_millis(100);
+        let mut attempt = 1;
+        let removed = loop {
+            match remove(client, &meta, finalizer).await {
+                Ok(done) => break done,
+                Err(err) if err.is_retryable() && attempt < RELEASE_ATTEMPTS => {
+                    tokio::time::sleep(delay).await;
+                    delay = delay.saturating_mul(2);
+                    attempt += 1;
+                }
+                Err(err) => return Err(podline_client::error::Chain(&err).to_string()),
+            }
+        };
+        match removed {
+            Removed::Gone => return Ok(Removed::Gone),
+            Removed::Removed => outcome = Removed::Removed,
+            Removed::Absent => {}
+        }
+        // The next removal's index test must see this one's result: drop it locally.
+        if let Some(list) = meta.finalizers.as_mut() {
+            list.retain(|f| f != finalizer);
+        }
+    }
+    Ok(outcome)
 }

@@ -43,15 +43,16 @@ pub struct RecordArgs {
     /// With --reap: time on top of a Lease's duration before it counts as expired.
     #[arg(long, value_name = "DURATION", default_value = "9s", value_parser = crate::cli::reaper_flags::parse_duration)]
     pub reap_grace: std::time::Duration,
-    /// With --reap: time between two reaper passes.
+    /// With --reap: time between two reaper passes. A dead launcher's pods go within the Lease
+    /// duration + --reap-grace + two of these (one pass to see its last renewal, one to act).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::cli::reaper_flags::parse_period)]
     pub reap_every: std::time::Duration,
     /// Only record pods matching this label selector (e.g. "app=train,tier!=db").
     #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
     pub selector: Option<String>,
     /// Hold every pod this recorder records (its namespace(s) and -l) with the finalizer
-    /// podline.io/record, and remove it only once the pod's final state (phase, exit codes) is
-    /// committed: a pod deleted while no recorder runs waits in Terminating until a recorder
+    /// podline.io/record (podline.io/kfp-writer with --kfp, so both modes can hold the same
+    /// pod), and remove it only once the pod's final state (phase, exit codes) is committed: a pod deleted while no recorder runs waits in Terminating until a recorder
     /// records it, however long that takes (pods of `podline run --finalizer` carry it from
     /// their create). At each start the pods' metadata is listed once: pods in scope get the
     /// finalizer, pods waiting in Terminating are recorded and released, and pods outside -l
@@ -59,7 +60,7 @@ pub struct RecordArgs {
     /// release the first one's pods). A pod deleted that never reaches a final state (its node
     /// is gone) is released 2 minutes after its grace period, with what was recorded. Needs
     /// `patch` on pods (deploy/README.md). To uninstall: stop the recorders, then `podline gc
-    /// --finalizers -A`. Also PODLINE_FINALIZE=true.
+    /// --finalizers -A` (it removes both finalizers). Also PODLINE_FINALIZE=true.
     #[arg(long, env = "PODLINE_FINALIZE")]
     pub finalize: bool,
     /// Where to store records: a SQLite file path (or sqlite://PATH) or postgres://USER@HOST/DB.
