@@ -5,7 +5,7 @@ use axum::extract::Query;
 use axum::response::Html;
 use maud::html;
 
-use super::{Nav, PageError, layout, pod_href, run_href, time};
+use super::chrome::{Nav, PageError, layout, pod_href, run_href, time};
 use crate::params::FailureQuery;
 use crate::state::State;
 

@@ -8,7 +8,8 @@ use axum::response::Html;
 use jiff::Timestamp;
 use maud::{Markup, html};
 
-use super::{Nav, PageError, layout, run_href, svg, time};
+use super::chrome::{Nav, PageError, layout, run_href, time};
+use super::svg;
 use crate::load::load_pod;
 use crate::state::State;
 use crate::timeline::{Timeline, human};

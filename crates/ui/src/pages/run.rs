@@ -4,7 +4,8 @@ use axum::extract::Path;
 use axum::response::Html;
 use maud::html;
 
-use super::{Nav, PageError, layout, query_value, svg, time};
+use super::chrome::{Nav, PageError, layout, query_value, time};
+use super::svg;
 use crate::load::{MAX_RUN_PODS, load_run};
 use crate::state::State;
 use crate::timeline::human;

@@ -4,7 +4,7 @@ use axum::extract::Query;
 use axum::response::Html;
 use maud::html;
 
-use super::{Nav, PageError, layout, query_value, run_href, time};
+use super::chrome::{Nav, PageError, layout, query_value, run_href, time};
 use crate::load::list_runs;
 use crate::params::RunQuery;
 use crate::state::State;

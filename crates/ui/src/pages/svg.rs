@@ -4,7 +4,7 @@
 use jiff::{SignedDuration, Timestamp};
 use maud::{Markup, html};
 
-use super::pod_href;
+use super::chrome::{pod_href, time};
 use crate::timeline::{Bar, Timeline, human};
 
 const LABEL_WIDTH: f64 = 240.0;
@@ -109,6 +109,6 @@ pub(crate) fn details(bar: &Bar) -> String {
         let codes: Vec<String> = bar.exit_codes.iter().map(i32::to_string).collect();
         lines.push(format!("exit code: {}", codes.join(", ")));
     }
-    lines.push(format!("created: {}", super::time(Some(bar.start))));
+    lines.push(format!("created: {}", time(Some(bar.start))));
     lines.join("\n")
 }
