@@ -1,10 +1,10 @@
-//! The pod watch of a launch: one [`Feed`] loop turns a watch of pods into the latest
+//! The pod watch of a launch: one `Feed` loop turns a watch of pods into the latest
 //! [`PodState`] of each pod a task follows, on a `tokio::sync::watch` channel per pod.
 //!
 //! Awaiting start, following logs and awaiting completion all read that one channel, so a task
 //! costs no polling loop per stage. A feed watches either one pod ([`spawn`], field selector
 //! `metadata.name=<pod>`) or every pod podline launched in a namespace, shared by many tasks
-//! ([`SharedPodWatches`]); both route events with the same rules ([`Subscribers::route`]). The
+//! ([`SharedPodWatches`]); both route events with the same rules (`Subscribers::route`). The
 //! watch re-lists and resumes by itself (with backoff) when the connection breaks; only a pod
 //! that is really gone (deleted, or missing after a re-list) is reported as [`PodState::gone`].
 
@@ -121,7 +121,7 @@ enum Lifetime {
 }
 
 /// The one loop behind every pod watch of the launcher: reads the watch and routes each item to
-/// the channel of the pod it concerns ([`Subscribers::route`]).
+/// the channel of the pod it concerns (`Subscribers::route`).
 struct Feed {
     subscribers: Arc<Mutex<Subscribers>>,
     lifetime: Lifetime,

@@ -18,7 +18,7 @@
 //! was not terminal and on a node (the kubelet's final delete of a Pending pod, or a forced
 //! delete). Its state is final only because of the grace period, which the store does not keep,
 //! so [`settle`] would call it vanished once it is gone. Such a pod is therefore committed as
-//! deleted in the same transaction as its release ticket ([`stopped_deletions`]), before its
+//! deleted in the same transaction as its release ticket (`stopped_deletions`), before its
 //! finalizer comes off: the store never holds it live for a relist to miss.
 
 use std::collections::HashSet;

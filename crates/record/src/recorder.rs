@@ -2,8 +2,8 @@
 //!
 //! Two tasks, so the watch never waits on the disk:
 //! - the **watch task** reads [`podline_client::watch`] (list+watch that resumes, relists on 410,
-//!   bounds every wait by the client timeout), maps each pod with [`observe`](crate::observe) and
-//!   pushes it into the [queue](crate::queue) (coalesced per pod: see there for the backpressure
+//!   bounds every wait by the client timeout), maps each pod with [`observe`] and
+//!   pushes it into the queue (`queue.rs`; coalesced per pod: see there for the backpressure
 //!   choice); it also tells the queue how far the watch got (event and bookmark resourceVersions);
 //! - the **writer task** drains the queue every `linger` (10 ms, or as soon as `max_batch` pods are
 //!   pending) and applies one [`Batch`] per drain: the ops *and* the resume point they reach, in
@@ -14,7 +14,7 @@
 //! - while a relist is in progress (`Init` .. `InitDone`) the resume point does not move: a
 //!   half-stored list is not a position to resume from;
 //! - at `InitDone` the queue gets the set of uids the list returned; the writer compares it with
-//!   the store's live pods ([`reconcile`](crate::reconcile)) and writes the `Vanished` ops in the
+//!   the store's live pods ([`reconcile`]) and writes the `Vanished` ops in the
 //!   same transaction that moves the resume point to the list's resourceVersion (announced by the
 //!   `Connected` event of the watch that follows).
 //!

@@ -198,7 +198,7 @@ fn strip_scheme<'a>(value: &'a str, schemes: &[&str]) -> Option<&'a str> {
 ///
 /// Hidden as `***`: the password of `scheme://user:password@host` (everything between the first
 /// `:` of the userinfo and its last `@`, so an unencoded `@`, `/` or `?` in a password is hidden
-/// too), and the value of every secret-like parameter ([`is_secret_key`]: `password`,
+/// too), and the value of every secret-like parameter (`is_secret_key`: `password`,
 /// `sslpassword`, `token`, ... in any case, percent-encoded or not), both as URL query
 /// parameters (`?password=...&...`) and in libpq's keyword/value form (`password = '...'`).
 /// Over-hiding is preferred to leaking: an odd URL may show less than it could.

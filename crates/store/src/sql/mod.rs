@@ -68,7 +68,7 @@ const SQLITE_CACHE_KIB: u32 = 1024;
 
 impl PoolSettings {
     /// The settings [`crate::open`] uses for `backend`: the defaults, with SQLite's connections
-    /// capped at two (see [`SQLITE_WRITER_CONNECTIONS`]); read-only stores keep the default, for
+    /// capped at two (`SQLITE_WRITER_CONNECTIONS`); read-only stores keep the default, for
     /// concurrent readers.
     pub fn for_read_write(backend: Backend) -> Self {
         let defaults = Self::default();
