@@ -1,6 +1,9 @@
 //! Launch Kubernetes pods as tasks: idempotent create under 409 storms, await start, follow
 //! logs, report, clean up.
 //!
+//! Depends on podline-client only (the sim and testkit in its tests); it must not depend on the
+//! recorder, the store or the binary: flag names and exit messages are the binary's.
+//!
 //! This is the job of Airflow's KubernetesPodOperator, without its known failure modes
 //! (duplicate pods on retry, orphans after a kill, stalled or lossy logs, opaque failures).
 //!

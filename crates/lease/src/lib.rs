@@ -1,6 +1,9 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, so several replicas of the recorder can
 //! run for availability while only one of them writes.
 //!
+//! Depends on podline-client only (the sim and testkit in its tests); it knows nothing of what
+//! the leader does, so it must not depend on the recorder or the store.
+//!
 //! # How it works
 //! Every replica runs a [`LeaderElector`] on the same Lease with its own identity (its pod name).
 //! The loop is client-go's, written small: followers poll the Lease every `retry_period` and take

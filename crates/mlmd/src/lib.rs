@@ -1,6 +1,9 @@
 //! Kubeflow compatibility for podline: an ML Metadata (MLMD) gRPC client and
 //! a drop-in, correct replacement for Kubeflow Pipelines' v1 `metadata-writer`.
 //!
+//! Depends on podline-client (the watch) and podline-daemon (health, metrics); it must not
+//! depend on the SQL recorder or store (podline-record, podline-store).
+//!
 //! - [`client`]: [`MlmdClient`], a typed tonic client for the part of
 //!   `ml_metadata.MetadataStoreService` podline uses ([`proto`] holds the
 //!   hand-written wire messages, specified by `proto/mlmd_subset.proto`).

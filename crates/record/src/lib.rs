@@ -1,6 +1,9 @@
 //! The recorder: watches pods and writes their lifecycle into a store, losing no event and writing
 //! nothing twice.
 //!
+//! Depends on podline-client (the watch), podline-store (the records) and podline-daemon
+//! (health, metrics); it must not depend on the launcher, the sim or the binary.
+//!
 //! It is what Kubeflow's metadata-writer should have been: a list+watch that resumes from the last
 //! resourceVersion (never re-lists on a routine reconnect), a store write path that never makes
 //! the watch wait, and a resume point committed in the same transaction as the data it covers, so

@@ -1,6 +1,9 @@
 //! The pod lifecycle store: idempotent, monotonic records of what every pod did, in SQLite (the
 //! embedded default) or PostgreSQL (scale-out).
 //!
+//! Depends on no other podline crate and has no Kubernetes types: it must stay usable by the
+//! UI and queries without a cluster client.
+//!
 //! The recorder watches pods, maps each version into a [`PodObservation`] (this crate has no
 //! Kubernetes types) and writes [`Batch`]es through the [`Store`] trait. Queries (`podline runs`,
 //! `pods`, `show`) and the UI read [`PodRecord`]s and [`RunSummary`]s back.
