@@ -348,9 +348,19 @@ async fn a_watcher_that_falls_far_behind_catches_up_from_history_when_closing_is
                 Ok::<_, ()>((podline_sim::cluster::Write::Create(pod), ()))
             })
             .expect("write");
+        // The writes are synchronous: let the connections' own tasks (HTTP/2 PINGs, flow
+        // control) run now and then, as they would on a busy server. The test never reads
+        // `events` meanwhile, so the watcher still falls behind.
+        if i % 64 == 0 {
+            tokio::task::yield_now().await;
+        }
     }
     for i in 0..COUNT {
-        let event = next(&mut events).await;
+        let event = tokio::time::timeout(Duration::from_secs(5), events.try_next())
+            .await
+            .unwrap_or_else(|_| panic!("event {i} not within 5 s"))
+            .expect("no stream error")
+            .expect("the stream is still open");
         assert!(
             matches!(event, WatchEvent::Added(_)),
             "event {i}: expected ADDED, got {event:?}"
