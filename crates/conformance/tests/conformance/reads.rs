@@ -229,3 +229,57 @@ async fn discovery_lists_storage_version_hashes() {
         "gqkMMb/YqFM="
     );
 }
+
+/// `/version` is kube-apiserver 1.32's `version.Info`: major `1`, minor `32`, a `gitVersion` of
+/// `v1.32.<patch>` (with any build metadata a distribution adds), and exactly its nine fields
+/// (the emulation and min-compatibility fields came with 1.33). `kubectl version` reads it.
+#[tokio::test]
+async fn version_is_kube_apiserver_1_32s_version_info() {
+    let t = Target::new().await;
+    let r = t.get("/version").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.content_type().starts_with("application/json"), "{r:?}");
+    let info = r.json();
+    let mut keys: Vec<&str> = info
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "buildDate",
+            "compiler",
+            "gitCommit",
+            "gitTreeState",
+            "gitVersion",
+            "goVersion",
+            "major",
+            "minor",
+            "platform"
+        ],
+        "{info}"
+    );
+    assert_eq!(info["major"], "1", "{info}");
+    assert_eq!(info["minor"], "32", "{info}");
+    let git_version = info["gitVersion"].as_str().expect("gitVersion");
+    assert!(git_version.starts_with("v1.32."), "{git_version}");
+    assert!(
+        info["goVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("go1.23")),
+        "1.32 is built with Go 1.23: {info}"
+    );
+
+    let out = t.kubectl(&["version", "-o", "json"]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&out.stdout).expect("kubectl version -o json");
+    assert_eq!(printed["serverVersion"]["gitVersion"], git_version);
+    assert_eq!(printed["serverVersion"]["minor"], "32");
+}

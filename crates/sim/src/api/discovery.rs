@@ -7,11 +7,13 @@ use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-/// The Kubernetes version the sim reports.
-pub const KUBE_VERSION: (&str, &str) = ("1", "33");
+/// The Kubernetes version the sim reports: the kube-apiserver release it answers like.
+pub const KUBE_VERSION: (&str, &str) = ("1", "32");
 
 /// The `gitVersion` the sim reports (`/version`, and the OpenAPI documents' `info.version`).
-pub(crate) const GIT_VERSION: &str = "v1.33.0-podline-sim";
+/// The sim's name is semver build metadata (as in k3s's `v1.32.4+k3s1`), not a pre-release tag,
+/// so a client comparing versions (`>= 1.32.0`) sees 1.32.4 itself.
+pub(crate) const GIT_VERSION: &str = "v1.32.4+podline-sim";
 
 const ALL_VERBS: [&str; 8] = [
     "create",
@@ -79,7 +81,8 @@ pub async fn ok() -> &'static str {
     "ok"
 }
 
-/// `/version`.
+/// `/version`: kube-apiserver 1.32's `version.Info`, which has no emulation or
+/// min-compatibility fields (those came with 1.33).
 pub async fn version() -> Json<Value> {
     Json(json!({
         "major": KUBE_VERSION.0,
@@ -88,11 +91,9 @@ pub async fn version() -> Json<Value> {
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",
-        "goVersion": "go1.24.0",
+        "goVersion": "go1.23.8",
         "compiler": "gc",
         "platform": "linux/amd64",
-        "emulationMajor": KUBE_VERSION.0,
-        "emulationMinor": KUBE_VERSION.1,
     }))
 }
 

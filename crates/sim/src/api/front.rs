@@ -1,4 +1,4 @@
-//! What every request passes before the handlers: the health probes (served without a token),
+//! What every request passes before the handlers: the public paths (served without a token),
 //! bearer authentication, and the classification that attaches each request's [`RequestInfo`],
 //! counts resource requests and audits them. [`crate::app`] layers these outermost, the fault
 //! layer between them and the handlers.
@@ -16,9 +16,12 @@ use super::state::AppState;
 use crate::audit::{AuditEntry, StoredName};
 use crate::status::ApiError;
 
-/// `/healthz`, `/livez` and `/readyz`: always ok, outside authentication.
+/// `/healthz`, `/livez`, `/readyz` (always ok) and `/version`, outside authentication: what
+/// kube-apiserver's `system:public-info-viewer` role lets anyone read, so a probe or a
+/// `kubectl version` without credentials gets an answer.
 pub(crate) fn probes() -> Router<AppState> {
     Router::new()
+        .route("/version", get(discovery::version))
         .route("/healthz", get(discovery::ok))
         .route("/livez", get(discovery::ok))
         .route("/readyz", get(discovery::ok))

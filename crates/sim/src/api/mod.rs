@@ -50,11 +50,11 @@ pub use state::{
 };
 pub(crate) use table::negotiate;
 
-/// The API's handlers, without middleware: discovery, OpenAPI, the `/_sim` control endpoints
+/// The API's handlers, without middleware: discovery (`/version` is public, in
+/// [`probes`]), OpenAPI, the `/_sim` control endpoints
 /// and, for every other path, the resource dispatcher (see [`crate::app`] for what wraps them).
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
-        .route("/version", get(discovery::version))
         .route("/api", get(discovery::api_versions))
         .route("/api/v1", get(discovery::core_v1))
         .route("/apis", get(discovery::api_groups))

@@ -166,7 +166,7 @@ async fn malformed_json_is_400_a_wrong_content_type_415_a_wrong_verb_405() {
 }
 
 #[tokio::test]
-async fn requests_without_the_right_bearer_token_are_401() {
+async fn requests_without_the_right_bearer_token_are_401_except_health_and_version() {
     let sim = sim_without_kubelet().await;
     let r = raw_with(&sim, Method::GET, PODS, None, "", None).await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
@@ -175,6 +175,16 @@ async fn requests_without_the_right_bearer_token_are_401() {
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     let r = raw_with(&sim, Method::GET, "/healthz", None, "", None).await;
     assert_eq!(r.status, StatusCode::OK, "health checks need no token");
+    // kube-apiserver's system:public-info-viewer lets anyone read /version; discovery is not.
+    let r = raw_with(&sim, Method::GET, "/version", None, "", None).await;
+    assert_eq!(r.status, StatusCode::OK, "/version needs no token");
+    assert_eq!(r.json()["minor"], "32");
+    let r = raw_with(&sim, Method::GET, "/api", None, "", None).await;
+    assert_eq!(
+        r.status,
+        StatusCode::UNAUTHORIZED,
+        "discovery needs a token"
+    );
     sim.shutdown().await;
 }
 
