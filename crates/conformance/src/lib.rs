@@ -72,6 +72,10 @@ pub struct Target {
     sim: Option<Sim>,
     /// The kubeconfig kubectl is given: the cluster's, or a file written for the sim.
     kubeconfig: Kubeconfig,
+    /// The cluster's client configuration, for the namespace's deletion on drop: that needs a
+    /// client of its own, since `client`'s connection tasks run on the test's runtime, which is
+    /// blocked while drop waits.
+    cluster_config: Option<kube::Config>,
 }
 
 /// Where a [`Target`]'s kubeconfig is, for kubectl.
@@ -128,23 +132,36 @@ impl Target {
 
     /// Like [`Target::new`], with this sim configuration when no cluster is given.
     pub async fn with_sim_config(config: SimConfig) -> Target {
-        let (client, kind, sim, kubeconfig) = match std::env::var_os(KUBECONFIG_ENV) {
+        let (client, kind, sim, kubeconfig, cluster_config) = match std::env::var_os(KUBECONFIG_ENV)
+        {
             Some(path) => {
                 let kubeconfig = kube::config::Kubeconfig::read_from(&path)
                     .unwrap_or_else(|e| panic!("{KUBECONFIG_ENV}={path:?}: {e}"));
                 let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
                     .await
                     .unwrap_or_else(|e| panic!("{KUBECONFIG_ENV}={path:?}: {e}"));
-                let client = kube::Client::try_from(config)
+                let client = kube::Client::try_from(config.clone())
                     .unwrap_or_else(|e| panic!("cannot build a client: {e}"));
                 let path = std::path::PathBuf::from(&path);
-                (client, TargetKind::Cluster, None, Kubeconfig::Path(path))
+                (
+                    client,
+                    TargetKind::Cluster,
+                    None,
+                    Kubeconfig::Path(path),
+                    Some(config),
+                )
             }
             None => {
                 let sim = podline_testkit::start_sim(config).await;
                 let client = podline_testkit::client(&sim).await;
                 let file = podline_testkit::kubeconfig_file(&sim);
-                (client, TargetKind::Sim, Some(sim), Kubeconfig::Temp(file))
+                (
+                    client,
+                    TargetKind::Sim,
+                    Some(sim),
+                    Kubeconfig::Temp(file),
+                    None,
+                )
             }
         };
         let namespace = format!("podline-conformance-{:08x}", rand::random::<u32>());
@@ -166,6 +183,7 @@ impl Target {
             kind,
             sim,
             kubeconfig,
+            cluster_config,
         }
     }
 
@@ -334,10 +352,9 @@ impl Drop for Target {
     /// Deletes the test's namespace on a cluster (a sim simply stops). Runs on a thread of its own
     /// because drop can't await and the test's runtime may be shutting down.
     fn drop(&mut self) {
-        if self.kind != TargetKind::Cluster {
+        let Some(config) = self.cluster_config.clone() else {
             return;
-        }
-        let client = self.client.clone();
+        };
         let namespace = self.namespace.clone();
         let joined = std::thread::spawn(move || {
             let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
@@ -348,6 +365,13 @@ impl Drop for Target {
                 return;
             };
             runtime.block_on(async move {
+                let client = match kube::Client::try_from(config) {
+                    Ok(client) => client,
+                    Err(err) => {
+                        eprintln!("cannot delete namespace {namespace}: {err}");
+                        return;
+                    }
+                };
                 let namespaces: Api<Namespace> = Api::all(client);
                 if let Err(err) = namespaces
                     .delete(&namespace, &DeleteParams::default())

@@ -56,6 +56,7 @@ pub mod kubelet;
 pub mod logs;
 pub mod server;
 mod status;
+mod version;
 
 pub use api::{AppState, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_REQUEST_BODY};
 pub use app::app;

@@ -198,8 +198,8 @@ async fn a_garbage_continue_token_is_bad_request_invalid_continue_token() {
 
 /// Discovery gives each top-level resource its `storageVersionHash` (base64 of the first 8
 /// bytes of the SHA-256 of `<group>/<version>/<Kind>`, so it is the same on every 1.32 server):
-/// pods `xPOwRZ+Yhw8=`, namespaces `Q3oi5N2YM8M=`, leases `gqkMMb/YqFM=`; subresources have
-/// none.
+/// pods `xPOwRZ+Yhw8=`, namespaces `Q3oi5N2YM8M=`, nodes `XwShjMxG9Fs=`, leases
+/// `gqkMMb/YqFM=`; subresources have none.
 #[tokio::test]
 async fn discovery_lists_storage_version_hashes() {
     let t = Target::new().await;
@@ -223,6 +223,7 @@ async fn discovery_lists_storage_version_hashes() {
             .get("storageVersionHash")
             .is_none()
     );
+    assert_eq!(find(&core, "nodes")["storageVersionHash"], "XwShjMxG9Fs=");
     let coordination = t.get("/apis/coordination.k8s.io/v1").await.json();
     assert_eq!(
         find(&coordination, "leases")["storageVersionHash"],
@@ -282,4 +283,84 @@ async fn version_is_kube_apiserver_1_32s_version_info() {
     let printed: Value = serde_json::from_slice(&out.stdout).expect("kubectl version -o json");
     assert_eq!(printed["serverVersion"]["gitVersion"], git_version);
     assert_eq!(printed["serverVersion"]["minor"], "32");
+}
+
+/// A cluster with a kubelet lists its nodes (cluster-scoped, short name `no`): at least one is
+/// Ready, reports its kubelet's version and an InternalIP, and as a Table has kubectl's node
+/// columns (Name, Status, Roles, Age, Version; Internal-IP, External-IP, OS-Image,
+/// Kernel-Version, Container-Runtime at priority 1).
+#[tokio::test]
+async fn nodes_are_listed_ready_with_kubectls_node_columns() {
+    let t = Target::new().await;
+    let core = t.get("/api/v1").await.json();
+    let nodes_resource = core["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["name"] == "nodes")
+        .cloned()
+        .unwrap_or_else(|| panic!("nodes in {core}"));
+    assert_eq!(nodes_resource["namespaced"], false);
+    assert_eq!(nodes_resource["kind"], "Node");
+    assert_eq!(nodes_resource["shortNames"], serde_json::json!(["no"]));
+
+    let list = t.get("/api/v1/nodes").await;
+    assert_eq!(list.status, 200, "{}", list.text());
+    let list = list.json();
+    assert_eq!(list["kind"], "NodeList");
+    let items = list["items"].as_array().expect("items");
+    let ready = items
+        .iter()
+        .find(|node| {
+            node["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+        })
+        .unwrap_or_else(|| panic!("no Ready node in {list}"));
+    let name = ready["metadata"]["name"].as_str().expect("a name");
+    assert!(
+        ready["status"]["nodeInfo"]["kubeletVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("v1.")),
+        "{ready}"
+    );
+    assert!(
+        ready["status"]["addresses"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|a| a["type"] == "InternalIP")),
+        "{ready}"
+    );
+    let node = t.get(&format!("/api/v1/nodes/{name}")).await;
+    assert_eq!(node.status, 200, "{}", node.text());
+    assert_eq!(node.json()["kind"], "Node");
+
+    let table = get_as(&t, "/api/v1/nodes", TABLE).await;
+    assert_eq!(
+        column_names(&table),
+        [
+            "Name",
+            "Status",
+            "Roles",
+            "Age",
+            "Version",
+            "Internal-IP",
+            "External-IP",
+            "OS-Image",
+            "Kernel-Version",
+            "Container-Runtime"
+        ]
+    );
+    let row = table["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["cells"][0] == name)
+        .unwrap_or_else(|| panic!("{name} in {table}"));
+    assert!(
+        row["cells"][1]
+            .as_str()
+            .is_some_and(|s| s.starts_with("Ready")),
+        "{row}"
+    );
 }

@@ -7,13 +7,7 @@ use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-/// The Kubernetes version the sim reports: the kube-apiserver release it answers like.
-pub const KUBE_VERSION: (&str, &str) = ("1", "32");
-
-/// The `gitVersion` the sim reports (`/version`, and the OpenAPI documents' `info.version`).
-/// The sim's name is semver build metadata (as in k3s's `v1.32.4+k3s1`), not a pre-release tag,
-/// so a client comparing versions (`>= 1.32.0`) sees 1.32.4 itself.
-pub(crate) const GIT_VERSION: &str = "v1.32.4+podline-sim";
+use crate::version::{GIT_VERSION, GO_VERSION, KUBE_VERSION};
 
 const ALL_VERBS: [&str; 8] = [
     "create",
@@ -71,6 +65,7 @@ fn storage_version_hash(resource: &str) -> Option<&'static str> {
         "namespaces" => "Q3oi5N2YM8M=",
         "events" => "r2yiGXH7wu8=",
         "leases" => "gqkMMb/YqFM=",
+        "nodes" => "XwShjMxG9Fs=",
         "workflowtaskresults" => "h+8WuvWnY6I=",
         _ => return None,
     })
@@ -91,7 +86,7 @@ pub async fn version() -> Json<Value> {
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",
-        "goVersion": "go1.23.8",
+        "goVersion": GO_VERSION,
         "compiler": "gc",
         "platform": "linux/amd64",
     }))
@@ -117,6 +112,8 @@ pub async fn core_v1() -> Json<Value> {
             resource("namespaces", "namespace", false, "Namespace", &["create", "delete", "get", "list", "patch", "update", "watch"], &["ns"]),
             resource("namespaces/finalize", "", false, "Namespace", &["update"], &[]),
             resource("namespaces/status", "", false, "Namespace", &["get", "patch", "update"], &[]),
+            resource("nodes", "node", false, "Node", &ALL_VERBS, &["no"]),
+            resource("nodes/status", "", false, "Node", &["get", "patch", "update"], &[]),
             resource("pods", "pod", true, "Pod", &ALL_VERBS, &["po"]),
             resource("pods/binding", "", true, "Binding", &["create"], &[]),
             eviction_subresource(),
@@ -192,15 +189,4 @@ pub async fn group_version(Path((group, version)): Path<(String, String)>) -> Re
         "resources": resources,
     }))
     .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_git_version_is_the_reported_version() {
-        let prefix = format!("v{}.{}.", KUBE_VERSION.0, KUBE_VERSION.1);
-        assert!(GIT_VERSION.starts_with(&prefix), "{GIT_VERSION}");
-    }
 }

@@ -2,7 +2,7 @@
 //! rules (defaults and validation on create, what an update may change).
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceStatus, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceStatus, Node, Pod};
 
 use super::part::Part;
 use super::validation::{Causes, validate_meta};
@@ -82,6 +82,26 @@ impl ApiKind for Namespace {
             ..NamespaceStatus::default()
         });
         causes
+    }
+    fn admit_update(&mut self, old: &Self, part: Part) -> Causes {
+        match part {
+            Part::Main => self.status.clone_from(&old.status),
+            Part::Status => self.spec.clone_from(&old.spec),
+        }
+        let mut causes = Causes::default();
+        validate_meta(&mut causes, self.meta());
+        causes
+    }
+}
+
+/// Nodes: the simulated kubelet registers its own; anyone may add, update or delete others,
+/// as on a cluster (no kubelet runs their pods). A main-resource write keeps the status and a
+/// status write keeps the spec, as kube-apiserver's node strategy does.
+impl ApiKind for Node {
+    const GROUP: &'static str = "";
+    const HAS_STATUS: bool = true;
+    fn table(cluster: &Cluster) -> &Table<Self> {
+        cluster.node_table()
     }
     fn admit_update(&mut self, old: &Self, part: Part) -> Causes {
         match part {

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
 use serde_json::json;
 
@@ -44,6 +44,7 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
         ("", "v1", "pods") => handle::<Pod>(state, info, req).await,
         ("", "v1", "namespaces") => handle::<Namespace>(state, info, req).await,
         ("", "v1", "events") => handle::<Event>(state, info, req).await,
+        ("", "v1", "nodes") => handle::<Node>(state, info, req).await,
         ("", "v1", "bindings") => legacy_binding(state, info, req).await,
         ("coordination.k8s.io", "v1", "leases") => handle::<Lease>(state, info, req).await,
         ("argoproj.io", "v1alpha1", "workflowtaskresults") => {

@@ -204,6 +204,7 @@ fn column(name: &str, format: &str, description: &str, priority: u32) -> Value {
 }
 
 const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+const NODE_ADDRESSES_DOC: &str = "List of addresses reachable to the node. Queried from cloud provider, if available. More info: https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field is declared as mergeable, but the merge key is not sufficiently unique, which can cause data corruption when it is merged. Callers should instead use a full-replacement patch. See https://pr.k8s.io/79391 for an example. Consumers should assume that addresses can change during the lifetime of a Node. However, there are some exceptions where this may not be possible, such as Pods that inherit a Node's address in its own status or consumers of the downward API (status.hostIP).";
 const CREATED_DOC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
 fn columns(kind: &str) -> Vec<Value> {
@@ -259,6 +260,33 @@ fn columns(kind: &str) -> Vec<Value> {
             column("Status", "", "The status of the namespace", 0),
             column("Age", "", CREATED_DOC, 0),
         ],
+        "Node" => vec![
+            column("Name", "name", NAME_DOC, 0),
+            column("Status", "", "The status of the node", 0),
+            column("Roles", "", "The roles of the node", 0),
+            column("Age", "", CREATED_DOC, 0),
+            column("Version", "", "Kubelet Version reported by the node.", 0),
+            column("Internal-IP", "", NODE_ADDRESSES_DOC, 1),
+            column("External-IP", "", NODE_ADDRESSES_DOC, 1),
+            column(
+                "OS-Image",
+                "",
+                "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+                1,
+            ),
+            column(
+                "Kernel-Version",
+                "",
+                "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+                1,
+            ),
+            column(
+                "Container-Runtime",
+                "",
+                "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
+                1,
+            ),
+        ],
         "Lease" => vec![
             column("Name", "name", NAME_DOC, 0),
             column(
@@ -282,6 +310,7 @@ fn cells(kind: &str, object: &Value, now: Timestamp) -> Vec<Value> {
     let age = json!(age(created, now));
     match kind {
         "Pod" => pod_cells(object, name, age, now),
+        "Node" => node_cells(object, name, age),
         "Namespace" => vec![
             name,
             json!(object["status"]["phase"].as_str().unwrap_or_default()),
@@ -350,6 +379,76 @@ fn or_none(value: &Value) -> Value {
         Some(s) if !s.is_empty() => json!(s),
         _ => json!("<none>"),
     }
+}
+
+/// kubectl's node columns, computed the way its node printer does: the Ready condition as
+/// `Ready`/`NotReady` (`Unknown` without one) plus `SchedulingDisabled` when cordoned, the
+/// roles from `node-role.kubernetes.io/<role>` and `kubernetes.io/role` labels.
+fn node_cells(node: &Value, name: Value, age: Value) -> Vec<Value> {
+    let empty = Vec::new();
+    let conditions = node["status"]["conditions"].as_array().unwrap_or(&empty);
+    let mut status: Vec<&str> = conditions
+        .iter()
+        .filter(|c| c["type"] == "Ready")
+        .take(1)
+        .map(|c| {
+            if c["status"] == "True" {
+                "Ready"
+            } else {
+                "NotReady"
+            }
+        })
+        .collect();
+    if status.is_empty() {
+        status.push("Unknown");
+    }
+    if node["spec"]["unschedulable"] == true {
+        status.push("SchedulingDisabled");
+    }
+    let mut roles = std::collections::BTreeSet::new();
+    if let Some(labels) = node["metadata"]["labels"].as_object() {
+        for (key, value) in labels {
+            if let Some(role) = key.strip_prefix("node-role.kubernetes.io/")
+                && !role.is_empty()
+            {
+                roles.insert(role.to_owned());
+            } else if key == "kubernetes.io/role"
+                && let Some(role) = value.as_str()
+                && !role.is_empty()
+            {
+                roles.insert(role.to_owned());
+            }
+        }
+    }
+    let roles = if roles.is_empty() {
+        "<none>".to_owned()
+    } else {
+        roles.into_iter().collect::<Vec<_>>().join(",")
+    };
+    let info = &node["status"]["nodeInfo"];
+    let address = |kind: &str| {
+        node["status"]["addresses"]
+            .as_array()
+            .and_then(|all| all.iter().find(|a| a["type"] == kind))
+            .and_then(|a| a["address"].as_str())
+            .map_or_else(|| json!("<none>"), |ip| json!(ip))
+    };
+    let or_unknown = |value: &Value| match value.as_str() {
+        Some(s) if !s.is_empty() => json!(s),
+        _ => json!("<unknown>"),
+    };
+    vec![
+        name,
+        json!(status.join(",")),
+        json!(roles),
+        age,
+        json!(info["kubeletVersion"].as_str().unwrap_or_default()),
+        address("InternalIP"),
+        address("ExternalIP"),
+        or_unknown(&info["osImage"]),
+        or_unknown(&info["kernelVersion"]),
+        or_unknown(&info["containerRuntimeVersion"]),
+    ]
 }
 
 /// kubectl's pod columns, computed the way its pod printer does.

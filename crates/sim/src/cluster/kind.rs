@@ -2,7 +2,7 @@
 //! [`GenericObject`], the schemaless object used for custom resources (workflowtaskresults).
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -130,6 +130,34 @@ impl Kind for Namespace {
                     .as_ref()
                     .and_then(|s| s.phase.clone())
                     .unwrap_or_default(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+impl Kind for Node {
+    const KIND: &'static str = "Node";
+    const LIST_KIND: &'static str = "NodeList";
+    const API_VERSION: &'static str = "v1";
+    const RESOURCE: &'static str = "nodes";
+    const NAMESPACED: bool = false;
+    const FIELDS: &'static [&'static str] = &["metadata.name", "spec.unschedulable"];
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+    fn field(&self, field: &str) -> Option<String> {
+        match field {
+            "metadata.name" => Some(self.metadata.name.clone().unwrap_or_default()),
+            "spec.unschedulable" => Some(
+                self.spec
+                    .as_ref()
+                    .and_then(|s| s.unschedulable)
+                    .unwrap_or(false)
+                    .to_string(),
             ),
             _ => None,
         }

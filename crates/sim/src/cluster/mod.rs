@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceStatus, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceStatus, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use tokio::sync::broadcast;
 
@@ -137,6 +137,7 @@ struct Inner {
     namespaces: Table<Namespace>,
     events: Table<Event>,
     leases: Table<Lease>,
+    nodes: Table<Node>,
     workflow_task_results: Table<WorkflowTaskResult>,
     pod_changes: broadcast::Sender<PodChange>,
     truth: Mutex<GroundTruth>,
@@ -172,6 +173,7 @@ impl Cluster {
                 namespaces: Table::new(clock.clone(), history, SMALL_RING),
                 events: Table::new(clock.clone(), history, POD_RING),
                 leases: Table::new(clock.clone(), history, SMALL_RING),
+                nodes: Table::new(clock.clone(), history, SMALL_RING),
                 workflow_task_results: Table::new(clock.clone(), history, SMALL_RING),
                 clock,
                 pod_changes,
@@ -280,6 +282,10 @@ impl Cluster {
     pub fn lease_table(&self) -> &Table<Lease> {
         &self.inner.leases
     }
+    /// The nodes table (the simulated kubelet registers its node there).
+    pub fn node_table(&self) -> &Table<Node> {
+        &self.inner.nodes
+    }
     /// The workflowtaskresults table.
     pub fn workflow_task_result_table(&self) -> &Table<WorkflowTaskResult> {
         &self.inner.workflow_task_results
@@ -291,6 +297,7 @@ impl Cluster {
         self.inner.namespaces.prune_history();
         self.inner.events.prune_history();
         self.inner.leases.prune_history();
+        self.inner.nodes.prune_history();
         self.inner.workflow_task_results.prune_history();
     }
 
@@ -315,6 +322,7 @@ impl Cluster {
         self.inner.namespaces.compact();
         self.inner.events.compact();
         self.inner.leases.compact();
+        self.inner.nodes.compact();
         self.inner.workflow_task_results.compact();
     }
 

@@ -37,6 +37,7 @@
 mod config;
 mod exec;
 mod image;
+mod node;
 mod pod;
 mod script;
 mod status;
@@ -69,9 +70,11 @@ use pod::{Ctx, Effect, Input, PodWork, TimerKind};
 pub struct Kubelet;
 
 impl Kubelet {
-    /// Starts the kubelet on the current tokio runtime; it runs until the handle is shut down
-    /// or dropped. Pods that exist already are picked up too.
+    /// Registers its Node (see `node.rs`) and starts the kubelet on the current tokio runtime;
+    /// it runs until the handle is shut down or dropped. Pods that exist already are picked up
+    /// too.
     pub fn spawn(cluster: Cluster, cfg: KubeletConfig) -> KubeletHandle {
+        node::register(&cluster, &cfg.node_name);
         let changes = cluster.subscribe_pods();
         let (stop_tx, stop_rx) = oneshot::channel();
         let driver = Driver::new(cluster, cfg);

@@ -278,6 +278,61 @@ async fn kubectl_get_pods_prints_the_server_side_table_columns() {
     sim.shutdown().await;
 }
 
+/// The kubelet registers its node, so `kubectl get nodes` prints kubectl's node columns (Name,
+/// Status, Roles, Age, Version; `-o wide` adds the IPs, OS image, kernel and runtime) with the
+/// node Ready; `kubectl cordon` makes it `Ready,SchedulingDisabled`; a sim without a kubelet,
+/// like a control plane without nodes, lists none.
+#[tokio::test]
+async fn kubectl_get_nodes_lists_the_kubelets_ready_node() {
+    let sim = podline_testkit::start_sim(SimConfig::default()).await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let node = podline_sim::KubeletConfig::default().node_name;
+    let out = ok(&kubectl(kc.path(), &["get", "nodes"]).await);
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+        "{out}"
+    );
+    let row: Vec<&str> = lines.next().expect("a row").split_whitespace().collect();
+    assert_eq!(
+        [row[0], row[1], row[2], row[4]],
+        [node.as_str(), "Ready", "<none>", "v1.32.4+podline-sim"],
+        "{out}"
+    );
+    let wide = ok(&kubectl(kc.path(), &["get", "nodes", "-o", "wide"]).await);
+    let header = wide.lines().next().expect("a header");
+    for column in [
+        "INTERNAL-IP",
+        "EXTERNAL-IP",
+        "OS-IMAGE",
+        "KERNEL-VERSION",
+        "CONTAINER-RUNTIME",
+    ] {
+        assert!(header.contains(column), "{column} in {wide}");
+    }
+    let row = wide.lines().nth(1).expect("a row");
+    assert!(
+        row.contains("172.18.0.2") && row.contains("podline-sim://"),
+        "{wide}"
+    );
+    ok(&kubectl(kc.path(), &["cordon", &node]).await);
+    let out = ok(&kubectl(kc.path(), &["get", "node", &node, "--no-headers"]).await);
+    assert!(out.contains("Ready,SchedulingDisabled"), "{out}");
+    sim.shutdown().await;
+
+    let bare = https_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&bare);
+    let out = kubectl(kc.path(), &["get", "nodes"]).await;
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("No resources found"),
+        "{out:?}"
+    );
+    bare.shutdown().await;
+}
+
 /// `kubectl apply --server-side` creates a pod, re-applies a change of its own field, and is
 /// refused with kube's conflict message when another manager owns the field, until forced, all
 /// with kubectl's default validation (the sim's OpenAPI documents tell it the server validates).

@@ -97,6 +97,16 @@ const CORE: &[Resource] = &[
     Resource {
         group: "",
         version: "v1",
+        kind: "Node",
+        plural: "nodes",
+        namespaced: false,
+        schema: "io.k8s.api.core.v1.Node",
+        verbs: ALL,
+        subresources: &[STATUS],
+    },
+    Resource {
+        group: "",
+        version: "v1",
         kind: "Event",
         plural: "events",
         namespaced: true,
@@ -140,7 +150,7 @@ const ARGO: &[Resource] = &[Resource {
 
 /// The documents: (file name, document) for each group version.
 pub fn documents() -> Vec<(&'static str, Value)> {
-    let kube_version = super::super::discovery::GIT_VERSION;
+    let kube_version = crate::version::GIT_VERSION;
     let core = core_schemas();
     let coordination = coordination_schemas();
     let argo = argo_schemas();
@@ -200,7 +210,7 @@ fn generator() -> SchemaGenerator {
 }
 
 fn core_schemas() -> Map<String, Value> {
-    use k8s_openapi::api::core::v1::{Binding, Event, Namespace, Pod};
+    use k8s_openapi::api::core::v1::{Binding, Event, Namespace, Node, Pod};
     use k8s_openapi::api::policy::v1::Eviction;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
         APIResourceList, DeleteOptions, Patch, Status, WatchEvent,
@@ -208,6 +218,7 @@ fn core_schemas() -> Map<String, Value> {
     let mut g = generator();
     g.subschema_for::<Pod>();
     g.subschema_for::<Namespace>();
+    g.subschema_for::<Node>();
     g.subschema_for::<Event>();
     g.subschema_for::<Binding>();
     g.subschema_for::<Eviction>();
@@ -225,6 +236,7 @@ fn core_schemas() -> Map<String, Value> {
             "Namespace objects",
         ),
         ("EventList", "io.k8s.api.core.v1.Event", "events"),
+        ("NodeList", "io.k8s.api.core.v1.Node", "Node objects"),
     ] {
         schemas.insert(
             format!("io.k8s.api.core.v1.{list}"),

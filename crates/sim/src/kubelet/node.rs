@@ -1,0 +1,218 @@
+//! The Node object the simulated kubelet registers, as a real kubelet does when it starts
+//! (`registerWithAPIServer`): its name, the well-known labels, a Ready condition and the system
+//! info `kubectl get nodes -o wide` prints. So `kubectl get nodes`, `kubectl describe node` and
+//! a client that picks a node to bind to (the conformance suite against an external sim) see
+//! one, where a sim without a kubelet, like a control plane without nodes, lists none.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
+    NodeSystemInfo,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::status::HOST_IP;
+use crate::cluster::{Cluster, Write, now_time};
+use crate::version::GIT_VERSION;
+
+/// What the node says it has, in the units a kubelet reports them in.
+const CAPACITY: [(&str, &str); 6] = [
+    ("cpu", "8"),
+    ("ephemeral-storage", "104857600Ki"),
+    ("hugepages-1Gi", "0"),
+    ("hugepages-2Mi", "0"),
+    ("memory", "16777216Ki"),
+    ("pods", "110"),
+];
+
+/// Registers the node named `node_name` unless it exists (a kubelet restarted on the same
+/// cluster finds its node registered, as a real one does).
+pub(crate) fn register(cluster: &Cluster, node_name: &str) {
+    let node = node(node_name);
+    // A node that exists already is kept: `Write::Unchanged`, so this cannot fail.
+    let _ = cluster.node_table().write(
+        (String::new(), node_name.to_owned()),
+        |current| -> Result<_, std::convert::Infallible> {
+            Ok(match current {
+                Some(_) => (Write::Unchanged, ()),
+                None => (Write::Create(node), ()),
+            })
+        },
+        |_, _| {},
+    );
+}
+
+/// The Node object of a freshly registered, ready node.
+fn node(name: &str) -> Node {
+    let now = now_time();
+    let labels = [
+        ("beta.kubernetes.io/arch", arch()),
+        ("beta.kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", arch()),
+        ("kubernetes.io/hostname", name),
+        ("kubernetes.io/os", "linux"),
+    ];
+    let condition = |type_: &str, status: &str, reason: &str, message: &str| NodeCondition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: Some(reason.to_owned()),
+        message: Some(message.to_owned()),
+        last_heartbeat_time: Some(now.clone()),
+        last_transition_time: Some(now.clone()),
+    };
+    let resources: BTreeMap<String, Quantity> = CAPACITY
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
+        .collect();
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            uid: Some(uuid::Uuid::new_v4().to_string()),
+            creation_timestamp: Some(now.clone()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            annotations: Some(BTreeMap::from([
+                ("node.alpha.kubernetes.io/ttl".to_owned(), "0".to_owned()),
+                (
+                    "volumes.kubernetes.io/controller-managed-attach-detach".to_owned(),
+                    "true".to_owned(),
+                ),
+            ])),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            pod_cidr: Some("10.244.0.0/24".to_owned()),
+            pod_cidrs: Some(vec!["10.244.0.0/24".to_owned()]),
+            ..NodeSpec::default()
+        }),
+        status: Some(NodeStatus {
+            addresses: Some(vec![
+                NodeAddress {
+                    type_: "InternalIP".to_owned(),
+                    address: HOST_IP.to_owned(),
+                },
+                NodeAddress {
+                    type_: "Hostname".to_owned(),
+                    address: name.to_owned(),
+                },
+            ]),
+            allocatable: Some(resources.clone()),
+            capacity: Some(resources),
+            conditions: Some(vec![
+                condition(
+                    "MemoryPressure",
+                    "False",
+                    "KubeletHasSufficientMemory",
+                    "kubelet has sufficient memory available",
+                ),
+                condition(
+                    "DiskPressure",
+                    "False",
+                    "KubeletHasNoDiskPressure",
+                    "kubelet has no disk pressure",
+                ),
+                condition(
+                    "PIDPressure",
+                    "False",
+                    "KubeletHasSufficientPID",
+                    "kubelet has sufficient PID available",
+                ),
+                condition(
+                    "Ready",
+                    "True",
+                    "KubeletReady",
+                    "kubelet is posting ready status",
+                ),
+            ]),
+            daemon_endpoints: Some(NodeDaemonEndpoints {
+                kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }),
+            }),
+            node_info: Some(NodeSystemInfo {
+                architecture: arch().to_owned(),
+                boot_id: uuid::Uuid::new_v4().to_string(),
+                container_runtime_version: concat!("podline-sim://", env!("CARGO_PKG_VERSION"))
+                    .to_owned(),
+                kernel_version: kernel_version(),
+                kube_proxy_version: String::new(),
+                kubelet_version: GIT_VERSION.to_owned(),
+                machine_id: uuid::Uuid::new_v4().simple().to_string(),
+                operating_system: "linux".to_owned(),
+                os_image: "podline sim".to_owned(),
+                system_uuid: uuid::Uuid::new_v4().to_string(),
+                ..NodeSystemInfo::default()
+            }),
+            ..NodeStatus::default()
+        }),
+    }
+}
+
+/// The machine's architecture in Go's words (`GOARCH`), which node labels use.
+fn arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "powerpc64" => "ppc64le",
+        other => other,
+    }
+}
+
+/// The host's kernel release (`uname -r`), or `unknown` off Linux.
+fn kernel_version() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registered_node_is_ready_and_registering_again_keeps_it() {
+        let cluster = Cluster::new(crate::cluster::HistoryLimits {
+            window: std::time::Duration::from_secs(75),
+            max_events: 1000,
+        });
+        register(&cluster, "node-a");
+        let first = cluster.node_table().get("", "node-a").expect("registered");
+        let node = first.decode();
+        let status = node.status.as_ref().expect("status");
+        let ready = status
+            .conditions
+            .as_ref()
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .expect("a Ready condition");
+        assert_eq!(ready.status, "True");
+        assert_eq!(
+            status
+                .node_info
+                .as_ref()
+                .map(|i| i.kubelet_version.as_str()),
+            Some(GIT_VERSION)
+        );
+        assert_eq!(
+            node.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("kubernetes.io/hostname"))
+                .map(String::as_str),
+            Some("node-a")
+        );
+        register(&cluster, "node-a");
+        let again = cluster.node_table().get("", "node-a").expect("kept");
+        assert_eq!(
+            again.decode().metadata.resource_version,
+            node.metadata.resource_version,
+            "registering again writes nothing"
+        );
+    }
+}
