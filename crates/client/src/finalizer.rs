@@ -153,6 +153,19 @@ impl FinalizerError {
     }
 }
 
+/// So [`retry`](crate::retry::retry) can repeat a whole [`add`] or [`remove`].
+impl crate::retry::Classify for FinalizerError {
+    fn disposition(&self) -> Disposition {
+        FinalizerError::disposition(self)
+    }
+    fn status_code(&self) -> Option<u16> {
+        match self {
+            FinalizerError::Api { source, .. } => crate::retry::status_code(source),
+            _ => None,
+        }
+    }
+}
+
 /// The pod a helper works on: where it is, and which incarnation (uid) it meant.
 struct Target<'a> {
     api: Api<Pod>,

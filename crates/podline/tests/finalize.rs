@@ -406,3 +406,85 @@ async fn sigterm_of_a_run_with_a_finalizer_exits_143_without_waiting_for_the_pod
     assert!(pods[0].metadata.deletion_timestamp.is_some());
     assert!(has_finalizer(&pods[0].metadata, RECORD_FINALIZER));
 }
+
+/// `gc --finalizers` retries a removal the API server fails transiently (503) through the
+/// client's retry loop, and gives up at once, reporting the pod and exiting 1, on one no retry
+/// can fix (403).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_finalizers_retries_a_transient_failure_and_reports_a_fatal_one() {
+    use podline_sim::{FaultAction, FaultRule, FaultVerb};
+
+    let sim = start_sim(test_config().kubelet_enabled(false)).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kube = client(&sim).await;
+    let api: Api<Pod> = Api::namespaced(kube.clone(), "default");
+    let held = |name: &str| -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "finalizers": [RECORD_FINALIZER] },
+            "spec": { "containers": [{ "name": "main", "image": "busybox" }] },
+        }))
+        .unwrap()
+    };
+    api.create(&PostParams::default(), &held("flaky"))
+        .await
+        .unwrap();
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(503))
+            .verb(FaultVerb::Patch)
+            .resource("pods")
+            .times(2),
+    );
+    let patches_before = sim.counts().get("patch", "pods");
+    let out = podline(kubeconfig.path())
+        .args(["gc", "--finalizers", "-o", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["released"], 1, "{report}");
+    assert_eq!(
+        sim.counts().get("patch", "pods") - patches_before,
+        3,
+        "two 503s, then the removal"
+    );
+    assert!(!has_finalizer(
+        &api.get("flaky").await.unwrap().metadata,
+        RECORD_FINALIZER
+    ));
+
+    api.create(&PostParams::default(), &held("locked"))
+        .await
+        .unwrap();
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(403))
+            .verb(FaultVerb::Patch)
+            .resource("pods"),
+    );
+    let patches_before = sim.counts().get("patch", "pods");
+    let out = podline(kubeconfig.path())
+        .args(["gc", "--finalizers", "-o", "json"])
+        .stdout(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["released"], 0, "{report}");
+    let failed = report["failed"].as_array().expect("failed");
+    assert_eq!(failed.len(), 1, "{report}");
+    assert!(
+        failed[0]
+            .as_str()
+            .is_some_and(|f| f.contains("default/locked")),
+        "{report}"
+    );
+    assert_eq!(
+        sim.counts().get("patch", "pods") - patches_before,
+        1,
+        "a 403 is not retried"
+    );
+}

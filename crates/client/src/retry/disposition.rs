@@ -51,6 +51,28 @@ impl Disposition {
     }
 }
 
+/// An error the retry loop can judge: what to do about it, and its HTTP status when it has one.
+/// It exists so a call built from several kube calls (a finalizer removal that reads and
+/// patches, say) retries through the same loop, backoff and log line as a single call, instead
+/// of a loop of its own.
+pub trait Classify: std::fmt::Display {
+    /// What a caller should do about it.
+    fn disposition(&self) -> Disposition;
+    /// The HTTP status code behind it, for the retry log line (None for transport errors).
+    fn status_code(&self) -> Option<u16> {
+        None
+    }
+}
+
+impl Classify for kube::Error {
+    fn disposition(&self) -> Disposition {
+        classify(self)
+    }
+    fn status_code(&self) -> Option<u16> {
+        status_code(self)
+    }
+}
+
 /// Classifies any error from a kube call (see the module table).
 pub fn classify(err: &kube::Error) -> Disposition {
     use kube::Error as E;

@@ -39,7 +39,7 @@ mod run;
 mod test_support;
 
 pub(crate) use cause::any_cause;
-pub use disposition::{Disposition, classify, classify_status, status_code};
+pub use disposition::{Classify, Disposition, classify, classify_status, status_code};
 pub use policy::RetryPolicy;
 pub use run::{Retried, retry, retry_counted};
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::disposition::{Disposition, classify};
+use super::disposition::Disposition;
 use crate::backoff::FullJitter;
 
 /// How a unary call is retried: full-jitter backoff, at most `max_attempts` calls in total, an
@@ -66,11 +66,11 @@ impl RetryPolicy {
         &self.backoff
     }
 
-    /// The delay before the next call, given the backoff's proposal and the error: at least the
-    /// server's Retry-After (capped), never past the deadline.
+    /// The delay before the next call, given the backoff's proposal and what the error said: at
+    /// least the server's Retry-After (capped), never past the deadline.
     pub(super) fn adjust(
         &self,
-        err: &kube::Error,
+        disposition: Disposition,
         proposed: Option<Duration>,
         started: Instant,
     ) -> Option<Duration> {
@@ -78,7 +78,7 @@ impl RetryPolicy {
         if let Disposition::Retry {
             retry_after: Some(after),
             ..
-        } = classify(err)
+        } = disposition
         {
             delay = delay.max(after.min(self.max_retry_after));
         }
@@ -107,6 +107,7 @@ impl Default for RetryPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::retry::classify;
     use crate::retry::test_support::{api, api_retry_after, fast_policy};
 
     use proptest::prelude::*;
@@ -135,7 +136,7 @@ mod tests {
                 };
                 let proposed = Duration::from_millis(proposed_ms);
                 let remaining = Duration::from_secs(deadline_s).saturating_sub(Duration::from_secs(elapsed_s));
-                match policy.adjust(&err, Some(proposed), started) {
+                match policy.adjust(classify(&err), Some(proposed), started) {
                     None => prop_assert!(remaining.is_zero()),
                     Some(d) => {
                         prop_assert!(d <= remaining);
@@ -146,7 +147,7 @@ mod tests {
                         prop_assert_eq!(d, floor.min(remaining));
                     }
                 }
-                prop_assert_eq!(policy.adjust(&err, None, started), None);
+                prop_assert_eq!(policy.adjust(classify(&err), None, started), None);
                 Ok(())
             })?;
         }

@@ -1,40 +1,48 @@
-//! The retry loop: runs a call and retries it per a [`RetryPolicy`] while [`classify`] says
-//! `Retry`, logging each retry as one line.
+//! The retry loop: runs a call and retries it per a [`RetryPolicy`] while the error's
+//! [`Classify::disposition`] (for kube errors, [`classify`](super::classify)) says `Retry`,
+//! logging each retry as one line.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use backon::{BackoffBuilder, Retryable};
 use tokio::time::Instant;
 
-use super::disposition::{classify, status_code};
+use super::disposition::Classify;
 use super::policy::RetryPolicy;
 
 /// The result of [`retry_counted`]: the outcome and how many calls it took.
 #[derive(Debug)]
-pub struct Retried<T> {
+pub struct Retried<T, E = kube::Error> {
     /// The last call's result (the first success, or the error we gave up on).
-    pub result: Result<T, kube::Error>,
+    pub result: Result<T, E>,
     /// How many calls were made (1 = no retry).
     pub attempts: u32,
 }
 
-/// Runs `op` and retries it per `policy` while [`classify`] says `Retry`.
+/// Runs `op` and retries it per `policy` while its error's [`Classify::disposition`] says
+/// `Retry` (a kube error's is [`classify`](super::classify)'s table).
 ///
 /// Each retry logs one line at info: `op`, attempt, status code, reason and delay. Fatal and
 /// AlreadyExists errors return at once. `op` must be safe to repeat (a create with a fixed name is).
-pub async fn retry<T, F, Fut>(policy: &RetryPolicy, op_name: &str, op: F) -> Result<T, kube::Error>
+pub async fn retry<T, E, F, Fut>(policy: &RetryPolicy, op_name: &str, op: F) -> Result<T, E>
 where
+    E: Classify,
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, kube::Error>>,
+    Fut: Future<Output = Result<T, E>>,
 {
     retry_counted(policy, op_name, op).await.result
 }
 
 /// Like [`retry`], and also reports how many calls were made (for "retries" in summaries).
-pub async fn retry_counted<T, F, Fut>(policy: &RetryPolicy, op_name: &str, mut op: F) -> Retried<T>
+pub async fn retry_counted<T, E, F, Fut>(
+    policy: &RetryPolicy,
+    op_name: &str,
+    mut op: F,
+) -> Retried<T, E>
 where
+    E: Classify,
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, kube::Error>>,
+    Fut: Future<Output = Result<T, E>>,
 {
     let started = Instant::now();
     let attempts = AtomicU32::new(0);
@@ -48,14 +56,14 @@ where
         op()
     })
     .retry(backoff)
-    .when(|e| classify(e).is_retryable())
-    .adjust(|e, proposed| policy.adjust(e, proposed, started))
+    .when(|e| e.disposition().is_retryable())
+    .adjust(|e, proposed| policy.adjust(e.disposition(), proposed, started))
     .notify(|e, delay| {
-        let disposition = classify(e);
+        let disposition = e.disposition();
         tracing::info!(
             op = op_name,
             attempt = attempts.load(Ordering::Relaxed),
-            status = status_code(e),
+            status = e.status_code(),
             reason = disposition.reason().as_str(),
             delay_ms = delay.as_millis() as u64,
             "retrying",

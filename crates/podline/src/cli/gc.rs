@@ -117,7 +117,7 @@ struct Released {
 
 /// Calls in flight at once.
 const RELEASE_CONCURRENCY: usize = 16;
-/// Attempts per pod for transient errors.
+/// Attempts per finalizer removal for transient errors.
 const RELEASE_ATTEMPTS: u32 = 5;
 
 /// `gc --finalizers`: lists the pods' metadata (paged) and removes [`Released::finalizers`] from
@@ -173,16 +173,18 @@ async fn release_all(
         }
     }
     let finalizers = report.finalizers;
+    let release_policy = policy.clone().with_max_attempts(RELEASE_ATTEMPTS);
     let results: Vec<(String, Result<Removed, String>)> = futures::stream::iter(carrying)
         .map(|meta| {
             let client = client.clone();
+            let policy = &release_policy;
             async move {
                 let who = format!(
                     "{}/{}",
                     meta.namespace.as_deref().unwrap_or_default(),
                     meta.name.as_deref().unwrap_or_default()
                 );
-                let result = release(&client, meta, finalizers).await;
+                let result = release(&client, policy, meta, finalizers).await;
                 (who, result)
             }
         })
@@ -223,6 +225,7 @@ async fn release_all(
 /// errors: [`Removed::Removed`] if any was removed, [`Removed::Gone`] if the pod went first.
 async fn release(
     client: &kube::Client,
+    policy: &podline_client::retry::RetryPolicy,
     mut meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     finalizers: [&'static str; 2],
 ) -> Result<podline_client::finalizer::Removed, String> {
@@ -233,19 +236,11 @@ async fn release(
         if !has_finalizer(&meta, finalizer) {
             continue;
         }
-        let mut delay = Duration::from_millis(100);
-        let mut attempt = 1;
-        let removed = loop {
-            match remove(client, &meta, finalizer).await {
-                Ok(done) => break done,
-                Err(err) if err.is_retryable() && attempt < RELEASE_ATTEMPTS => {
-                    tokio::time::sleep(delay).await;
-                    delay = delay.saturating_mul(2);
-                    attempt += 1;
-                }
-                Err(err) => return Err(podline_client::error::Chain(&err).to_string()),
-            }
-        };
+        let removed = podline_client::retry::retry(policy, "remove finalizer", || {
+            remove(client, &meta, finalizer)
+        })
+        .await
+        .map_err(|err| podline_client::error::Chain(&err).to_string())?;
         match removed {
             Removed::Gone => return Ok(Removed::Gone),
             Removed::Removed => outcome = Removed::Removed,
