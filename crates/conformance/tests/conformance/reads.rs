@@ -233,7 +233,8 @@ async fn discovery_lists_storage_version_hashes() {
 
 /// `/version` is kube-apiserver 1.32's `version.Info`: major `1`, minor `32`, a `gitVersion` of
 /// `v1.32.<patch>` (with any build metadata a distribution adds), and exactly its nine fields
-/// (the emulation and min-compatibility fields came with 1.33). `kubectl version` reads it.
+/// (the emulation and min-compatibility fields came with 1.33), also at `/version/`. `kubectl
+/// version` reads it.
 #[tokio::test]
 async fn version_is_kube_apiserver_1_32s_version_info() {
     let t = Target::new().await;
@@ -273,6 +274,11 @@ async fn version_is_kube_apiserver_1_32s_version_info() {
             .is_some_and(|v| v.starts_with("go1.23")),
         "1.32 is built with Go 1.23: {info}"
     );
+
+    // The Python client's VersionApi asks for `/version/`.
+    let slash = t.get("/version/").await;
+    assert_eq!(slash.status, 200, "{}", slash.text());
+    assert_eq!(slash.json(), info);
 
     let out = t.kubectl(&["version", "-o", "json"]).await;
     assert!(

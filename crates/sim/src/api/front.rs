@@ -22,6 +22,8 @@ use crate::status::ApiError;
 pub(crate) fn probes() -> Router<AppState> {
     Router::new()
         .route("/version", get(discovery::version))
+        // The Python client's VersionApi asks for `/version/`; kube-apiserver serves both.
+        .route("/version/", get(discovery::version))
         .route("/healthz", get(discovery::ok))
         .route("/livez", get(discovery::ok))
         .route("/readyz", get(discovery::ok))

@@ -179,6 +179,12 @@ async fn requests_without_the_right_bearer_token_are_401_except_health_and_versi
     let r = raw_with(&sim, Method::GET, "/version", None, "", None).await;
     assert_eq!(r.status, StatusCode::OK, "/version needs no token");
     assert_eq!(r.json()["minor"], "32");
+    let r = raw_with(&sim, Method::GET, "/version/", None, "", None).await;
+    assert_eq!(
+        r.status,
+        StatusCode::OK,
+        "/version/ too (the Python client asks for it)"
+    );
     let r = raw_with(&sim, Method::GET, "/api", None, "", None).await;
     assert_eq!(
         r.status,

@@ -158,3 +158,29 @@ async fn the_python_client_should_server_side_apply_a_pod() {
     assert!(sim.counts().get("patch", "pods") >= 4, "it applied");
     sim.shutdown().await;
 }
+
+/// The client decodes `/version` (1.32's version.Info) and the kubelet's Node with its models'
+/// required-field checks, and cordons the node with a strategic merge patch.
+#[tokio::test]
+async fn the_python_client_should_read_the_version_and_the_node() {
+    if !python_client_installed().await {
+        return;
+    }
+    let sim = podline_testkit::start_sim(SimConfig::default()).await;
+    let kubeconfig = podline_testkit::kubeconfig_file(&sim);
+    let mut cmd = Command::new("python3");
+    cmd.arg(python_file("kube_nodes.py"))
+        .arg(kubeconfig.path())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(45), cmd.output())
+        .await
+        .expect("the Python client finished within 45 s")
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim() == "ok",
+        "the Python client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sim.shutdown().await;
+}
