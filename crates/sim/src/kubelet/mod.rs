@@ -1,8 +1,9 @@
 //! The simulated kubelet (and the scheduler it stands in for): runs the sim's pods on one node.
 //!
-//! [`Kubelet::spawn`] starts one task that watches the cluster's pods and moves each through
-//! the phases a real node would: bound to [`KubeletConfig::node_name`] after the schedule
-//! delay (`Scheduled` event), images pulled (`Pulling`/`Pulled`), containers created and
+//! [`Kubelet::spawn`] registers the node's Node object (`node.rs`) and starts one task that
+//! watches the cluster's pods and moves each through the phases a real node would: bound to
+//! [`KubeletConfig::node_name`] after the schedule delay (`Scheduled` event; while the node is
+//! cordoned or its Node deleted, `FailedScheduling` and a retry every second), images pulled (`Pulling`/`Pulled`), containers created and
 //! started, Pending -> Running -> Succeeded/Failed with the container statuses, conditions and
 //! times the real kubelet writes, and finally removed after a deletion (`Killing`).
 //!
@@ -74,7 +75,6 @@ impl Kubelet {
     /// it runs until the handle is shut down or dropped. Pods that exist already are picked up
     /// too.
     pub fn spawn(cluster: Cluster, cfg: KubeletConfig) -> KubeletHandle {
-        node::register(&cluster, &cfg.node_name);
         let changes = cluster.subscribe_pods();
         let (stop_tx, stop_rx) = oneshot::channel();
         let driver = Driver::new(cluster, cfg);
@@ -179,7 +179,10 @@ struct Driver {
 }
 
 impl Driver {
+    /// A driver for the node `cfg` names, which it registers first (see `node.rs`): the
+    /// scheduler places pods only on a Node that exists and is not cordoned.
     fn new(cluster: Cluster, cfg: KubeletConfig) -> Self {
+        node::register(&cluster, &cfg.node_name);
         let (exec_tx, exec_rx) = mpsc::unbounded_channel();
         Driver {
             cluster,
@@ -360,6 +363,11 @@ impl Driver {
                 _ => {}
             }
         }
+        let node_refusal = if input == Input::Timer(TimerKind::Schedule) {
+            node::refusal(&self.cluster, &self.cfg.node_name)
+        } else {
+            None
+        };
         let Some(tracked) = self.pods.get_mut(uid) else {
             return;
         };
@@ -367,6 +375,7 @@ impl Driver {
             now: Timestamp::now(),
             cfg: &self.cfg,
             images: &mut self.images,
+            node_refusal,
         };
         let effects = tracked.work.step(input, &mut ctx);
         self.apply(uid, effects);

@@ -17,6 +17,10 @@ use super::status::HOST_IP;
 use crate::cluster::{Cluster, Write, now_time};
 use crate::version::GIT_VERSION;
 
+/// The node's architecture (Go's `GOARCH`): amd64 whatever the host, as `/version`'s
+/// `platform` and the labels a pod's `nodeSelector` is matched against (`pod.rs`) say.
+const ARCH: &str = "amd64";
+
 /// What the node says it has, in the units a kubelet reports them in.
 const CAPACITY: [(&str, &str); 6] = [
     ("cpu", "8"),
@@ -44,13 +48,33 @@ pub(crate) fn register(cluster: &Cluster, node_name: &str) {
     );
 }
 
+/// kube-scheduler's FailedScheduling message for a one-node cluster whose node is cordoned.
+const CORDONED: &str = "0/1 nodes are available: 1 node(s) were unschedulable. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.";
+
+/// kube-scheduler's FailedScheduling message when the cluster has no node.
+const NO_NODE: &str = "no nodes available to schedule pods";
+
+/// Why the scheduler can place no new pod on the node now: it is cordoned
+/// (`spec.unschedulable`) or its Node object was deleted. None when it takes pods.
+pub(crate) fn refusal(cluster: &Cluster, node_name: &str) -> Option<&'static str> {
+    let Some(stored) = cluster.node_table().get("", node_name) else {
+        return Some(NO_NODE);
+    };
+    let cordoned = stored
+        .decode()
+        .spec
+        .and_then(|spec| spec.unschedulable)
+        .unwrap_or(false);
+    cordoned.then_some(CORDONED)
+}
+
 /// The Node object of a freshly registered, ready node.
 fn node(name: &str) -> Node {
     let now = now_time();
     let labels = [
-        ("beta.kubernetes.io/arch", arch()),
+        ("beta.kubernetes.io/arch", ARCH),
         ("beta.kubernetes.io/os", "linux"),
-        ("kubernetes.io/arch", arch()),
+        ("kubernetes.io/arch", ARCH),
         ("kubernetes.io/hostname", name),
         ("kubernetes.io/os", "linux"),
     ];
@@ -134,7 +158,7 @@ fn node(name: &str) -> Node {
                 kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }),
             }),
             node_info: Some(NodeSystemInfo {
-                architecture: arch().to_owned(),
+                architecture: ARCH.to_owned(),
                 boot_id: uuid::Uuid::new_v4().to_string(),
                 container_runtime_version: concat!("podline-sim://", env!("CARGO_PKG_VERSION"))
                     .to_owned(),
@@ -149,17 +173,6 @@ fn node(name: &str) -> Node {
             }),
             ..NodeStatus::default()
         }),
-    }
-}
-
-/// The machine's architecture in Go's words (`GOARCH`), which node labels use.
-fn arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        "x86" => "386",
-        "powerpc64" => "ppc64le",
-        other => other,
     }
 }
 

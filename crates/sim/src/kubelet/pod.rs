@@ -127,7 +127,8 @@ pub(crate) enum Effect {
 pub(crate) enum Stage {
     /// Waiting for the scheduler.
     Scheduling,
-    /// The scheduler found no node; stays until deleted.
+    /// The scheduler found no node: stays until deleted, or, when only the node refused it
+    /// ([`PodWork::awaiting_node`]), until the node takes pods again.
     Unschedulable,
     /// Bound to the node, waiting for the kubelet to pick it up.
     Bound,
@@ -220,6 +221,9 @@ pub(crate) struct PodWork {
     pub(crate) containers: Vec<ContainerWork>,
     pub(crate) scheduled_at: Option<Timestamp>,
     pub(crate) unschedulable_at: Option<Timestamp>,
+    /// Unschedulable only because the node refused it (see [`Ctx::node_refusal`]): the
+    /// scheduler tries again every [`NODE_RETRY`].
+    pub(crate) awaiting_node: bool,
     pub(crate) start_time: Option<Timestamp>,
     pub(crate) ready: bool,
     pub(crate) ready_changed_at: Option<Timestamp>,
@@ -236,12 +240,19 @@ pub(crate) struct Ctx<'a> {
     pub(crate) cfg: &'a KubeletConfig,
     /// Images already on the node (a `Pulled ... already present` needs no pull).
     pub(crate) images: &'a mut HashSet<String>,
+    /// Why the node takes no new pod now (it is cordoned, or its Node object is gone): the
+    /// scheduler's FailedScheduling message. Read by the driver for schedule timers only.
+    pub(crate) node_refusal: Option<&'static str>,
 }
+
+/// How often the scheduler tries again a pod the node refused (kube-scheduler retries on the
+/// node's update; the sim polls).
+pub(crate) const NODE_RETRY: Duration = Duration::from_secs(1);
 
 /// The scheduler name of kube-scheduler's default profile (the sim's scheduler plays it).
 pub(crate) const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
-/// The node's labels, for `nodeSelector`.
+/// The node's labels, for `nodeSelector` (the Node object carries them too: `node.rs`).
 const NODE_LABELS: &[(&str, &str)] = &[
     ("kubernetes.io/os", "linux"),
     ("kubernetes.io/arch", "amd64"),
@@ -353,6 +364,7 @@ impl PodWork {
             containers,
             scheduled_at: None,
             unschedulable_at: None,
+            awaiting_node: false,
             start_time: None,
             ready: false,
             ready_changed_at: None,
@@ -475,8 +487,36 @@ impl PodWork {
     }
 
     fn on_schedule(&mut self, ctx: &mut Ctx<'_>, fx: &mut Vec<Effect>) -> bool {
-        if self.stage != Stage::Scheduling {
+        let retrying = self.stage == Stage::Unschedulable && self.awaiting_node;
+        if self.stage != Stage::Scheduling && !retrying {
             return false;
+        }
+        // A pod no node could ever take (its annotation, its nodeSelector) is refused for that.
+        let never = self.unschedulable.is_some() && !self.awaiting_node;
+        if let Some(refusal) = ctx.node_refusal.filter(|_| !never) {
+            fx.push(Effect::Timer {
+                after: NODE_RETRY,
+                kind: TimerKind::Schedule,
+            });
+            if retrying {
+                return false;
+            }
+            self.stage = Stage::Unschedulable;
+            self.awaiting_node = true;
+            self.unschedulable = Some(refusal.to_owned());
+            self.unschedulable_at = Some(ctx.now);
+            fx.push(event(
+                true,
+                "FailedScheduling",
+                refusal.to_owned(),
+                Component::Scheduler,
+            ));
+            return true;
+        }
+        if retrying {
+            self.awaiting_node = false;
+            self.unschedulable = None;
+            self.unschedulable_at = None;
         }
         if let Some(message) = self.unschedulable.clone() {
             self.stage = Stage::Unschedulable;

@@ -280,8 +280,9 @@ async fn kubectl_get_pods_prints_the_server_side_table_columns() {
 
 /// The kubelet registers its node, so `kubectl get nodes` prints kubectl's node columns (Name,
 /// Status, Roles, Age, Version; `-o wide` adds the IPs, OS image, kernel and runtime) with the
-/// node Ready; `kubectl cordon` makes it `Ready,SchedulingDisabled`; a sim without a kubelet,
-/// like a control plane without nodes, lists none.
+/// node Ready; `kubectl cordon` makes it `Ready,SchedulingDisabled` and a new pod waits
+/// Unschedulable (FailedScheduling) until `kubectl uncordon`; a sim without a kubelet, like a
+/// control plane without nodes, lists none.
 #[tokio::test]
 async fn kubectl_get_nodes_lists_the_kubelets_ready_node() {
     let sim = podline_testkit::start_sim(SimConfig::default()).await;
@@ -320,6 +321,59 @@ async fn kubectl_get_nodes_lists_the_kubelets_ready_node() {
     ok(&kubectl(kc.path(), &["cordon", &node]).await);
     let out = ok(&kubectl(kc.path(), &["get", "node", &node, "--no-headers"]).await);
     assert!(out.contains("Ready,SchedulingDisabled"), "{out}");
+
+    // Cordoned, the node takes no new pod: it waits Unschedulable until the node is uncordoned.
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::default_namespaced(podline_testkit::client(&sim).await);
+    pods.create(&Default::default(), &super::common::pod("waits"))
+        .await
+        .expect("create");
+    let unschedulable = || {
+        let pods = pods.clone();
+        async move {
+            pods.get("waits").await.ok().is_some_and(|p| {
+                p.status
+                    .and_then(|s| s.conditions)
+                    .into_iter()
+                    .flatten()
+                    .any(|c| {
+                        c.type_ == "PodScheduled" && c.reason.as_deref() == Some("Unschedulable")
+                    })
+            })
+        }
+    };
+    assert!(
+        podline_testkit::wait_until(Duration::from_secs(10), unschedulable).await,
+        "a pod created on a cordoned node waits Unschedulable"
+    );
+    let messages = ok(&kubectl(
+        kc.path(),
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=FailedScheduling",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+    )
+    .await);
+    assert!(messages.contains("were unschedulable"), "{messages}");
+    ok(&kubectl(kc.path(), &["uncordon", &node]).await);
+    let bound = || {
+        let pods = pods.clone();
+        async move {
+            pods.get("waits")
+                .await
+                .ok()
+                .and_then(|p| p.spec.and_then(|s| s.node_name))
+                .is_some()
+        }
+    };
+    assert!(
+        podline_testkit::wait_until(Duration::from_secs(10), bound).await,
+        "uncordoned, the node takes the pod"
+    );
     sim.shutdown().await;
 
     let bare = https_sim().await;

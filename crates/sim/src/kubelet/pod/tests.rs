@@ -17,6 +17,7 @@ struct Harness {
     timers: Vec<(Timestamp, TimerKind)>,
     effects: Vec<Effect>,
     removed: bool,
+    node_refusal: Option<&'static str>,
 }
 
 fn pod(annotations: &[(&str, &str)], spec: serde_json::Value) -> Pod {
@@ -47,6 +48,7 @@ impl Harness {
             timers: Vec::new(),
             effects: Vec::new(),
             removed: false,
+            node_refusal: None,
         };
         h.absorb(effects);
         h
@@ -68,6 +70,7 @@ impl Harness {
             now: self.now,
             cfg: &self.cfg,
             images: &mut self.images,
+            node_refusal: self.node_refusal,
         };
         let effects = self.work.step(input, &mut ctx);
         self.absorb(effects);
@@ -358,6 +361,45 @@ fn unschedulable_pod_should_stay_pending_with_failed_scheduling() {
             .starts_with("0/1 nodes are available")
     );
     assert_eq!(p.spec.unwrap().node_name, None);
+}
+
+/// A cordoned (or deleted) node takes no new pod: it waits Unschedulable with one
+/// FailedScheduling event, the scheduler tries again every NODE_RETRY without repeating it, and
+/// once the node takes pods again the pod is bound and runs.
+#[test]
+fn a_pod_waits_while_the_node_refuses_and_runs_once_it_takes_pods() {
+    let mut h = Harness::new(&pod(&[], one_container("busybox")));
+    h.node_refusal = Some("0/1 nodes are available: 1 node(s) were unschedulable.");
+    h.run_until(10, |h| h.work.stage == Stage::Unschedulable);
+    assert_eq!(h.work.stage, Stage::Unschedulable);
+    assert_eq!(h.reasons(), ["FailedScheduling"]);
+    let p = h.rendered();
+    let cond = &p.status.as_ref().unwrap().conditions.as_ref().unwrap()[0];
+    assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
+    assert_eq!(
+        cond.message.as_deref(),
+        Some("0/1 nodes are available: 1 node(s) were unschedulable.")
+    );
+    for _ in 0..3 {
+        let retry_at = h.now + NODE_RETRY;
+        assert!(
+            h.timers
+                .iter()
+                .any(|(due, kind)| *kind == TimerKind::Schedule && *due == retry_at),
+            "the scheduler tries again after NODE_RETRY: {:?}",
+            h.timers
+        );
+        h.run_until(10, |h| h.now >= retry_at);
+    }
+    assert_eq!(h.reasons(), ["FailedScheduling"], "reported once");
+    h.node_refusal = None;
+    h.run(100);
+    assert_eq!(h.work.stage, Stage::Done);
+    assert_eq!(h.reasons()[..2], ["FailedScheduling", "Scheduled"]);
+    assert_eq!(
+        h.rendered().spec.unwrap().node_name.as_deref(),
+        Some(KubeletConfig::default().node_name.as_str())
+    );
 }
 
 #[test]
