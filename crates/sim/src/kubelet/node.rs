@@ -54,17 +54,18 @@ const CORDONED: &str = "0/1 nodes are available: 1 node(s) were unschedulable. p
 /// kube-scheduler's FailedScheduling message when the cluster has no node.
 const NO_NODE: &str = "no nodes available to schedule pods";
 
+/// The index of `spec.unschedulable` in Node's field-selector fields (`Kind::FIELDS`).
+const UNSCHEDULABLE_FIELD: usize = 1;
+
 /// Why the scheduler can place no new pod on the node now: it is cordoned
 /// (`spec.unschedulable`) or its Node object was deleted. None when it takes pods.
 pub(crate) fn refusal(cluster: &Cluster, node_name: &str) -> Option<&'static str> {
     let Some(stored) = cluster.node_table().get("", node_name) else {
         return Some(NO_NODE);
     };
-    let cordoned = stored
-        .decode()
-        .spec
-        .and_then(|spec| spec.unschedulable)
-        .unwrap_or(false);
+    // Read from the stored field-selector facts, not by decoding the Node: this runs once per
+    // pod the scheduler places.
+    let cordoned = stored.facts.field(UNSCHEDULABLE_FIELD) == "true";
     cordoned.then_some(CORDONED)
 }
 
@@ -190,7 +191,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_registered_node_is_ready_and_registering_again_keeps_it() {
+    fn a_registered_node_is_ready_refuses_pods_only_when_cordoned_or_gone_and_is_kept() {
         let cluster = Cluster::new(crate::cluster::HistoryLimits {
             window: std::time::Duration::from_secs(75),
             max_events: 1000,
@@ -220,11 +221,24 @@ mod tests {
                 .map(String::as_str),
             Some("node-a")
         );
+        assert_eq!(refusal(&cluster, "node-a"), None);
+        assert_eq!(refusal(&cluster, "node-b"), Some(NO_NODE));
+        let mut cordoned = node.clone();
+        cordoned
+            .spec
+            .get_or_insert_with(Default::default)
+            .unschedulable = Some(true);
+        let _ = cluster.node_table().write(
+            (String::new(), "node-a".to_owned()),
+            |_| -> Result<_, std::convert::Infallible> { Ok((Write::Replace(cordoned), ())) },
+            |_, _| {},
+        );
+        assert_eq!(refusal(&cluster, "node-a"), Some(CORDONED));
         register(&cluster, "node-a");
         let again = cluster.node_table().get("", "node-a").expect("kept");
         assert_eq!(
-            again.decode().metadata.resource_version,
-            node.metadata.resource_version,
+            again.decode().spec.and_then(|s| s.unschedulable),
+            Some(true),
             "registering again writes nothing"
         );
     }
