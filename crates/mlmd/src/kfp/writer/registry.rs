@@ -7,6 +7,7 @@
 //! when the plain name is someone else's) live here too.
 
 use super::mapping::{context_external_id, or_empty, string_props, writable_context};
+use super::memo::Memo;
 use super::record::KfpWriter;
 use crate::error::MlmdError;
 use crate::kfp::keys::RUN_CONTEXT_TYPE;
@@ -107,94 +108,107 @@ impl KfpWriter {
             })
     }
 
+    /// The memoize-or-put rule every type follows: the memo first; then one caller per key
+    /// puts the type (`can_add_fields`, so an older definition is extended) while the others
+    /// wait and then find the memo; the id is memoized.
+    async fn type_id<Put, Fut>(
+        &self,
+        flight: String,
+        memoized: impl Fn(&Memo) -> Option<i64>,
+        remember: impl FnOnce(&mut Memo, i64),
+        method: &'static str,
+        put: Put,
+    ) -> Result<i64, MlmdError>
+    where
+        Put: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Option<i64>, MlmdError>>,
+    {
+        if let Some(id) = memoized(&self.memo()) {
+            return Ok(id);
+        }
+        let _flight = self.flights.lock(flight).await;
+        if let Some(id) = memoized(&self.memo()) {
+            return Ok(id);
+        }
+        let id = put().await?.ok_or(MlmdError::MissingField {
+            method,
+            field: "type_id",
+        })?;
+        remember(&mut self.memo(), id);
+        Ok(id)
+    }
+
     /// The run context type, created (or extended) once per process.
     async fn context_type(&self) -> Result<i64, MlmdError> {
-        if let Some(id) = self.memo().context_type {
-            return Ok(id);
-        }
-        let _flight = self.flights.lock("context-type".to_owned()).await;
-        if let Some(id) = self.memo().context_type {
-            return Ok(id);
-        }
-        let id = self
-            .client
-            .put_context_type(PutContextTypeRequest {
-                context_type: Some(ContextType {
-                    name: Some(RUN_CONTEXT_TYPE.into()),
-                    properties: string_props(&["pipeline_name", "run_id"]),
-                    ..Default::default()
-                }),
-                can_add_fields: Some(true),
-                can_omit_fields: Some(true),
-            })
-            .await?
-            .type_id
-            .ok_or(MlmdError::MissingField {
-                method: "PutContextType",
-                field: "type_id",
-            })?;
-        self.memo().context_type = Some(id);
-        Ok(id)
+        self.type_id(
+            "context-type".to_owned(),
+            |memo| memo.context_type,
+            |memo, id| memo.context_type = Some(id),
+            "PutContextType",
+            || async {
+                let request = PutContextTypeRequest {
+                    context_type: Some(ContextType {
+                        name: Some(RUN_CONTEXT_TYPE.into()),
+                        properties: string_props(&["pipeline_name", "run_id"]),
+                        ..Default::default()
+                    }),
+                    can_add_fields: Some(true),
+                    can_omit_fields: Some(true),
+                };
+                Ok(self.client.put_context_type(request).await?.type_id)
+            },
+        )
+        .await
     }
 
     /// The execution type of a component version, created (or extended)
     /// once per process.
     pub(super) async fn execution_type(&self, component_version: &str) -> Result<i64, MlmdError> {
         let name = format!("components.{component_version}");
-        if let Some(&id) = self.memo().execution_types.get(&name) {
-            return Ok(id);
-        }
-        let _flight = self.flights.lock(format!("execution-type\0{name}")).await;
-        if let Some(&id) = self.memo().execution_types.get(&name) {
-            return Ok(id);
-        }
-        let id = self
-            .client
-            .put_execution_type(PutExecutionTypeRequest {
-                execution_type: Some(ExecutionType {
-                    name: Some(name.clone()),
-                    properties: string_props(&["pipeline_name", "run_id", "component_id"]),
-                    ..Default::default()
-                }),
-                can_add_fields: Some(true),
-                can_omit_fields: Some(true),
-            })
-            .await?
-            .type_id
-            .ok_or(MlmdError::MissingField {
-                method: "PutExecutionType",
-                field: "type_id",
-            })?;
-        self.memo().execution_types.insert(name, id);
-        Ok(id)
+        self.type_id(
+            format!("execution-type\0{name}"),
+            |memo| memo.execution_types.get(&name).copied(),
+            |memo, id| {
+                memo.execution_types.insert(name.clone(), id);
+            },
+            "PutExecutionType",
+            || async {
+                let request = PutExecutionTypeRequest {
+                    execution_type: Some(ExecutionType {
+                        name: Some(name.clone()),
+                        properties: string_props(&["pipeline_name", "run_id", "component_id"]),
+                        ..Default::default()
+                    }),
+                    can_add_fields: Some(true),
+                    can_omit_fields: Some(true),
+                };
+                Ok(self.client.put_execution_type(request).await?.type_id)
+            },
+        )
+        .await
     }
 
     /// An artifact type by name, created (or extended) once per process.
     pub(super) async fn artifact_type(&self, name: &str) -> Result<i64, MlmdError> {
-        if let Some(&id) = self.memo().artifact_types.get(name) {
-            return Ok(id);
-        }
-        let _flight = self.flights.lock(format!("artifact-type\0{name}")).await;
-        if let Some(&id) = self.memo().artifact_types.get(name) {
-            return Ok(id);
-        }
-        let id = self
-            .client
-            .put_artifact_type(PutArtifactTypeRequest {
-                artifact_type: Some(ArtifactType {
-                    name: Some(name.to_owned()),
-                    ..Default::default()
-                }),
-                can_add_fields: Some(true),
-                can_omit_fields: Some(true),
-            })
-            .await?
-            .type_id
-            .ok_or(MlmdError::MissingField {
-                method: "PutArtifactType",
-                field: "type_id",
-            })?;
-        self.memo().artifact_types.insert(name.to_owned(), id);
-        Ok(id)
+        self.type_id(
+            format!("artifact-type\0{name}"),
+            |memo| memo.artifact_types.get(name).copied(),
+            |memo, id| {
+                memo.artifact_types.insert(name.to_owned(), id);
+            },
+            "PutArtifactType",
+            || async {
+                let request = PutArtifactTypeRequest {
+                    artifact_type: Some(ArtifactType {
+                        name: Some(name.to_owned()),
+                        ..Default::default()
+                    }),
+                    can_add_fields: Some(true),
+                    can_omit_fields: Some(true),
+                };
+                Ok(self.client.put_artifact_type(request).await?.type_id)
+            },
+        )
+        .await
     }
 }
