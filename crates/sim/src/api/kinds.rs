@@ -49,6 +49,20 @@ pub trait ApiKind: Kind {
     }
 }
 
+/// What a write to one part of a kind with a status subresource may not change: a
+/// main-resource write keeps the old status, a status write keeps the old spec (kube-apiserver's
+/// strategies for namespaces and nodes).
+fn keep_the_other_part<Spec: Clone, Status: Clone>(
+    part: Part,
+    new: (&mut Option<Spec>, &mut Option<Status>),
+    old: (&Option<Spec>, &Option<Status>),
+) {
+    match part {
+        Part::Main => new.1.clone_from(old.1),
+        Part::Status => new.0.clone_from(old.0),
+    }
+}
+
 impl ApiKind for Namespace {
     const GROUP: &'static str = "";
     const HAS_STATUS: bool = true;
@@ -84,10 +98,11 @@ impl ApiKind for Namespace {
         causes
     }
     fn admit_update(&mut self, old: &Self, part: Part) -> Causes {
-        match part {
-            Part::Main => self.status.clone_from(&old.status),
-            Part::Status => self.spec.clone_from(&old.spec),
-        }
+        keep_the_other_part(
+            part,
+            (&mut self.spec, &mut self.status),
+            (&old.spec, &old.status),
+        );
         let mut causes = Causes::default();
         validate_meta(&mut causes, self.meta());
         causes
@@ -104,10 +119,11 @@ impl ApiKind for Node {
         cluster.node_table()
     }
     fn admit_update(&mut self, old: &Self, part: Part) -> Causes {
-        match part {
-            Part::Main => self.status.clone_from(&old.status),
-            Part::Status => self.spec.clone_from(&old.spec),
-        }
+        keep_the_other_part(
+            part,
+            (&mut self.spec, &mut self.status),
+            (&old.spec, &old.status),
+        );
         let mut causes = Causes::default();
         validate_meta(&mut causes, self.meta());
         causes

@@ -9,14 +9,29 @@ use std::time::Duration;
 use podline_sim::SimConfig;
 use tokio::process::Command;
 
-fn script() -> PathBuf {
-    python_file("kube_client.py")
-}
-
 fn python_file(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/python")
         .join(name)
+}
+
+/// Runs `tests/python/<name>` against the sim of `kubeconfig` (at most 45 s) and asserts that it
+/// printed "ok" and exited 0; on failure the message shows both of its outputs.
+async fn run_script(name: &str, kubeconfig: &std::path::Path) {
+    let mut cmd = Command::new("python3");
+    cmd.arg(python_file(name))
+        .arg(kubeconfig)
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(45), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("{name} did not finish within 45 s"))
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim() == "ok",
+        "the Python client failed ({name}):\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Whether the package is importable; panics instead when CI requires it.
@@ -48,18 +63,7 @@ async fn python_against(http1_only: bool) {
     )
     .await;
     let kubeconfig = podline_testkit::kubeconfig_file(&sim);
-    let mut cmd = Command::new("python3");
-    cmd.arg(script()).arg(kubeconfig.path()).kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(45), cmd.output())
-        .await
-        .expect("the Python client finished within 45 s")
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.trim() == "ok",
-        "the Python client failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_script("kube_client.py", kubeconfig.path()).await;
     assert!(sim.counts().get("watch", "pods") >= 1, "it watched");
     sim.shutdown().await;
 }
@@ -83,20 +87,7 @@ async fn the_python_client_should_follow_a_pod_log() {
     }
     let sim = podline_testkit::start_sim(SimConfig::default()).await;
     let kubeconfig = podline_testkit::kubeconfig_file(&sim);
-    let mut cmd = Command::new("python3");
-    cmd.arg(python_file("kube_logs.py"))
-        .arg(kubeconfig.path())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(45), cmd.output())
-        .await
-        .expect("the Python client finished within 45 s")
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.trim() == "ok",
-        "the Python client failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_script("kube_logs.py", kubeconfig.path()).await;
     sim.shutdown().await;
 }
 
@@ -114,20 +105,7 @@ async fn the_python_client_should_watch_bookmarks_read_tables_and_delete_collect
     )
     .await;
     let kubeconfig = podline_testkit::kubeconfig_file(&sim);
-    let mut cmd = Command::new("python3");
-    cmd.arg(python_file("kube_compat.py"))
-        .arg(kubeconfig.path())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(45), cmd.output())
-        .await
-        .expect("the Python client finished within 45 s")
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.trim() == "ok",
-        "the Python client failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_script("kube_compat.py", kubeconfig.path()).await;
     sim.shutdown().await;
 }
 
@@ -141,20 +119,7 @@ async fn the_python_client_should_server_side_apply_a_pod() {
     }
     let sim = podline_testkit::start_sim(SimConfig::default().kubelet_enabled(false)).await;
     let kubeconfig = podline_testkit::kubeconfig_file(&sim);
-    let mut cmd = Command::new("python3");
-    cmd.arg(python_file("kube_ssa.py"))
-        .arg(kubeconfig.path())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(45), cmd.output())
-        .await
-        .expect("the Python client finished within 45 s")
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.trim() == "ok",
-        "the Python client failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_script("kube_ssa.py", kubeconfig.path()).await;
     assert!(sim.counts().get("patch", "pods") >= 4, "it applied");
     sim.shutdown().await;
 }
@@ -168,19 +133,6 @@ async fn the_python_client_should_read_the_version_and_the_node() {
     }
     let sim = podline_testkit::start_sim(SimConfig::default()).await;
     let kubeconfig = podline_testkit::kubeconfig_file(&sim);
-    let mut cmd = Command::new("python3");
-    cmd.arg(python_file("kube_nodes.py"))
-        .arg(kubeconfig.path())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(45), cmd.output())
-        .await
-        .expect("the Python client finished within 45 s")
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.trim() == "ok",
-        "the Python client failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_script("kube_nodes.py", kubeconfig.path()).await;
     sim.shutdown().await;
 }
