@@ -374,10 +374,16 @@ fn table_of(kind: &str, items: &[Value], source: &Value, include: Include) -> Va
     })
 }
 
+/// The string, or `<none>` when it is missing or empty (kubectl's printers' placeholder).
 fn or_none(value: &Value) -> Value {
+    non_empty_or(value, "<none>")
+}
+
+/// The string, or `placeholder` when it is missing or empty.
+fn non_empty_or(value: &Value, placeholder: &str) -> Value {
     match value.as_str() {
         Some(s) if !s.is_empty() => json!(s),
-        _ => json!("<none>"),
+        _ => json!(placeholder),
     }
 }
 
@@ -385,23 +391,14 @@ fn or_none(value: &Value) -> Value {
 /// `Ready`/`NotReady` (`Unknown` without one) plus `SchedulingDisabled` when cordoned, the
 /// roles from `node-role.kubernetes.io/<role>` and `kubernetes.io/role` labels.
 fn node_cells(node: &Value, name: Value, age: Value) -> Vec<Value> {
-    let empty = Vec::new();
-    let conditions = node["status"]["conditions"].as_array().unwrap_or(&empty);
-    let mut status: Vec<&str> = conditions
-        .iter()
-        .filter(|c| c["type"] == "Ready")
-        .take(1)
-        .map(|c| {
-            if c["status"] == "True" {
-                "Ready"
-            } else {
-                "NotReady"
-            }
-        })
-        .collect();
-    if status.is_empty() {
-        status.push("Unknown");
-    }
+    let ready = node["status"]["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == "Ready"));
+    let mut status = vec![match ready {
+        Some(c) if c["status"] == "True" => "Ready",
+        Some(_) => "NotReady",
+        None => "Unknown",
+    }];
     if node["spec"]["unschedulable"] == true {
         status.push("SchedulingDisabled");
     }
@@ -427,16 +424,12 @@ fn node_cells(node: &Value, name: Value, age: Value) -> Vec<Value> {
     };
     let info = &node["status"]["nodeInfo"];
     let address = |kind: &str| {
-        node["status"]["addresses"]
+        let found = node["status"]["addresses"]
             .as_array()
-            .and_then(|all| all.iter().find(|a| a["type"] == kind))
-            .and_then(|a| a["address"].as_str())
-            .map_or_else(|| json!("<none>"), |ip| json!(ip))
+            .and_then(|all| all.iter().find(|a| a["type"] == kind));
+        or_none(found.map_or(&Value::Null, |a| &a["address"]))
     };
-    let or_unknown = |value: &Value| match value.as_str() {
-        Some(s) if !s.is_empty() => json!(s),
-        _ => json!("<unknown>"),
-    };
+    let or_unknown = |value: &Value| non_empty_or(value, "<unknown>");
     vec![
         name,
         json!(status.join(",")),

@@ -3,9 +3,10 @@
 //! [`Kubelet::spawn`] registers the node's Node object (`node.rs`) and starts one task that
 //! watches the cluster's pods and moves each through the phases a real node would: bound to
 //! [`KubeletConfig::node_name`] after the schedule delay (`Scheduled` event; while the node is
-//! cordoned or its Node deleted, `FailedScheduling` and a retry every second), images pulled (`Pulling`/`Pulled`), containers created and
-//! started, Pending -> Running -> Succeeded/Failed with the container statuses, conditions and
-//! times the real kubelet writes, and finally removed after a deletion (`Killing`).
+//! cordoned or its Node deleted, `FailedScheduling` and a retry every second), images pulled
+//! (`Pulling`/`Pulled`), containers created and started, Pending -> Running ->
+//! Succeeded/Failed with the container statuses, conditions and times the real kubelet
+//! writes, and finally removed after a deletion (`Killing`).
 //!
 //! Containers are **scripted** by default, through pod annotations prefixed `sim.podline.io/`
 //! (a key applies to every container; `<key>.<container>` to one):

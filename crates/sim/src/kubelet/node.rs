@@ -21,6 +21,11 @@ use crate::version::GIT_VERSION;
 /// `platform` and the labels a pod's `nodeSelector` is matched against (`pod.rs`) say.
 const ARCH: &str = "amd64";
 
+/// The node's well-known labels besides its hostname: what a pod's `nodeSelector` is matched
+/// against (`pod.rs`), and what its Node object carries (with the older `beta.` forms).
+pub(super) const NODE_LABELS: [(&str, &str); 2] =
+    [("kubernetes.io/os", "linux"), ("kubernetes.io/arch", ARCH)];
+
 /// What the node says it has, in the units a kubelet reports them in.
 const CAPACITY: [(&str, &str); 6] = [
     ("cpu", "8"),
@@ -72,13 +77,17 @@ pub(crate) fn refusal(cluster: &Cluster, node_name: &str) -> Option<&'static str
 /// The Node object of a freshly registered, ready node.
 fn node(name: &str) -> Node {
     let now = now_time();
-    let labels = [
-        ("beta.kubernetes.io/arch", ARCH),
-        ("beta.kubernetes.io/os", "linux"),
-        ("kubernetes.io/arch", ARCH),
-        ("kubernetes.io/hostname", name),
-        ("kubernetes.io/os", "linux"),
-    ];
+    let labels: BTreeMap<String, String> = NODE_LABELS
+        .iter()
+        .flat_map(|(key, value)| {
+            let beta = key.replacen("kubernetes.io/", "beta.kubernetes.io/", 1);
+            [
+                ((*key).to_owned(), (*value).to_owned()),
+                (beta, (*value).to_owned()),
+            ]
+        })
+        .chain([("kubernetes.io/hostname".to_owned(), name.to_owned())])
+        .collect();
     let condition = |type_: &str, status: &str, reason: &str, message: &str| NodeCondition {
         type_: type_.to_owned(),
         status: status.to_owned(),
@@ -96,12 +105,7 @@ fn node(name: &str) -> Node {
             name: Some(name.to_owned()),
             uid: Some(uuid::Uuid::new_v4().to_string()),
             creation_timestamp: Some(now.clone()),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect(),
-            ),
+            labels: Some(labels),
             annotations: Some(BTreeMap::from([
                 ("node.alpha.kubernetes.io/ttl".to_owned(), "0".to_owned()),
                 (
@@ -221,6 +225,13 @@ mod tests {
                 .map(String::as_str),
             Some("node-a")
         );
+        let labels = node.metadata.labels.as_ref().expect("labels");
+        for key in ["kubernetes.io/arch", "beta.kubernetes.io/arch"] {
+            assert_eq!(labels.get(key).map(String::as_str), Some("amd64"), "{key}");
+        }
+        for key in ["kubernetes.io/os", "beta.kubernetes.io/os"] {
+            assert_eq!(labels.get(key).map(String::as_str), Some("linux"), "{key}");
+        }
         assert_eq!(refusal(&cluster, "node-a"), None);
         assert_eq!(refusal(&cluster, "node-b"), Some(NO_NODE));
         let mut cordoned = node.clone();

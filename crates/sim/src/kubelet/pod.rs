@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::KubeletConfig;
 use super::image::{self, ImageRef};
+use super::node::NODE_LABELS;
 use super::script::{self, ContainerScript, ImageErrorKind, PodScript, ScriptError};
 
 /// Who reports an event: the scheduler binds pods, the kubelet runs them.
@@ -128,7 +129,7 @@ pub(crate) enum Stage {
     /// Waiting for the scheduler.
     Scheduling,
     /// The scheduler found no node: stays until deleted, or, when only the node refused it
-    /// ([`PodWork::awaiting_node`]), until the node takes pods again.
+    /// ([`PodWork::refused_by_node`]), until the node takes pods again.
     Unschedulable,
     /// Bound to the node, waiting for the kubelet to pick it up.
     Bound,
@@ -221,9 +222,10 @@ pub(crate) struct PodWork {
     pub(crate) containers: Vec<ContainerWork>,
     pub(crate) scheduled_at: Option<Timestamp>,
     pub(crate) unschedulable_at: Option<Timestamp>,
-    /// Unschedulable only because the node refused it (see [`Ctx::node_refusal`]): the
-    /// scheduler tries again every [`NODE_RETRY`].
-    pub(crate) awaiting_node: bool,
+    /// Set while the pod is Unschedulable only because the node refused it (see
+    /// [`Ctx::node_refusal`]): the refusal's message. The scheduler tries again every
+    /// [`NODE_RETRY`]. `unschedulable` is the reason no node could ever take the pod.
+    pub(crate) refused_by_node: Option<&'static str>,
     pub(crate) start_time: Option<Timestamp>,
     pub(crate) ready: bool,
     pub(crate) ready_changed_at: Option<Timestamp>,
@@ -251,12 +253,6 @@ pub(crate) const NODE_RETRY: Duration = Duration::from_secs(1);
 
 /// The scheduler name of kube-scheduler's default profile (the sim's scheduler plays it).
 pub(crate) const DEFAULT_SCHEDULER: &str = "default-scheduler";
-
-/// The node's labels, for `nodeSelector` (the Node object carries them too: `node.rs`).
-const NODE_LABELS: &[(&str, &str)] = &[
-    ("kubernetes.io/os", "linux"),
-    ("kubernetes.io/arch", "amd64"),
-];
 
 impl PodWork {
     /// Reads a new pod; returns its work and the first effects (warnings, the schedule timer).
@@ -364,7 +360,7 @@ impl PodWork {
             containers,
             scheduled_at: None,
             unschedulable_at: None,
-            awaiting_node: false,
+            refused_by_node: None,
             start_time: None,
             ready: false,
             ready_changed_at: None,
@@ -487,36 +483,9 @@ impl PodWork {
     }
 
     fn on_schedule(&mut self, ctx: &mut Ctx<'_>, fx: &mut Vec<Effect>) -> bool {
-        let retrying = self.stage == Stage::Unschedulable && self.awaiting_node;
+        let retrying = self.stage == Stage::Unschedulable && self.refused_by_node.is_some();
         if self.stage != Stage::Scheduling && !retrying {
             return false;
-        }
-        // A pod no node could ever take (its annotation, its nodeSelector) is refused for that.
-        let never = self.unschedulable.is_some() && !self.awaiting_node;
-        if let Some(refusal) = ctx.node_refusal.filter(|_| !never) {
-            fx.push(Effect::Timer {
-                after: NODE_RETRY,
-                kind: TimerKind::Schedule,
-            });
-            if retrying {
-                return false;
-            }
-            self.stage = Stage::Unschedulable;
-            self.awaiting_node = true;
-            self.unschedulable = Some(refusal.to_owned());
-            self.unschedulable_at = Some(ctx.now);
-            fx.push(event(
-                true,
-                "FailedScheduling",
-                refusal.to_owned(),
-                Component::Scheduler,
-            ));
-            return true;
-        }
-        if retrying {
-            self.awaiting_node = false;
-            self.unschedulable = None;
-            self.unschedulable_at = None;
         }
         if let Some(message) = self.unschedulable.clone() {
             self.stage = Stage::Unschedulable;
@@ -529,6 +498,26 @@ impl PodWork {
             ));
             return true;
         }
+        if let Some(refusal) = ctx.node_refusal {
+            fx.push(Effect::Timer {
+                after: NODE_RETRY,
+                kind: TimerKind::Schedule,
+            });
+            if retrying {
+                return false;
+            }
+            self.stage = Stage::Unschedulable;
+            self.refused_by_node = Some(refusal);
+            self.unschedulable_at = Some(ctx.now);
+            fx.push(event(
+                true,
+                "FailedScheduling",
+                refusal.to_owned(),
+                Component::Scheduler,
+            ));
+            return true;
+        }
+        self.refused_by_node = None;
         self.stage = Stage::Bound;
         self.scheduled_at = Some(ctx.now);
         let message = format!(

@@ -109,7 +109,10 @@ fn conditions(work: &PodWork) -> Vec<PodCondition> {
     if work.stage == Stage::Unschedulable {
         return vec![PodCondition {
             reason: Some("Unschedulable".to_owned()),
-            message: work.unschedulable.clone(),
+            message: work
+                .unschedulable
+                .clone()
+                .or_else(|| work.refused_by_node.map(str::to_owned)),
             ..condition("PodScheduled", false, work.unschedulable_at)
         }];
     }
