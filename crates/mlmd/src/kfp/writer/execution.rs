@@ -194,11 +194,12 @@ impl KfpWriter {
         Ok((response.execution_id, refs))
     }
 
-    /// The outputs an earlier (committed) phase 2 wrote, from its events.
-    pub(super) async fn read_outputs(
+    /// The events of an execution recorded earlier (none for one never stored): what its
+    /// outputs and linked inputs are read back from.
+    pub(super) async fn execution_events(
         &self,
         execution: &Execution,
-    ) -> Result<Vec<OutputRef>, MlmdError> {
+    ) -> Result<Vec<Event>, MlmdError> {
         let Some(id) = execution.id else {
             return Ok(Vec::new());
         };
@@ -208,7 +209,15 @@ impl KfpWriter {
                 execution_ids: vec![id],
             })
             .await;
-        let events = or_empty(events)?.events;
+        Ok(or_empty(events)?.events)
+    }
+
+    /// The outputs an earlier (committed) phase 2 wrote, from its events.
+    pub(super) async fn read_outputs(
+        &self,
+        execution: &Execution,
+    ) -> Result<Vec<OutputRef>, MlmdError> {
+        let events = self.execution_events(execution).await?;
         let outputs: Vec<(i64, String)> = events
             .iter()
             .filter(|e| e.r#type == Some(EventType::Output as i32))

@@ -23,17 +23,9 @@ impl KfpWriter {
         pod: &KfpPod,
         execution: &Execution,
     ) -> Result<Vec<InputRef>, MlmdError> {
-        let Some(id) = execution.id else {
-            return Ok(Vec::new());
-        };
-        let events = self
-            .client
-            .get_events_by_execution_ids(GetEventsByExecutionIdsRequest {
-                execution_ids: vec![id],
-            })
-            .await;
-        Ok(or_empty(events)?
-            .events
+        Ok(self
+            .execution_events(execution)
+            .await?
             .iter()
             .filter(|e| e.r#type == Some(EventType::Input as i32))
             .filter_map(|e| {
