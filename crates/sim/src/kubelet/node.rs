@@ -13,9 +13,11 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::status::HOST_IP;
 use crate::cluster::{Cluster, Write, now_time};
 use crate::version::GIT_VERSION;
+
+/// The node's IP address: its `InternalIP`, and the `status.hostIP` of its pods.
+pub(crate) const HOST_IP: &str = "172.18.0.2";
 
 /// The node's architecture (Go's `GOARCH`): amd64 whatever the host, as `/version`'s
 /// `platform` and the labels a pod's `nodeSelector` is matched against (`pod.rs`) say.

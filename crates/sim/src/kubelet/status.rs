@@ -13,10 +13,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::KubeletConfig;
+use super::node::HOST_IP;
 use super::pod::{CState, PodWork, Stage, Terminated};
-
-/// The node's IP address, as `status.hostIP`.
-pub(crate) const HOST_IP: &str = "172.18.0.2";
 
 /// Writes the binding (`spec.nodeName`) and the full status of `work` into `pod`.
 pub(crate) fn render(work: &PodWork, cfg: &KubeletConfig, pod: &mut Pod) {

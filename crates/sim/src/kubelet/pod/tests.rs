@@ -555,7 +555,7 @@ fn rendered_status_should_look_like_the_kubelets() {
     );
     let s = p.status.unwrap();
     assert_eq!(s.phase.as_deref(), Some("Running"));
-    assert_eq!(s.host_ip.as_deref(), Some(status::HOST_IP));
+    assert_eq!(s.host_ip.as_deref(), Some(crate::kubelet::node::HOST_IP));
     assert_eq!(s.pod_ip.as_deref(), Some("10.244.0.2"));
     assert!(s.start_time.is_some());
     let types: Vec<(String, String)> = s
