@@ -165,7 +165,7 @@ async fn huge_durations_on_pods_should_not_stop_the_kubelet() {
         }
     };
     assert!(
-        podline_testkit::wait_until(Duration::from_secs(15), || async {
+        podline_testkit::wait_until(Duration::from_secs(40), || async {
             phase("deadline").await == "Running" && phase("slow").await == "Running"
         })
         .await,
@@ -183,14 +183,14 @@ async fn huge_durations_on_pods_should_not_stop_the_kubelet() {
     )
     .await;
     assert!(
-        podline_testkit::wait_until(Duration::from_secs(15), || async {
+        podline_testkit::wait_until(Duration::from_secs(40), || async {
             phase("after").await == "Succeeded"
         })
         .await,
         "a pod created after them still runs to completion"
     );
     assert!(
-        podline_testkit::wait_until(Duration::from_secs(15), || async {
+        podline_testkit::wait_until(Duration::from_secs(40), || async {
             pods.get_opt("deadline").await.ok().flatten().is_none()
         })
         .await,
