@@ -14,7 +14,7 @@
 //!
 //! It follows the pod and lease tables' change streams and keeps only objects that have
 //! ownerReferences or a collector finalizer, so a cluster without any costs it next to nothing.
-//! Owners may be pods, Leases, Namespaces, Events or WorkflowTaskResults; a reference to any
+//! Owners may be pods, Leases, Namespaces, Nodes, Events or WorkflowTaskResults; a reference to any
 //! other kind is left alone (the real collector could resolve it; the sim serves no such kind).
 
 use std::collections::HashMap;
@@ -103,6 +103,9 @@ struct Collector {
     cluster: WeakCluster,
     dependents: HashMap<ObjKey, Vec<OwnerReference>>,
     pending: HashMap<ObjKey, Pending>,
+    /// Entries of `dependents` and `pending`, per [`Dependent`] kind (indexed by its
+    /// discriminant): whether a change of an untracked kind must be parsed at all.
+    tracked: [usize; 2],
     dirty: bool,
 }
 
@@ -115,6 +118,7 @@ pub fn spawn(cluster: &Cluster) -> JoinHandle<()> {
         cluster: cluster.downgrade(),
         dependents: HashMap::new(),
         pending: HashMap::new(),
+        tracked: [0; 2],
         dirty: false,
     };
     tokio::spawn(async move {
@@ -160,6 +164,11 @@ impl Collector {
         self.dependents.is_empty() && self.pending.is_empty()
     }
 
+    /// Whether any object of `kind` is tracked.
+    fn tracks_any(&self, kind: Dependent) -> bool {
+        self.tracked[kind as usize] > 0
+    }
+
     /// Takes one received change; false when the cluster is gone.
     fn receive<K: ApiKind>(
         &mut self,
@@ -197,8 +206,11 @@ impl Collector {
 
     /// Follows one change of an object.
     fn observe(&mut self, kind: Dependent, change: ChangeKind, json: &Bytes) {
-        // Objects without references or finalizers matter only if they are tracked already.
-        if self.is_idle()
+        // Objects without references or finalizers matter only if they are tracked already,
+        // or, once deleted, as owners of what is tracked. (The node's Lease, owned by its Node,
+        // is tracked for as long as a kubelet runs: pods stay cheap while no pod is tracked.)
+        let untracked = self.is_idle() || (change != ChangeKind::Deleted && !self.tracks_any(kind));
+        if untracked
             && !mentions(json, b"\"ownerReferences\"")
             && !mentions(json, b"\"finalizers\"")
         {
@@ -215,16 +227,15 @@ impl Collector {
             uid: meta.uid,
         };
         if change == ChangeKind::Deleted {
-            let tracked =
-                self.dependents.remove(&key).is_some() | self.pending.remove(&key).is_some();
+            let tracked = self.set_dependent(&key, None) | self.set_pending(&key, None);
             // An owner went: its dependents may be collectable now.
             self.dirty |= tracked || !self.dependents.is_empty();
             return;
         }
         if meta.owner_references.is_empty() {
-            self.dependents.remove(&key);
+            self.set_dependent(&key, None);
         } else {
-            self.dependents.insert(key.clone(), meta.owner_references);
+            self.set_dependent(&key, Some(meta.owner_references));
             self.dirty = true;
         }
         let pending = Pending {
@@ -232,10 +243,47 @@ impl Collector {
             orphan: meta.finalizers.iter().any(|f| f == ORPHAN_FINALIZER),
         };
         if meta.deletion_timestamp.is_some() && (pending.foreground || pending.orphan) {
-            self.pending.insert(key, pending);
+            self.set_pending(&key, Some(pending));
             self.dirty = true;
         } else {
-            self.pending.remove(&key);
+            self.set_pending(&key, None);
+        }
+    }
+
+    /// Tracks `key` as a dependent with these owners, or stops tracking it (None). True when
+    /// it was tracked before.
+    fn set_dependent(&mut self, key: &ObjKey, owners: Option<Vec<OwnerReference>>) -> bool {
+        let before = match owners {
+            Some(owners) => self.dependents.insert(key.clone(), owners),
+            None => self.dependents.remove(key),
+        };
+        self.count(
+            key.kind,
+            before.is_some(),
+            self.dependents.contains_key(key),
+        );
+        before.is_some()
+    }
+
+    /// Tracks `key` as an owner being deleted with a collector finalizer, or stops (None).
+    /// True when it was tracked before.
+    fn set_pending(&mut self, key: &ObjKey, pending: Option<Pending>) -> bool {
+        let before = match pending {
+            Some(pending) => self.pending.insert(key.clone(), pending),
+            None => self.pending.remove(key),
+        };
+        self.count(key.kind, before.is_some(), self.pending.contains_key(key));
+        before.is_some()
+    }
+
+    /// Keeps [`Collector::tracked`] in step with one map entry that was (`before`) and is
+    /// (`after`) present.
+    fn count(&mut self, kind: Dependent, before: bool, after: bool) {
+        let count = &mut self.tracked[kind as usize];
+        match (before, after) {
+            (false, true) => *count += 1,
+            (true, false) => *count = count.saturating_sub(1),
+            _ => {}
         }
     }
 
@@ -246,6 +294,7 @@ impl Collector {
         };
         self.dependents.clear();
         self.pending.clear();
+        self.tracked = [0; 2];
         let (pods, _) = cluster.pod_table().snapshot(None, None);
         for stored in &pods {
             self.observe(Dependent::Pod, ChangeKind::Added, &stored.json());
@@ -283,7 +332,6 @@ impl Collector {
             }
             remove_finalizer(&cluster, &owner, ORPHAN_FINALIZER);
         }
-        // Owners looked up once per pass, however many dependents name them.
         // Owners looked up once per pass, however many dependents name them.
         let mut owners: HashMap<(String, String, String, String, String), Owner> = HashMap::new();
         for (dependent, refs) in self.dependents.clone() {
@@ -362,6 +410,10 @@ fn resolve(cluster: &Cluster, namespace: &str, r: &OwnerReference) -> Owner {
             .map(|s| s.decode().metadata),
         ("", "Namespace") => cluster
             .namespace_table()
+            .get("", &r.name)
+            .map(|s| s.decode().metadata),
+        ("", "Node") => cluster
+            .node_table()
             .get("", &r.name)
             .map(|s| s.decode().metadata),
         ("", "Event") => cluster

@@ -370,3 +370,55 @@ async fn nodes_are_listed_ready_with_kubectls_node_columns() {
         "{row}"
     );
 }
+
+/// Every Ready node heartbeats through a Lease of its own name in `kube-node-lease` (the
+/// kubelet's NodeLease): held by the node, owned by its Node and renewed within its duration.
+#[tokio::test]
+async fn each_ready_node_renews_a_lease_in_kube_node_lease() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+    let t = Target::new().await;
+    let nodes = t.get("/api/v1/nodes").await.json();
+    let ready: Vec<&Value> = nodes["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|node| {
+            node["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+        })
+        .collect();
+    assert!(!ready.is_empty(), "no Ready node in {nodes}");
+    for node in ready {
+        let name = node["metadata"]["name"].as_str().expect("a name");
+        let lease = t
+            .get(&format!(
+                "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
+            ))
+            .await;
+        assert_eq!(lease.status, 200, "{name}: {}", lease.text());
+        let lease = lease.json();
+        assert_eq!(lease["spec"]["holderIdentity"], name, "{lease}");
+        let duration = lease["spec"]["leaseDurationSeconds"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("a duration in {lease}"));
+        assert!(duration > 0, "{lease}");
+        let owner = &lease["metadata"]["ownerReferences"][0];
+        assert_eq!(
+            (&owner["apiVersion"], &owner["kind"], &owner["name"]),
+            (&Value::from("v1"), &Value::from("Node"), &Value::from(name)),
+            "{lease}"
+        );
+        assert_eq!(owner["uid"], node["metadata"]["uid"], "{lease}");
+        let renewed: MicroTime = serde_json::from_value(lease["spec"]["renewTime"].clone())
+            .unwrap_or_else(|e| panic!("renewTime in {lease}: {e}"));
+        let age = k8s_openapi::jiff::Timestamp::now().duration_since(renewed.0);
+        // The lease duration, and a minute for the clocks of a real cluster's nodes.
+        assert!(
+            age.as_secs() < duration + 60,
+            "{name}'s lease was renewed {age:?} ago: {lease}"
+        );
+    }
+}

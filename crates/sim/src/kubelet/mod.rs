@@ -1,6 +1,7 @@
 //! The simulated kubelet (and the scheduler it stands in for): runs the sim's pods on one node.
 //!
-//! [`Kubelet::spawn`] registers the node's Node object (`node.rs`) and starts one task that
+//! [`Kubelet::spawn`] registers the node's Node object (`node.rs`), keeps its heartbeats
+//! (`heartbeat.rs`: the node's Lease, its status report) and starts one task that
 //! watches the cluster's pods and moves each through the phases a real node would: bound to
 //! [`KubeletConfig::node_name`] after the schedule delay (`Scheduled` event; while the node is
 //! cordoned or its Node deleted, `FailedScheduling` and a retry every second), images pulled
@@ -38,6 +39,7 @@
 
 mod config;
 mod exec;
+mod heartbeat;
 mod image;
 mod node;
 mod pod;
@@ -184,6 +186,7 @@ impl Driver {
     /// scheduler places pods only on a Node that exists and is not cordoned.
     fn new(cluster: Cluster, cfg: KubeletConfig) -> Self {
         node::register(&cluster, &cfg.node_name);
+        heartbeat::renew_lease(&cluster, &cfg.node_name);
         let (exec_tx, exec_rx) = mpsc::unbounded_channel();
         Driver {
             cluster,
@@ -206,6 +209,12 @@ impl Driver {
     ) {
         tracing::debug!(node = %self.cfg.node_name, exec = self.cfg.exec, "simulated kubelet started");
         self.guarded("", Self::resync);
+        let mut heartbeats = tokio::time::interval_at(
+            tokio::time::Instant::now() + heartbeat::RENEW_INTERVAL,
+            heartbeat::RENEW_INTERVAL,
+        );
+        heartbeats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut beats: u64 = 0;
         loop {
             // Unbiased: a flood of pod changes must not starve the timers (or the reverse).
             tokio::select! {
@@ -236,6 +245,13 @@ impl Driver {
                     self.guarded(&uid, |driver| driver.step(&uid, input));
                 }
                 Some(_) = self.exec_tasks.join_next(), if !self.exec_tasks.is_empty() => {}
+                _ = heartbeats.tick() => {
+                    beats = beats.wrapping_add(1);
+                    heartbeat::renew_lease(&self.cluster, &self.cfg.node_name);
+                    if beats.is_multiple_of(heartbeat::STATUS_REPORT_EVERY) {
+                        heartbeat::report_status(&self.cluster, &self.cfg.node_name);
+                    }
+                }
             }
         }
         tracing::debug!("simulated kubelet stopped");
@@ -364,10 +380,17 @@ impl Driver {
                 _ => {}
             }
         }
-        let node_refusal = if input == Input::Timer(TimerKind::Schedule) {
-            node::refusal(&self.cluster, &self.cfg.node_name)
-        } else {
-            None
+        let node_refusal = match self.pods.get(uid) {
+            Some(tracked) if input == Input::Timer(TimerKind::Schedule) => {
+                let (namespace, name) = (&tracked.work.namespace, &tracked.work.name);
+                node::refusal(&self.cluster, &self.cfg.node_name, || {
+                    self.cluster
+                        .get_pod(namespace, name)
+                        .and_then(|pod| pod.spec.as_ref()?.tolerations.clone())
+                        .unwrap_or_default()
+                })
+            }
+            _ => None,
         };
         let Some(tracked) = self.pods.get_mut(uid) else {
             return;

@@ -5,10 +5,11 @@
 //! one, where a sim without a kubelet, like a control plane without nodes, lists none.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
-    NodeSystemInfo,
+    NodeSystemInfo, Taint, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -61,19 +62,81 @@ const CORDONED: &str = "0/1 nodes are available: 1 node(s) were unschedulable. p
 /// kube-scheduler's FailedScheduling message when the cluster has no node.
 const NO_NODE: &str = "no nodes available to schedule pods";
 
+/// The taint a cordoned node stands for (kube-scheduler's NodeUnschedulable plugin): a pod
+/// that tolerates it, with effect NoSchedule, may be placed on a cordoned node (DaemonSets do).
+const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+
 /// The index of `spec.unschedulable` in Node's field-selector fields (`Kind::FIELDS`).
 const UNSCHEDULABLE_FIELD: usize = 1;
 
-/// Why the scheduler can place no new pod on the node now: it is cordoned
-/// (`spec.unschedulable`) or its Node object was deleted. None when it takes pods.
-pub(crate) fn refusal(cluster: &Cluster, node_name: &str) -> Option<&'static str> {
+/// Why the scheduler can place no new pod with these `tolerations` on the node now, in
+/// kube-scheduler's words: the node is cordoned (`spec.unschedulable`), it has a NoSchedule or
+/// NoExecute taint the pod does not tolerate (its TaintToleration plugin; PreferNoSchedule
+/// only steers a choice this one-node scheduler does not have), or its Node object was
+/// deleted. None when it takes the pod. `tolerations` is called only for a cordoned or tainted
+/// node, so a plain node costs no pod decode.
+pub(crate) fn refusal(
+    cluster: &Cluster,
+    node_name: &str,
+    tolerations: impl FnOnce() -> Vec<Toleration>,
+) -> Option<Arc<str>> {
     let Some(stored) = cluster.node_table().get("", node_name) else {
-        return Some(NO_NODE);
+        return Some(NO_NODE.into());
     };
-    // Read from the stored field-selector facts, not by decoding the Node: this runs once per
-    // pod the scheduler places.
+    // Read from the stored field-selector facts and bytes, not by decoding the Node: this
+    // runs once per pod the scheduler places.
     let cordoned = stored.facts.field(UNSCHEDULABLE_FIELD) == "true";
-    cordoned.then_some(CORDONED)
+    let tainted = contains(&stored.json(), b"\"taints\"");
+    if !cordoned && !tainted {
+        return None;
+    }
+    let tolerations = tolerations();
+    let unschedulable = Taint {
+        key: UNSCHEDULABLE_TAINT.to_owned(),
+        effect: "NoSchedule".to_owned(),
+        ..Taint::default()
+    };
+    if cordoned && !tolerated(&tolerations, &unschedulable) {
+        return Some(CORDONED.into());
+    }
+    let taints = stored.decode().spec.and_then(|spec| spec.taints);
+    let untolerated = taints.iter().flatten().find(|taint| {
+        matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
+            && !tolerated(&tolerations, taint)
+    })?;
+    Some(
+        format!(
+            "0/1 nodes are available: 1 node(s) had untolerated taint {{{}: {}}}. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+            untolerated.key,
+            untolerated.value.as_deref().unwrap_or_default()
+        )
+        .into(),
+    )
+}
+
+/// Whether one of `tolerations` tolerates `taint` (the API's `Toleration.ToleratesTaint`): the
+/// effect matches or is empty, the key matches or is empty, and the operator is `Exists` or
+/// `Equal` (the default) with the same value.
+fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
+    tolerations.iter().any(|t| {
+        let effect = t.effect.as_deref().unwrap_or_default();
+        let key = t.key.as_deref().unwrap_or_default();
+        (effect.is_empty() || effect == taint.effect)
+            && (key.is_empty() || key == taint.key)
+            && match t.operator.as_deref().unwrap_or_default() {
+                "" | "Equal" => {
+                    t.value.as_deref().unwrap_or_default()
+                        == taint.value.as_deref().unwrap_or_default()
+                }
+                "Exists" => true,
+                _ => false,
+            }
+    })
+}
+
+/// Whether `haystack` contains `needle`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The Node object of a freshly registered, ready node.
@@ -234,8 +297,11 @@ mod tests {
         for key in ["kubernetes.io/os", "beta.kubernetes.io/os"] {
             assert_eq!(labels.get(key).map(String::as_str), Some("linux"), "{key}");
         }
-        assert_eq!(refusal(&cluster, "node-a"), None);
-        assert_eq!(refusal(&cluster, "node-b"), Some(NO_NODE));
+        assert_eq!(refusal(&cluster, "node-a", Vec::new).as_deref(), None);
+        assert_eq!(
+            refusal(&cluster, "node-b", Vec::new).as_deref(),
+            Some(NO_NODE)
+        );
         let mut cordoned = node.clone();
         cordoned
             .spec
@@ -246,13 +312,108 @@ mod tests {
             |_| -> Result<_, std::convert::Infallible> { Ok((Write::Replace(cordoned), ())) },
             |_, _| {},
         );
-        assert_eq!(refusal(&cluster, "node-a"), Some(CORDONED));
+        assert_eq!(
+            refusal(&cluster, "node-a", Vec::new).as_deref(),
+            Some(CORDONED)
+        );
+        let daemon = || {
+            vec![Toleration {
+                key: Some(UNSCHEDULABLE_TAINT.to_owned()),
+                operator: Some("Exists".to_owned()),
+                effect: Some("NoSchedule".to_owned()),
+                ..Toleration::default()
+            }]
+        };
+        assert_eq!(
+            refusal(&cluster, "node-a", daemon).as_deref(),
+            None,
+            "a pod tolerating the unschedulable taint goes on a cordoned node"
+        );
         register(&cluster, "node-a");
         let again = cluster.node_table().get("", "node-a").expect("kept");
         assert_eq!(
             again.decode().spec.and_then(|s| s.unschedulable),
             Some(true),
             "registering again writes nothing"
+        );
+    }
+    fn taint(key: &str, value: Option<&str>, effect: &str) -> Taint {
+        Taint {
+            key: key.to_owned(),
+            value: value.map(str::to_owned),
+            effect: effect.to_owned(),
+            ..Taint::default()
+        }
+    }
+
+    fn toleration(key: &str, operator: &str, value: Option<&str>, effect: &str) -> Toleration {
+        Toleration {
+            key: (!key.is_empty()).then(|| key.to_owned()),
+            operator: (!operator.is_empty()).then(|| operator.to_owned()),
+            value: value.map(str::to_owned),
+            effect: (!effect.is_empty()).then(|| effect.to_owned()),
+            ..Toleration::default()
+        }
+    }
+
+    #[test]
+    fn tolerations_match_taints_as_the_api_defines_it() {
+        let gpu = taint("gpu", Some("a100"), "NoSchedule");
+        let cases = [
+            (toleration("gpu", "Equal", Some("a100"), "NoSchedule"), true),
+            (toleration("gpu", "", Some("a100"), ""), true),
+            (
+                toleration("gpu", "Equal", Some("h100"), "NoSchedule"),
+                false,
+            ),
+            (toleration("gpu", "Exists", None, ""), true),
+            (toleration("gpu", "Exists", None, "NoExecute"), false),
+            (toleration("", "Exists", None, ""), true),
+            (toleration("cpu", "Exists", None, ""), false),
+            (toleration("gpu", "Lt", Some("a100"), ""), false),
+        ];
+        for (t, expected) in cases {
+            assert_eq!(tolerated(std::slice::from_ref(&t), &gpu), expected, "{t:?}");
+        }
+        let bare = taint("dedicated", None, "NoSchedule");
+        assert!(tolerated(
+            &[toleration("dedicated", "Equal", None, "")],
+            &bare
+        ));
+    }
+
+    #[test]
+    fn a_taint_refuses_the_pods_that_do_not_tolerate_it() {
+        let cluster = Cluster::new(crate::cluster::HistoryLimits {
+            window: std::time::Duration::from_secs(75),
+            max_events: 1000,
+        });
+        register(&cluster, "node-a");
+        let mut node = cluster
+            .node_table()
+            .get("", "node-a")
+            .expect("registered")
+            .decode();
+        node.spec.get_or_insert_with(Default::default).taints = Some(vec![
+            taint("soft", Some("x"), "PreferNoSchedule"),
+            taint("gpu", Some("a100"), "NoSchedule"),
+        ]);
+        let _ = cluster.node_table().write(
+            (String::new(), "node-a".to_owned()),
+            |_| -> Result<_, std::convert::Infallible> { Ok((Write::Replace(node), ())) },
+            |_, _| {},
+        );
+        assert_eq!(
+            refusal(&cluster, "node-a", Vec::new).as_deref(),
+            Some(
+                "0/1 nodes are available: 1 node(s) had untolerated taint {gpu: a100}. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+            )
+        );
+        let tolerant = || vec![toleration("gpu", "Equal", Some("a100"), "NoSchedule")];
+        assert_eq!(
+            refusal(&cluster, "node-a", tolerant).as_deref(),
+            None,
+            "PreferNoSchedule never refuses"
         );
     }
 }

@@ -225,7 +225,7 @@ pub(crate) struct PodWork {
     /// Set while the pod is Unschedulable only because the node refused it (see
     /// [`Ctx::node_refusal`]): the refusal's message. The scheduler tries again every
     /// [`NODE_RETRY`]. `unschedulable` is the reason no node could ever take the pod.
-    pub(crate) refused_by_node: Option<&'static str>,
+    pub(crate) refused_by_node: Option<Arc<str>>,
     pub(crate) start_time: Option<Timestamp>,
     pub(crate) ready: bool,
     pub(crate) ready_changed_at: Option<Timestamp>,
@@ -242,9 +242,10 @@ pub(crate) struct Ctx<'a> {
     pub(crate) cfg: &'a KubeletConfig,
     /// Images already on the node (a `Pulled ... already present` needs no pull).
     pub(crate) images: &'a mut HashSet<String>,
-    /// Why the node takes no new pod now (it is cordoned, or its Node object is gone): the
-    /// scheduler's FailedScheduling message. Read by the driver for schedule timers only.
-    pub(crate) node_refusal: Option<&'static str>,
+    /// Why the node takes no new pod now (it is cordoned or has a taint the pod does not
+    /// tolerate, or its Node object is gone): the scheduler's FailedScheduling message. Read by
+    /// the driver for schedule timers only.
+    pub(crate) node_refusal: Option<Arc<str>>,
 }
 
 /// How often the scheduler tries again a pod the node refused (kube-scheduler retries on the
@@ -498,23 +499,27 @@ impl PodWork {
             ));
             return true;
         }
-        if let Some(refusal) = ctx.node_refusal {
+        if let Some(refusal) = ctx.node_refusal.take() {
             fx.push(Effect::Timer {
                 after: NODE_RETRY,
                 kind: TimerKind::Schedule,
             });
-            if retrying {
+            if retrying && self.refused_by_node.as_deref() == Some(&*refusal) {
                 return false;
             }
-            self.stage = Stage::Unschedulable;
-            self.refused_by_node = Some(refusal);
-            self.unschedulable_at = Some(ctx.now);
+            // A first refusal, or a different one (cordoned, then tainted): a new event and
+            // message, as kube-scheduler writes them; the condition's transition time stays.
+            if !retrying {
+                self.stage = Stage::Unschedulable;
+                self.unschedulable_at = Some(ctx.now);
+            }
             fx.push(event(
                 true,
                 "FailedScheduling",
-                refusal.to_owned(),
+                refusal.to_string(),
                 Component::Scheduler,
             ));
+            self.refused_by_node = Some(refusal);
             return true;
         }
         self.refused_by_node = None;

@@ -110,7 +110,7 @@ fn conditions(work: &PodWork) -> Vec<PodCondition> {
             message: work
                 .unschedulable
                 .clone()
-                .or_else(|| work.refused_by_node.map(str::to_owned)),
+                .or_else(|| work.refused_by_node.as_deref().map(str::to_owned)),
             ..condition("PodScheduled", false, work.unschedulable_at)
         }];
     }

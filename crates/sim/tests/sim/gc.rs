@@ -148,6 +148,32 @@ async fn every_pod_owned_by_a_deleted_lease_is_collected() {
     sim.shutdown().await;
 }
 
+/// The node's heartbeat Lease is owned by its Node, as a kubelet's is: deleting the Node
+/// collects the Lease.
+#[tokio::test]
+async fn deleting_the_node_collects_its_heartbeat_lease() {
+    let sim = podline_testkit::start_sim(podline_testkit::test_config()).await;
+    let client = podline_testkit::client(&sim).await;
+    let node = podline_sim::KubeletConfig::default().node_name;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let lease = leases.get(&node).await.expect("the node's lease");
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some(node.as_str())
+    );
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
+    nodes
+        .delete(&node, &DeleteParams::default())
+        .await
+        .expect("delete the node");
+    let collected = wait_until(WAIT, || async {
+        leases.get_opt(&node).await.expect("get").is_none()
+    })
+    .await;
+    assert!(collected, "the lease outlived its Node");
+    sim.shutdown().await;
+}
+
 /// Foreground deletion: the Lease waits (finalizer `foregroundDeletion`) until its pod, held by
 /// a finalizer of its own, is gone; Orphan keeps the pods and removes their reference.
 #[tokio::test]

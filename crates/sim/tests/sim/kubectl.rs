@@ -318,6 +318,16 @@ async fn kubectl_get_nodes_lists_the_kubelets_ready_node() {
         row.contains("172.18.0.2") && row.contains("podline-sim://"),
         "{wide}"
     );
+    // Its heartbeat Lease, as `kubectl get leases -n kube-node-lease` shows on a cluster.
+    let leases = ok(&kubectl(kc.path(), &["get", "leases", "-n", "kube-node-lease"]).await);
+    let row: Vec<&str> = leases
+        .lines()
+        .nth(1)
+        .expect("a lease row")
+        .split_whitespace()
+        .collect();
+    assert_eq!([row[0], row[1]], [node.as_str(), node.as_str()], "{leases}");
+
     ok(&kubectl(kc.path(), &["cordon", &node]).await);
     let out = ok(&kubectl(kc.path(), &["get", "node", &node, "--no-headers"]).await);
     assert!(out.contains("Ready,SchedulingDisabled"), "{out}");
@@ -385,6 +395,84 @@ async fn kubectl_get_nodes_lists_the_kubelets_ready_node() {
         "{out:?}"
     );
     bare.shutdown().await;
+}
+
+/// `kubectl taint`: a NoSchedule taint keeps a pod that does not tolerate it Pending with
+/// kube-scheduler's message, a pod that tolerates it runs, and once the taint is removed the
+/// waiting pod is bound.
+#[tokio::test]
+async fn kubectl_taint_keeps_pods_that_do_not_tolerate_it_pending() {
+    let sim = podline_testkit::start_sim(SimConfig::default()).await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let node = podline_sim::KubeletConfig::default().node_name;
+    ok(&kubectl(kc.path(), &["taint", "nodes", &node, "gpu=a100:NoSchedule"]).await);
+    let taints = ok(&kubectl(
+        kc.path(),
+        &["get", "node", &node, "-o", "jsonpath={.spec.taints[*].key}"],
+    )
+    .await);
+    assert_eq!(taints.trim(), "gpu");
+
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::default_namespaced(podline_testkit::client(&sim).await);
+    pods.create(&Default::default(), &super::common::pod("plain"))
+        .await
+        .expect("create");
+    let mut tolerant = super::common::pod("tolerant");
+    tolerant
+        .spec
+        .get_or_insert_with(Default::default)
+        .tolerations = Some(vec![k8s_openapi::api::core::v1::Toleration {
+        key: Some("gpu".to_owned()),
+        operator: Some("Equal".to_owned()),
+        value: Some("a100".to_owned()),
+        effect: Some("NoSchedule".to_owned()),
+        ..Default::default()
+    }]);
+    pods.create(&Default::default(), &tolerant)
+        .await
+        .expect("create");
+    let bound = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            pods.get(name)
+                .await
+                .ok()
+                .and_then(|p| p.spec.and_then(|s| s.node_name))
+                .is_some()
+        }
+    };
+    assert!(
+        podline_testkit::wait_until(Duration::from_secs(10), || bound("tolerant")).await,
+        "a pod tolerating the taint is placed"
+    );
+    let refused = || {
+        let pods = pods.clone();
+        async move {
+            pods.get("plain").await.ok().is_some_and(|p| {
+                p.status
+                    .and_then(|s| s.conditions)
+                    .into_iter()
+                    .flatten()
+                    .any(|c| {
+                        c.reason.as_deref() == Some("Unschedulable")
+                            && c.message.as_deref().is_some_and(|m| {
+                                m.contains("1 node(s) had untolerated taint {gpu: a100}")
+                            })
+                    })
+            })
+        }
+    };
+    assert!(
+        podline_testkit::wait_until(Duration::from_secs(10), refused).await,
+        "a pod without the toleration waits Unschedulable"
+    );
+    ok(&kubectl(kc.path(), &["taint", "nodes", &node, "gpu-"]).await);
+    assert!(
+        podline_testkit::wait_until(Duration::from_secs(10), || bound("plain")).await,
+        "the taint removed, the node takes the pod"
+    );
+    sim.shutdown().await;
 }
 
 /// `kubectl apply --server-side` creates a pod, re-applies a change of its own field, and is

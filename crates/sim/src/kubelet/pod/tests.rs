@@ -17,7 +17,7 @@ struct Harness {
     timers: Vec<(Timestamp, TimerKind)>,
     effects: Vec<Effect>,
     removed: bool,
-    node_refusal: Option<&'static str>,
+    node_refusal: Option<Arc<str>>,
 }
 
 fn pod(annotations: &[(&str, &str)], spec: serde_json::Value) -> Pod {
@@ -70,7 +70,7 @@ impl Harness {
             now: self.now,
             cfg: &self.cfg,
             images: &mut self.images,
-            node_refusal: self.node_refusal,
+            node_refusal: self.node_refusal.clone(),
         };
         let effects = self.work.step(input, &mut ctx);
         self.absorb(effects);
@@ -369,7 +369,7 @@ fn unschedulable_pod_should_stay_pending_with_failed_scheduling() {
 #[test]
 fn a_pod_waits_while_the_node_refuses_and_runs_once_it_takes_pods() {
     let mut h = Harness::new(&pod(&[], one_container("busybox")));
-    h.node_refusal = Some("0/1 nodes are available: 1 node(s) were unschedulable.");
+    h.node_refusal = Some("0/1 nodes are available: 1 node(s) were unschedulable.".into());
     h.run_until(10, |h| h.work.stage == Stage::Unschedulable);
     assert_eq!(h.work.stage, Stage::Unschedulable);
     assert_eq!(h.reasons(), ["FailedScheduling"]);
@@ -392,10 +392,27 @@ fn a_pod_waits_while_the_node_refuses_and_runs_once_it_takes_pods() {
         h.run_until(10, |h| h.now >= retry_at);
     }
     assert_eq!(h.reasons(), ["FailedScheduling"], "reported once");
+    let transition = cond.last_transition_time.clone();
+    // Another reason (uncordoned, but tainted): reported once more, with the new message.
+    let tainted = "0/1 nodes are available: 1 node(s) had untolerated taint {gpu: a100}.";
+    h.node_refusal = Some(tainted.into());
+    let retry_at = h.now + NODE_RETRY;
+    h.run_until(10, |h| h.now >= retry_at);
+    assert_eq!(h.reasons(), ["FailedScheduling", "FailedScheduling"]);
+    let p = h.rendered();
+    let cond = &p.status.as_ref().unwrap().conditions.as_ref().unwrap()[0];
+    assert_eq!(cond.message.as_deref(), Some(tainted));
+    assert_eq!(
+        cond.last_transition_time, transition,
+        "still False since then"
+    );
     h.node_refusal = None;
     h.run(100);
     assert_eq!(h.work.stage, Stage::Done);
-    assert_eq!(h.reasons()[..2], ["FailedScheduling", "Scheduled"]);
+    assert_eq!(
+        h.reasons()[..3],
+        ["FailedScheduling", "FailedScheduling", "Scheduled"]
+    );
     assert_eq!(
         h.rendered().spec.unwrap().node_name.as_deref(),
         Some(KubeletConfig::default().node_name.as_str())
