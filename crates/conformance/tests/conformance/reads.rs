@@ -422,3 +422,51 @@ async fn each_ready_node_renews_a_lease_in_kube_node_lease() {
         );
     }
 }
+
+/// Events as a Table have kubectl's event columns (Last Seen, Type, Reason, Object, Message at
+/// priority 0; Subobject, Source, First Seen, Count, Name for `-o wide`), and a pod's events
+/// name it as `pod/<name>`.
+#[tokio::test]
+async fn events_as_table_have_kubectls_event_columns() {
+    let t = Target::new().await;
+    assert!(t.create_pod(&pod("evt")).await.status.is_success());
+    let events = t.core_path("events");
+    let has_event = podline_testkit::wait_until(std::time::Duration::from_secs(30), || async {
+        t.get(&events).await.json()["items"]
+            .as_array()
+            .is_some_and(|items| items.iter().any(|e| e["involvedObject"]["name"] == "evt"))
+    })
+    .await;
+    assert!(has_event, "no event about the pod");
+    let table = get_as(&t, &events, TABLE).await;
+    assert_eq!(
+        column_names(&table),
+        [
+            "Last Seen",
+            "Type",
+            "Reason",
+            "Object",
+            "Subobject",
+            "Source",
+            "Message",
+            "First Seen",
+            "Count",
+            "Name"
+        ]
+    );
+    let priorities: Vec<i64> = table["columnDefinitions"]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .map(|c| c["priority"].as_i64().unwrap_or(0))
+        .collect();
+    assert_eq!(priorities, [0, 0, 0, 0, 1, 1, 0, 1, 1, 1]);
+    let row = table["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["cells"][3] == "pod/evt")
+        .unwrap_or_else(|| panic!("a row about pod/evt in {table}"));
+    assert_eq!(row["cells"].as_array().map(Vec::len), Some(10), "{row}");
+    assert!(row["cells"][8].is_i64(), "the count is a number: {row}");
+}

@@ -306,3 +306,90 @@ async fn discovery_lists_the_binding_and_eviction_subresources() {
     );
     assert_eq!(find("bindings")["verbs"], json!(["create"]));
 }
+
+/// A PodDisruptionBudget is kept by the disruption controller (its status counts the ready pods
+/// it selects, `observedGeneration` catches up with its generation); an eviction it allows takes
+/// its one disruption, and the next eviction is refused with 429 and the budget's counts.
+#[tokio::test]
+async fn a_disruption_budget_lets_one_eviction_through_then_answers_429() {
+    let t = Target::new().await;
+    for name in ["guarded-a", "guarded-b"] {
+        let mut body = long_running(name);
+        body["metadata"]["labels"] = json!({"app": "guarded"});
+        assert_eq!(t.create_pod(&body).await.status, 201);
+    }
+    let ready = |name: &'static str| {
+        let t = &t;
+        async move {
+            let pod = get_pod(t, name).await.json();
+            condition(&pod, "Ready").is_some_and(|c| c["status"] == "True")
+        }
+    };
+    assert!(
+        wait_until(SETTLE, || async {
+            ready("guarded-a").await && ready("guarded-b").await
+        })
+        .await,
+        "the guarded pods become ready"
+    );
+    let budgets = format!(
+        "/apis/policy/v1/namespaces/{}/poddisruptionbudgets",
+        t.namespace()
+    );
+    let budget = json!({
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "guarded"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+    });
+    let created = t.send_json(Method::POST, &budgets, &budget).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let created = created.json();
+    assert_eq!(created["metadata"]["generation"], 1, "{created}");
+    let path = format!("{budgets}/guarded");
+    let settled = wait_until(SETTLE, || async {
+        let status = t.get(&path).await.json()["status"].clone();
+        status["observedGeneration"] == 1 && status["disruptionsAllowed"] == 1
+    })
+    .await;
+    let status = t.get(&path).await.json()["status"].clone();
+    assert!(settled, "the controller allows one disruption: {status}");
+    assert_eq!(
+        (
+            &status["currentHealthy"],
+            &status["desiredHealthy"],
+            &status["expectedPods"]
+        ),
+        (&json!(2), &json!(1), &json!(2)),
+        "{status}"
+    );
+    let allowed = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "DisruptionAllowed"))
+        .unwrap_or_else(|| panic!("a DisruptionAllowed condition in {status}"));
+    assert_eq!(
+        (&allowed["status"], &allowed["reason"]),
+        (&json!("True"), &json!("SufficientPods"))
+    );
+
+    let r = evict(&t, "guarded-a", &eviction("policy/v1", "guarded-a", None)).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = evict(&t, "guarded-b", &eviction("policy/v1", "guarded-b", None)).await;
+    assert_eq!(
+        assert_status(&r, 429, "TooManyRequests"),
+        "Cannot evict pod as it would violate the pod's disruption budget."
+    );
+    let cause = &r.json()["details"]["causes"][0];
+    assert_eq!(cause["reason"], "DisruptionBudget", "{cause}");
+    assert!(
+        cause["message"].as_str().is_some_and(
+            |m| m.starts_with("The disruption budget guarded needs 1 healthy pods and has ")
+        ),
+        "{cause}"
+    );
+    assert_eq!(
+        get_pod(&t, "guarded-b").await.status,
+        200,
+        "the refused pod stays"
+    );
+}

@@ -66,6 +66,7 @@ fn storage_version_hash(resource: &str) -> Option<&'static str> {
         "events" => "r2yiGXH7wu8=",
         "leases" => "gqkMMb/YqFM=",
         "nodes" => "XwShjMxG9Fs=",
+        "poddisruptionbudgets" => "EVWiDmWqyJw=",
         "workflowtaskresults" => "h+8WuvWnY6I=",
         _ => return None,
     })
@@ -128,7 +129,12 @@ struct Group {
     version: &'static str,
 }
 
-const GROUPS: [Group; 2] = [
+/// In kube-apiserver's order (policy before coordination.k8s.io).
+const GROUPS: [Group; 3] = [
+    Group {
+        name: "policy",
+        version: "v1",
+    },
     Group {
         name: "coordination.k8s.io",
         version: "v1",
@@ -169,6 +175,24 @@ pub async fn api_group(Path(group): Path<String>) -> Response {
 /// `/apis/{group}/{version}`.
 pub async fn group_version(Path((group, version)): Path<(String, String)>) -> Response {
     let resources = match (group.as_str(), version.as_str()) {
+        ("policy", "v1") => vec![
+            resource(
+                "poddisruptionbudgets",
+                "poddisruptionbudget",
+                true,
+                "PodDisruptionBudget",
+                &ALL_VERBS,
+                &["pdb"],
+            ),
+            resource(
+                "poddisruptionbudgets/status",
+                "",
+                true,
+                "PodDisruptionBudget",
+                &["get", "patch", "update"],
+                &[],
+            ),
+        ],
         ("coordination.k8s.io", "v1") => {
             vec![resource("leases", "lease", true, "Lease", &ALL_VERBS, &[])]
         }

@@ -5,9 +5,10 @@
 //! discovery lists only v1). The pod gets the `DisruptionTarget` condition (reason
 //! `EvictionByEvictionAPI`) and is then deleted with the Eviction's `deleteOptions`, exactly as a
 //! DELETE with those options would delete it (graceful for a running pod, two writes for an
-//! unbound one). The answer is `201` with a Success Status. The sim has no
-//! PodDisruptionBudgets, so no eviction is refused for one (a cluster answers 429 when a budget
-//! allows no disruption).
+//! unbound one). The answer is `201` with a Success Status. A running pod covered by a
+//! PodDisruptionBudget goes only if the budget allows a disruption, which the eviction takes
+//! from it (`crate::disruption::take`); else the answer is kube-apiserver's 429 (`Cannot evict
+//! pod as it would violate the pod's disruption budget.`, the budget's counts in its cause).
 
 use axum::response::Response;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
@@ -20,6 +21,7 @@ use super::decode::{Expected, decode_as};
 use super::kinds::ApiKind;
 use super::{AppState, RequestInfo, delete};
 use crate::cluster::{Cluster, Write};
+use crate::disruption;
 use crate::status::ApiError;
 
 /// How often an eviction whose delete lost a race is tried again (the registry retries
@@ -91,6 +93,21 @@ pub(crate) fn evict(
             .unwrap_or_default();
         let deleting = pod.metadata.deletion_timestamp.is_some();
         let mut one = opts.clone();
+        // `canIgnorePDB`: a terminal, pending or deleted pod is no disruption a budget counts.
+        if !matches!(phase, "Succeeded" | "Failed" | "Pending") && !deleting {
+            // The budget path: one attempt, as kube-apiserver makes one.
+            let allowed = disruption::take(cluster, &pod, dry_run)?;
+            // An unready pod let go without taking a disruption must still be that version
+            // (it might have become ready since).
+            if allowed == disruption::Allowed::DeleteIfUnchanged && !client_rv {
+                one.preconditions
+                    .get_or_insert_with(Default::default)
+                    .resource_version
+                    .clone_from(&pod.metadata.resource_version);
+            }
+            mark_and_delete(cluster, ns, name, one, dry_run)?;
+            return Ok(super::respond::created_success());
+        }
         // A pending pod may become ready (and count for a budget) at any moment: the delete is
         // conditional on the version just read (`shouldEnforceResourceVersion`).
         if phase == "Pending" && !deleting && !client_rv {

@@ -14,6 +14,7 @@ mod control;
 mod decode;
 pub(crate) mod delete;
 mod discovery;
+mod disruption_budgets;
 mod eviction;
 mod filter;
 mod front;

@@ -10,6 +10,7 @@ use axum::response::Response;
 use http::StatusCode;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, StatusCause, StatusDetails};
 
 use super::AppState;
@@ -178,6 +179,7 @@ async fn run_controller(weak: WeakCluster, name: String, uid: String) {
         }
         let remaining = delete_all::<Pod>(&cluster, &name)
             + delete_all::<Lease>(&cluster, &name)
+            + delete_all::<PodDisruptionBudget>(&cluster, &name)
             + delete_all::<WorkflowTaskResult>(&cluster, &name)
             + delete_all::<Event>(&cluster, &name);
         if remaining == 0 && finish(&cluster, &name, &uid) {

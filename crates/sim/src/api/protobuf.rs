@@ -3,9 +3,10 @@
 //! Why: `kubectl create namespace` (client-go's typed client) sends
 //! `application/vnd.kubernetes.protobuf` and nothing else, so without this a newcomer who makes a
 //! namespace for `podline run -n` against the sim gets a 415. The sim still stores and serves
-//! JSON: the body is transcoded on the way in. Only Namespaces are understood (every other kind
-//! kubectl creates from JSON); the messages below declare just the fields a Namespace create
-//! carries, and protobuf skips the rest.
+//! JSON: the body is transcoded on the way in. Only the kinds kubectl creates this way are
+//! understood: Namespaces (`kubectl create namespace`) and PodDisruptionBudgets (`kubectl create
+//! poddisruptionbudget`); every other kind kubectl creates from JSON. The messages below declare
+//! just the fields such a create carries, and protobuf skips the rest.
 
 use std::collections::BTreeMap;
 
@@ -53,6 +54,59 @@ struct NamespaceSpec {
     finalizers: Vec<String>,
 }
 
+/// `k8s.io.api.policy.v1.PodDisruptionBudget` (metadata and spec; a create sends no status).
+#[derive(Clone, PartialEq, Message)]
+struct PodDisruptionBudget {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    spec: Option<PodDisruptionBudgetSpec>,
+}
+
+/// `k8s.io.api.policy.v1.PodDisruptionBudgetSpec`.
+#[derive(Clone, PartialEq, Message)]
+struct PodDisruptionBudgetSpec {
+    #[prost(message, optional, tag = "1")]
+    min_available: Option<IntOrString>,
+    #[prost(message, optional, tag = "2")]
+    selector: Option<LabelSelector>,
+    #[prost(message, optional, tag = "3")]
+    max_unavailable: Option<IntOrString>,
+    #[prost(string, optional, tag = "4")]
+    unhealthy_pod_eviction_policy: Option<String>,
+}
+
+/// `k8s.io.apimachinery.pkg.util.intstr.IntOrString`: `type` 0 is the int, 1 the string.
+#[derive(Clone, PartialEq, Message)]
+struct IntOrString {
+    #[prost(int64, tag = "1")]
+    type_: i64,
+    #[prost(int32, tag = "2")]
+    int_val: i32,
+    #[prost(string, tag = "3")]
+    str_val: String,
+}
+
+/// `k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector`.
+#[derive(Clone, PartialEq, Message)]
+struct LabelSelector {
+    #[prost(btree_map = "string, string", tag = "1")]
+    match_labels: BTreeMap<String, String>,
+    #[prost(message, repeated, tag = "2")]
+    match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+/// `k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement`.
+#[derive(Clone, PartialEq, Message)]
+struct LabelSelectorRequirement {
+    #[prost(string, tag = "1")]
+    key: String,
+    #[prost(string, tag = "2")]
+    operator: String,
+    #[prost(string, repeated, tag = "3")]
+    values: Vec<String>,
+}
+
 /// The fields of `k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta` a create may set.
 #[derive(Clone, PartialEq, Message)]
 struct ObjectMeta {
@@ -66,23 +120,107 @@ struct ObjectMeta {
     annotations: BTreeMap<String, String>,
 }
 
-/// The JSON of the Namespace a protobuf create body carries; 400 when the body is not a
-/// protobuf-encoded v1 Namespace.
-pub fn namespace_json(body: &[u8]) -> Result<Vec<u8>, ApiError> {
-    let bad = |what: String| ApiError::bad_request(format!("protobuf body: {what}"));
+fn bad(what: String) -> ApiError {
+    ApiError::bad_request(format!("protobuf body: {what}"))
+}
+
+/// The object inside a protobuf body, if it is a `kind` of `api_version`.
+fn unwrap(body: &[u8], api_version: &str, kind: &str) -> Result<Vec<u8>, ApiError> {
     let envelope = body
         .strip_prefix(MAGIC)
         .ok_or_else(|| bad("it does not start with the \"k8s\\0\" magic number".into()))?;
     let unknown = Unknown::decode(envelope).map_err(|e| bad(e.to_string()))?;
     let type_meta = unknown.type_meta.unwrap_or_default();
-    if (type_meta.api_version.as_str(), type_meta.kind.as_str()) != ("v1", "Namespace") {
+    if (type_meta.api_version.as_str(), type_meta.kind.as_str()) != (api_version, kind) {
         return Err(bad(format!(
-            "expected a v1 Namespace, got kind {:?} of apiVersion {:?}",
+            "expected a {api_version} {kind}, got kind {:?} of apiVersion {:?}",
             type_meta.kind, type_meta.api_version
         )));
     }
-    let namespace = Namespace::decode(unknown.raw.as_slice()).map_err(|e| bad(e.to_string()))?;
-    let meta = namespace.metadata.unwrap_or_default();
+    Ok(unknown.raw)
+}
+
+/// The JSON of the object of `kind` (a Namespace or a PodDisruptionBudget) a protobuf create
+/// body carries; 400 when the body is not a protobuf-encoded object of that kind.
+pub fn object_json(kind: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    match kind {
+        "PodDisruptionBudget" => budget_json(body),
+        _ => namespace_json(body),
+    }
+}
+
+/// A PodDisruptionBudget's JSON.
+fn budget_json(body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let raw = unwrap(body, "policy/v1", "PodDisruptionBudget")?;
+    let budget = PodDisruptionBudget::decode(raw.as_slice()).map_err(|e| bad(e.to_string()))?;
+    let mut object = serde_json::json!({
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata_json(budget.metadata.unwrap_or_default()),
+    });
+    let Some(spec) = budget.spec else {
+        return serde_json::to_vec(&object).map_err(|e| ApiError::internal(e.to_string()));
+    };
+    let int_or_string = |v: IntOrString| match v.type_ {
+        1 => serde_json::json!(v.str_val),
+        _ => serde_json::json!(v.int_val),
+    };
+    let mut out = serde_json::Map::new();
+    if let Some(min) = spec.min_available {
+        out.insert("minAvailable".into(), int_or_string(min));
+    }
+    if let Some(max) = spec.max_unavailable {
+        out.insert("maxUnavailable".into(), int_or_string(max));
+    }
+    if let Some(selector) = spec.selector {
+        let mut sel = serde_json::Map::new();
+        if !selector.match_labels.is_empty() {
+            sel.insert(
+                "matchLabels".into(),
+                serde_json::json!(selector.match_labels),
+            );
+        }
+        if !selector.match_expressions.is_empty() {
+            let terms: Vec<serde_json::Value> = selector
+                .match_expressions
+                .into_iter()
+                .map(|t| {
+                    let mut term = serde_json::json!({"key": t.key, "operator": t.operator});
+                    if !t.values.is_empty() {
+                        term["values"] = serde_json::json!(t.values);
+                    }
+                    term
+                })
+                .collect();
+            sel.insert("matchExpressions".into(), serde_json::json!(terms));
+        }
+        out.insert("selector".into(), serde_json::Value::Object(sel));
+    }
+    if let Some(policy) = spec.unhealthy_pod_eviction_policy {
+        out.insert("unhealthyPodEvictionPolicy".into(), policy.into());
+    }
+    object["spec"] = serde_json::Value::Object(out);
+    serde_json::to_vec(&object).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// The JSON of the Namespace a protobuf create body carries; 400 when the body is not a
+/// protobuf-encoded v1 Namespace.
+pub fn namespace_json(body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let raw = unwrap(body, "v1", "Namespace")?;
+    let namespace = Namespace::decode(raw.as_slice()).map_err(|e| bad(e.to_string()))?;
+    let mut object = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": metadata_json(namespace.metadata.unwrap_or_default()),
+    });
+    if let Some(spec) = namespace.spec.filter(|s| !s.finalizers.is_empty()) {
+        object["spec"] = serde_json::json!({ "finalizers": spec.finalizers });
+    }
+    serde_json::to_vec(&object).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// The JSON of the metadata a create sets.
+fn metadata_json(meta: ObjectMeta) -> serde_json::Value {
     let mut metadata = serde_json::Map::new();
     if !meta.name.is_empty() {
         metadata.insert("name".into(), meta.name.into());
@@ -96,15 +234,7 @@ pub fn namespace_json(body: &[u8]) -> Result<Vec<u8>, ApiError> {
     if !meta.annotations.is_empty() {
         metadata.insert("annotations".into(), serde_json::json!(meta.annotations));
     }
-    let mut object = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": metadata,
-    });
-    if let Some(spec) = namespace.spec.filter(|s| !s.finalizers.is_empty()) {
-        object["spec"] = serde_json::json!({ "finalizers": spec.finalizers });
-    }
-    serde_json::to_vec(&object).map_err(|e| ApiError::internal(e.to_string()))
+    serde_json::Value::Object(metadata)
 }
 
 #[cfg(test)]
@@ -142,6 +272,80 @@ mod tests {
                 "metadata": {"name": "team-a", "labels": {"team": "a"}}
             })
         );
+    }
+
+    #[test]
+    fn a_protobuf_disruption_budget_becomes_its_json() {
+        let budget = PodDisruptionBudget {
+            metadata: Some(ObjectMeta {
+                name: "web".into(),
+                ..ObjectMeta::default()
+            }),
+            spec: Some(PodDisruptionBudgetSpec {
+                min_available: Some(IntOrString {
+                    type_: 1,
+                    int_val: 0,
+                    str_val: "50%".into(),
+                }),
+                selector: Some(LabelSelector {
+                    match_labels: [("app".to_owned(), "web".to_owned())].into(),
+                    match_expressions: vec![LabelSelectorRequirement {
+                        key: "tier".into(),
+                        operator: "Exists".into(),
+                        values: Vec::new(),
+                    }],
+                }),
+                max_unavailable: None,
+                unhealthy_pod_eviction_policy: Some("AlwaysAllow".into()),
+            }),
+        };
+        let unknown = Unknown {
+            type_meta: Some(TypeMeta {
+                api_version: "policy/v1".into(),
+                kind: "PodDisruptionBudget".into(),
+            }),
+            raw: budget.encode_to_vec(),
+        };
+        let body = [MAGIC, unknown.encode_to_vec().as_slice()].concat();
+        let json = object_json("PodDisruptionBudget", &body).expect("a budget");
+        let json: serde_json::Value = serde_json::from_slice(&json).expect("JSON");
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "web"},
+                "spec": {
+                    "minAvailable": "50%",
+                    "selector": {
+                        "matchLabels": {"app": "web"},
+                        "matchExpressions": [{"key": "tier", "operator": "Exists"}]
+                    },
+                    "unhealthyPodEvictionPolicy": "AlwaysAllow"
+                }
+            })
+        );
+        let int = IntOrString {
+            type_: 0,
+            int_val: 2,
+            str_val: String::new(),
+        };
+        let unknown = Unknown {
+            type_meta: unknown.type_meta.clone(),
+            raw: PodDisruptionBudget {
+                metadata: None,
+                spec: Some(PodDisruptionBudgetSpec {
+                    min_available: Some(int),
+                    ..PodDisruptionBudgetSpec::default()
+                }),
+            }
+            .encode_to_vec(),
+        };
+        let body = [MAGIC, unknown.encode_to_vec().as_slice()].concat();
+        let json: serde_json::Value =
+            serde_json::from_slice(&object_json("PodDisruptionBudget", &body).expect("a budget"))
+                .expect("JSON");
+        assert_eq!(json["spec"], serde_json::json!({"minAvailable": 2}));
     }
 
     #[test]

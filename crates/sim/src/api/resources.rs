@@ -8,6 +8,7 @@ use http::{HeaderValue, StatusCode, header};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
 use serde_json::json;
 
@@ -47,6 +48,9 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
         ("", "v1", "nodes") => handle::<Node>(state, info, req).await,
         ("", "v1", "bindings") => legacy_binding(state, info, req).await,
         ("coordination.k8s.io", "v1", "leases") => handle::<Lease>(state, info, req).await,
+        ("policy", "v1", "poddisruptionbudgets") => {
+            handle::<PodDisruptionBudget>(state, info, req).await
+        }
         ("argoproj.io", "v1alpha1", "workflowtaskresults") => {
             handle::<WorkflowTaskResult>(state, info, req).await
         }
@@ -60,7 +64,7 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
 fn served_group_version(group: &str, version: &str) -> bool {
     matches!(
         (group, version),
-        ("", "v1") | ("coordination.k8s.io", "v1") | ("argoproj.io", "v1alpha1")
+        ("", "v1") | ("coordination.k8s.io", "v1") | ("policy", "v1") | ("argoproj.io", "v1alpha1")
     )
 }
 
@@ -211,16 +215,19 @@ fn accept_json_or_yaml(body: JsonBody) -> Result<JsonBody, ApiError> {
     }
 }
 
-/// Reads a create body: as [`read_body`], and for Namespaces also protobuf, which
-/// `kubectl create namespace` sends (transcoded to JSON, see [`super::protobuf`]).
+/// Reads a create body: as [`read_body`], and for Namespaces and PodDisruptionBudgets also
+/// protobuf, which `kubectl create namespace` and `kubectl create poddisruptionbudget` send
+/// (transcoded to JSON, see [`super::protobuf`]).
 async fn read_create_body<K: ApiKind>(
     state: &AppState,
     req: Request,
 ) -> Result<JsonBody, ApiError> {
     let body = read_raw_body(state, req).await?;
-    if K::RESOURCE == "namespaces" && body.media_type == super::protobuf::MEDIA_TYPE {
+    if matches!(K::RESOURCE, "namespaces" | "poddisruptionbudgets")
+        && body.media_type == super::protobuf::MEDIA_TYPE
+    {
         return Ok(JsonBody {
-            bytes: super::protobuf::namespace_json(&body.bytes)?.into(),
+            bytes: super::protobuf::object_json(K::KIND, &body.bytes)?.into(),
             media_type: "application/json".into(),
         });
     }

@@ -5,8 +5,10 @@
 //! into the negotiated form, so the handlers stay unaware of it.
 //!
 //! Tables carry kubectl's columns for pods (Name, Ready, Status, Restarts, Age, IP, Node,
-//! Nominated Node, Readiness Gates), namespaces (Name, Status, Age) and leases (Name, Holder,
-//! Age); other kinds get kube-apiserver's default table (Name, Created At). Rows carry the
+//! Nominated Node, Readiness Gates), nodes, events (Last Seen, Type, Reason, Object, Message, and
+//! five wide columns), disruption budgets (Name, Min Available, Max Unavailable, Allowed
+//! Disruptions, Age), namespaces (Name, Status, Age) and leases (Name, Holder, Age); other kinds
+//! get kube-apiserver's default table (Name, Created At). Rows carry the
 //! object as PartialObjectMetadata unless `includeObject=Object` (the whole object) or `None`.
 
 use axum::body::Body;
@@ -297,6 +299,81 @@ fn columns(kind: &str) -> Vec<Value> {
             ),
             column("Age", "", CREATED_DOC, 0),
         ],
+        "Event" => vec![
+            column(
+                "Last Seen",
+                "",
+                "The time at which the most recent occurrence of this event was recorded.",
+                0,
+            ),
+            column(
+                "Type",
+                "",
+                "Type of this event (Normal, Warning), new types could be added in the future",
+                0,
+            ),
+            column(
+                "Reason",
+                "",
+                "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
+                0,
+            ),
+            column("Object", "", "The object that this event is about.", 0),
+            column(
+                "Subobject",
+                "",
+                "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement, such as desiredState.manifest.containers[2]. For example, if the object reference is to a container within a pod, this would take on a value like: \"spec.containers{name}\" (where \"name\" refers to the name of the container that triggered the event) or if no container name is specified \"spec.containers[2]\" (container with index 2 in this pod). This syntax is chosen only to have some well-defined way of referencing a part of an object.",
+                1,
+            ),
+            column(
+                "Source",
+                "",
+                "The component reporting this event. Should be a short machine understandable string.",
+                1,
+            ),
+            column(
+                "Message",
+                "",
+                "A human-readable description of the status of this operation.",
+                0,
+            ),
+            column(
+                "First Seen",
+                "",
+                "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)",
+                1,
+            ),
+            column(
+                "Count",
+                "",
+                "The number of times this event has occurred.",
+                1,
+            ),
+            column("Name", "name", NAME_DOC, 1),
+        ],
+        "PodDisruptionBudget" => vec![
+            column("Name", "name", NAME_DOC, 0),
+            column(
+                "Min Available",
+                "",
+                "The minimum number or percentage of available pods this budget requires.",
+                0,
+            ),
+            column(
+                "Max Unavailable",
+                "",
+                "The maximum number or percentage of unavailable pods this budget requires.",
+                0,
+            ),
+            json!({
+                "name": "Allowed Disruptions",
+                "type": "integer",
+                "format": "",
+                "description": "Calculated number of pods that may be disrupted at this time.",
+                "priority": 0,
+            }),
+            column("Age", "", CREATED_DOC, 0),
+        ],
         _ => vec![
             column("Name", "name", NAME_DOC, 0),
             json!({"name": "Created At", "type": "date", "format": "", "description": CREATED_DOC, "priority": 0}),
@@ -311,6 +388,22 @@ fn cells(kind: &str, object: &Value, now: Timestamp) -> Vec<Value> {
     match kind {
         "Pod" => pod_cells(object, name, age, now),
         "Node" => node_cells(object, name, age),
+        "Event" => event_cells(object, name, now),
+        "PodDisruptionBudget" => {
+            // An IntOrString as Go's `String()` prints it; `N/A` when unset.
+            let bound = |field: &str| match &object["spec"][field] {
+                Value::Number(n) => json!(n.to_string()),
+                Value::String(s) => json!(s),
+                _ => json!("N/A"),
+            };
+            vec![
+                name,
+                bound("minAvailable"),
+                bound("maxUnavailable"),
+                json!(object["status"]["disruptionsAllowed"].as_i64().unwrap_or(0)),
+                age,
+            ]
+        }
         "Namespace" => vec![
             name,
             json!(object["status"]["phase"].as_str().unwrap_or_default()),
@@ -563,6 +656,62 @@ fn pod_cells(pod: &Value, name: Value, age: Value, now: Timestamp) -> Vec<Value>
     ]
 }
 
+/// kubectl's event columns, computed the way its event printer does (always wide on the
+/// server; kubectl hides the priority-1 columns without `-o wide`): first and last seen from
+/// `firstTimestamp`/`lastTimestamp`, else `eventTime`, else `series`; the count 1 for a
+/// singleton; the object as `kind/name` in lower case; the source as `component, host`.
+fn event_cells(event: &Value, name: Value, now: Timestamp) -> Vec<Value> {
+    let first = event["firstTimestamp"]
+        .as_str()
+        .or_else(|| event["eventTime"].as_str());
+    let first_seen = age(first, now);
+    let series = &event["series"];
+    let (last_seen, count) = if series.is_object() {
+        (
+            age(series["lastObservedTime"].as_str(), now),
+            series["count"].as_i64().unwrap_or_default(),
+        )
+    } else {
+        let last = match event["lastTimestamp"].as_str() {
+            Some(last) => age(Some(last), now),
+            None => first_seen.clone(),
+        };
+        let count = event["count"].as_i64().filter(|&n| n != 0).unwrap_or(1);
+        (last, count)
+    };
+    let involved = &event["involvedObject"];
+    let kind = involved["kind"].as_str().unwrap_or_default().to_lowercase();
+    let target = match involved["name"].as_str() {
+        Some(object) if !object.is_empty() => format!("{kind}/{object}"),
+        _ => kind,
+    };
+    fn non_empty(value: &Value) -> Option<&str> {
+        value.as_str().filter(|s| !s.is_empty())
+    }
+    let component = non_empty(&event["source"]["component"])
+        .or_else(|| non_empty(&event["reportingComponent"]))
+        .unwrap_or_default();
+    let source = match non_empty(&event["source"]["host"])
+        .or_else(|| non_empty(&event["reportingInstance"]))
+    {
+        Some(instance) => format!("{component}, {instance}"),
+        None => component.to_owned(),
+    };
+    let text = |field: &str| json!(event[field].as_str().unwrap_or_default());
+    vec![
+        json!(last_seen),
+        text("type"),
+        text("reason"),
+        json!(target),
+        json!(involved["fieldPath"].as_str().unwrap_or_default()),
+        json!(source),
+        json!(event["message"].as_str().unwrap_or_default().trim()),
+        json!(first_seen),
+        json!(count),
+        name,
+    ]
+}
+
 fn age(created: Option<&str>, now: Timestamp) -> String {
     match created.and_then(|s| s.parse::<Timestamp>().ok()) {
         Some(at) => human_duration(now, at),
@@ -651,6 +800,60 @@ mod tests {
         assert_eq!(ago(3 * 86400 + 3600), "3d1h");
         assert_eq!(ago(30 * 86400), "30d");
         assert_eq!(ago(3 * 365 * 86400 + 86400), "3y1d");
+    }
+
+    #[test]
+    fn event_rows_read_like_kubectls() {
+        let now: Timestamp = "2026-01-10T00:10:00Z".parse().expect("ts");
+        let old_api = json!({
+            "metadata": {"name": "p.1"},
+            "involvedObject": {"kind": "Pod", "name": "p", "fieldPath": "spec.containers{main}"},
+            "reason": "Pulled", "type": "Normal", "message": "done \n",
+            "source": {"component": "kubelet", "host": "node-1"},
+            "firstTimestamp": "2026-01-10T00:00:00Z", "lastTimestamp": "2026-01-10T00:09:00Z",
+            "count": 3,
+        });
+        assert_eq!(
+            event_cells(&old_api, json!("p.1"), now),
+            [
+                json!("60s"),
+                json!("Normal"),
+                json!("Pulled"),
+                json!("pod/p"),
+                json!("spec.containers{main}"),
+                json!("kubelet, node-1"),
+                json!("done"),
+                json!("10m"),
+                json!(3),
+                json!("p.1"),
+            ]
+        );
+        let new_api = json!({
+            "metadata": {"name": "n.2"},
+            "involvedObject": {"kind": "Node"},
+            "reason": "Starting", "type": "Normal",
+            "reportingComponent": "kube-proxy",
+            "eventTime": "2026-01-10T00:09:30.000000Z",
+        });
+        let cells = event_cells(&new_api, json!("n.2"), now);
+        assert_eq!(cells[0], "30s", "last seen falls back to the first");
+        assert_eq!(cells[3], "node");
+        assert_eq!(cells[5], "kube-proxy");
+        assert_eq!(cells[7], "30s");
+        assert_eq!(cells[8], 1, "a singleton counts once");
+        let series = json!({
+            "metadata": {"name": "s"}, "involvedObject": {"kind": "Pod", "name": "q"},
+            "eventTime": "2026-01-10T00:00:00.000000Z",
+            "series": {"count": 7, "lastObservedTime": "2026-01-10T00:09:55.000000Z"},
+        });
+        let cells = event_cells(&series, json!("s"), now);
+        assert_eq!((&cells[0], &cells[8]), (&json!("5s"), &json!(7)));
+        assert_eq!(columns("Event").len(), cells.len());
+        let without_times = event_cells(&json!({}), json!(""), now);
+        assert_eq!(
+            (&without_times[0], &without_times[7]),
+            (&json!("<unknown>"), &json!("<unknown>"))
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -221,6 +222,20 @@ impl Kind for Lease {
     const LIST_KIND: &'static str = "LeaseList";
     const API_VERSION: &'static str = "coordination.k8s.io/v1";
     const RESOURCE: &'static str = "leases";
+    const NAMESPACED: bool = true;
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl Kind for PodDisruptionBudget {
+    const KIND: &'static str = "PodDisruptionBudget";
+    const LIST_KIND: &'static str = "PodDisruptionBudgetList";
+    const API_VERSION: &'static str = "policy/v1";
+    const RESOURCE: &'static str = "poddisruptionbudgets";
     const NAMESPACED: bool = true;
     fn meta(&self) -> &ObjectMeta {
         &self.metadata

@@ -1,5 +1,6 @@
-//! [`Cluster`]: the sim's object store (namespaces, pods, events, leases, workflowtaskresults),
-//! shared by the HTTP API and the simulated kubelet. Cheap to clone (an `Arc` inside).
+//! [`Cluster`]: the sim's object store (namespaces, pods, events, leases, nodes, disruption
+//! budgets, workflowtaskresults), shared by the HTTP API and the simulated kubelet. Cheap to
+//! clone (an `Arc` inside).
 //!
 //! All kinds share one resourceVersion clock. Pod writes, whoever makes them (a client's PUT, a
 //! status patch, the kubelet), go through one path that also notifies the kubelet
@@ -20,6 +21,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceStatus, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use tokio::sync::broadcast;
 
@@ -138,6 +140,7 @@ struct Inner {
     events: Table<Event>,
     leases: Table<Lease>,
     nodes: Table<Node>,
+    disruption_budgets: Table<PodDisruptionBudget>,
     workflow_task_results: Table<WorkflowTaskResult>,
     pod_changes: broadcast::Sender<PodChange>,
     truth: Mutex<GroundTruth>,
@@ -174,6 +177,7 @@ impl Cluster {
                 events: Table::new(clock.clone(), history, POD_RING),
                 leases: Table::new(clock.clone(), history, SMALL_RING),
                 nodes: Table::new(clock.clone(), history, SMALL_RING),
+                disruption_budgets: Table::new(clock.clone(), history, SMALL_RING),
                 workflow_task_results: Table::new(clock.clone(), history, SMALL_RING),
                 clock,
                 pod_changes,
@@ -286,6 +290,10 @@ impl Cluster {
     pub fn node_table(&self) -> &Table<Node> {
         &self.inner.nodes
     }
+    /// The poddisruptionbudgets table.
+    pub fn disruption_budget_table(&self) -> &Table<PodDisruptionBudget> {
+        &self.inner.disruption_budgets
+    }
     /// The workflowtaskresults table.
     pub fn workflow_task_result_table(&self) -> &Table<WorkflowTaskResult> {
         &self.inner.workflow_task_results
@@ -298,6 +306,7 @@ impl Cluster {
         self.inner.events.prune_history();
         self.inner.leases.prune_history();
         self.inner.nodes.prune_history();
+        self.inner.disruption_budgets.prune_history();
         self.inner.workflow_task_results.prune_history();
     }
 
@@ -323,6 +332,7 @@ impl Cluster {
         self.inner.events.compact();
         self.inner.leases.compact();
         self.inner.nodes.compact();
+        self.inner.disruption_budgets.compact();
         self.inner.workflow_task_results.compact();
     }
 

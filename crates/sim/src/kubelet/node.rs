@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::cluster::{Cluster, Write, now_time};
+use crate::node_lifecycle::UNSCHEDULABLE_TAINT;
 use crate::version::GIT_VERSION;
 
 /// The node's IP address: its `InternalIP`, and the `status.hostIP` of its pods.
@@ -62,10 +63,6 @@ const CORDONED: &str = "0/1 nodes are available: 1 node(s) were unschedulable. p
 /// kube-scheduler's FailedScheduling message when the cluster has no node.
 const NO_NODE: &str = "no nodes available to schedule pods";
 
-/// The taint a cordoned node stands for (kube-scheduler's NodeUnschedulable plugin): a pod
-/// that tolerates it, with effect NoSchedule, may be placed on a cordoned node (DaemonSets do).
-const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
-
 /// The index of `spec.unschedulable` in Node's field-selector fields (`Kind::FIELDS`).
 const UNSCHEDULABLE_FIELD: usize = 1;
 
@@ -96,6 +93,9 @@ pub(crate) fn refusal(
         effect: "NoSchedule".to_owned(),
         ..Taint::default()
     };
+    // Cordoned means this taint, whether or not the node-lifecycle controller wrote it yet
+    // (kube-scheduler's NodeUnschedulable plugin): a pod tolerating it, as DaemonSets' pods
+    // do, may go on a cordoned node.
     if cordoned && !tolerated(&tolerations, &unschedulable) {
         return Some(CORDONED.into());
     }

@@ -433,8 +433,10 @@ impl Sim {
         cluster.set_kubelet_enabled(cfg.kubelet.enabled);
         cluster.set_watch_buffer(cfg.watch_buffer);
         let history_pruner = cluster.spawn_history_pruner(HISTORY_PRUNE_EVERY);
-        // Ends by itself with the cluster.
+        // kube-controller-manager's part; each ends by itself with the cluster.
         drop(crate::gc::spawn(&cluster));
+        drop(crate::node_lifecycle::spawn(&cluster));
+        drop(crate::disruption::spawn(&cluster));
         let state = AppState::new(cluster.clone(), cfg.token.clone(), cfg.bookmark_interval);
         let faults = FaultHandle::new(cfg.faults.clone());
         state.set_body_limits(BodyLimits {

@@ -331,6 +331,26 @@ async fn kubectl_get_nodes_lists_the_kubelets_ready_node() {
     ok(&kubectl(kc.path(), &["cordon", &node]).await);
     let out = ok(&kubectl(kc.path(), &["get", "node", &node, "--no-headers"]).await);
     assert!(out.contains("Ready,SchedulingDisabled"), "{out}");
+    // kube-controller-manager's node-lifecycle controller taints a cordoned node.
+    let taints = || {
+        let kc = kc.path().to_owned();
+        let node = node.clone();
+        async move {
+            ok(&kubectl(
+                &kc,
+                &["get", "node", &node, "-o", "jsonpath={.spec.taints[*].key}"],
+            )
+            .await)
+        }
+    };
+    assert!(
+        podline_testkit::wait_until(Duration::from_secs(10), || async {
+            taints().await.trim() == "node.kubernetes.io/unschedulable"
+        })
+        .await,
+        "a cordoned node is tainted unschedulable: {}",
+        taints().await
+    );
 
     // Cordoned, the node takes no new pod: it waits Unschedulable until the node is uncordoned.
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
@@ -384,6 +404,14 @@ async fn kubectl_get_nodes_lists_the_kubelets_ready_node() {
         podline_testkit::wait_until(Duration::from_secs(10), bound).await,
         "uncordoned, the node takes the pod"
     );
+    assert!(
+        podline_testkit::wait_until(Duration::from_secs(10), || async {
+            taints().await.trim().is_empty()
+        })
+        .await,
+        "uncordoned, the node loses the taint: {}",
+        taints().await
+    );
     sim.shutdown().await;
 
     let bare = https_sim().await;
@@ -395,6 +423,153 @@ async fn kubectl_get_nodes_lists_the_kubelets_ready_node() {
         "{out:?}"
     );
     bare.shutdown().await;
+}
+
+/// `kubectl get events` prints kubectl's event columns (Last Seen, Type, Reason, Object,
+/// Message; `-o wide` adds Subobject, Source, First Seen, Count, Name) for the kubelet's events.
+#[tokio::test]
+async fn kubectl_get_events_prints_kubectls_event_columns() {
+    let sim = podline_testkit::start_sim(SimConfig::default()).await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::default_namespaced(podline_testkit::client(&sim).await);
+    pods.create(&Default::default(), &super::common::pod("evented"))
+        .await
+        .expect("create");
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::default_namespaced(podline_testkit::client(&sim).await);
+    let started = || {
+        let events = events.clone();
+        async move {
+            events.list(&Default::default()).await.is_ok_and(|list| {
+                list.items
+                    .iter()
+                    .any(|e| e.reason.as_deref() == Some("Started"))
+            })
+        }
+    };
+    assert!(
+        podline_testkit::wait_until(Duration::from_secs(10), started).await,
+        "the kubelet reports the pod's start"
+    );
+    let out = ok(&kubectl(kc.path(), &["get", "events"]).await);
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .expect("a header")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{out}"
+    );
+    let scheduled = out
+        .lines()
+        .find(|line| line.contains("Scheduled"))
+        .unwrap_or_else(|| panic!("a Scheduled row in {out}"));
+    let row: Vec<&str> = scheduled.split_whitespace().collect();
+    assert_eq!(
+        row[1..5],
+        ["Normal", "Scheduled", "pod/evented", "Successfully"],
+        "{out}"
+    );
+    let wide = ok(&kubectl(kc.path(), &["get", "events", "-o", "wide"]).await);
+    let header = wide.lines().next().expect("a header");
+    for column in ["SUBOBJECT", "SOURCE", "FIRST SEEN", "COUNT", "NAME"] {
+        assert!(header.contains(column), "{column} in {wide}");
+    }
+    let pulled = wide
+        .lines()
+        .find(|line| line.contains("Pulled"))
+        .unwrap_or_else(|| panic!("a Pulled row in {wide}"));
+    assert!(pulled.contains("kubelet, sim-node-1"), "{wide}");
+    sim.shutdown().await;
+}
+
+/// `kubectl create poddisruptionbudget` and `kubectl get pdb` print kubectl's budget columns
+/// once the disruption controller has counted the pods, and `kubectl drain` is refused by the
+/// budget with kube-apiserver's 429 (kubectl retries it until its timeout), leaving the pods.
+#[tokio::test]
+async fn kubectl_drain_is_held_back_by_a_disruption_budget() {
+    let sim = podline_testkit::start_sim(SimConfig::default()).await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let node = podline_sim::KubeletConfig::default().node_name;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::default_namespaced(podline_testkit::client(&sim).await);
+    for name in ["web-a", "web-b"] {
+        let mut pod = super::common::pod_json(name, serde_json::json!({"app": "web"}));
+        pod.metadata.annotations =
+            Some([("sim.podline.io/duration".to_owned(), "1h".to_owned())].into());
+        pods.create(&Default::default(), &pod)
+            .await
+            .expect("create");
+    }
+    ok(&kubectl(
+        kc.path(),
+        &[
+            "create",
+            "poddisruptionbudget",
+            "web",
+            "--selector=app=web",
+            "--min-available=2",
+        ],
+    )
+    .await);
+    let counted = || async {
+        ok(&kubectl(
+            kc.path(),
+            &[
+                "get",
+                "pdb",
+                "web",
+                "-o",
+                "jsonpath={.status.currentHealthy}",
+            ],
+        )
+        .await)
+            == "2"
+    };
+    assert!(
+        podline_testkit::wait_until(Duration::from_secs(10), counted).await,
+        "the controller counts both ready pods"
+    );
+    let out = ok(&kubectl(kc.path(), &["get", "pdb"]).await);
+    let mut lines = out.lines();
+    let header = lines.next().expect("a header");
+    for column in [
+        "NAME",
+        "MIN AVAILABLE",
+        "MAX UNAVAILABLE",
+        "ALLOWED DISRUPTIONS",
+        "AGE",
+    ] {
+        assert!(header.contains(column), "{column} in {out}");
+    }
+    let row: Vec<&str> = lines.next().expect("a row").split_whitespace().collect();
+    assert_eq!(row[..4], ["web", "2", "N/A", "0"], "{out}");
+
+    let drain = kubectl(
+        kc.path(),
+        &[
+            "drain",
+            &node,
+            "--force",
+            "--pod-selector=app=web",
+            "--timeout=2s",
+        ],
+    )
+    .await;
+    assert!(!drain.status.success(), "{drain:?}");
+    let stderr = String::from_utf8_lossy(&drain.stderr);
+    assert!(
+        stderr.contains("Cannot evict pod as it would violate the pod's disruption budget."),
+        "{stderr}"
+    );
+    let left = pods.list(&Default::default()).await.expect("list").items;
+    assert_eq!(left.len(), 2, "the budget kept both pods");
+    ok(&kubectl(kc.path(), &["uncordon", &node]).await);
+    sim.shutdown().await;
 }
 
 /// `kubectl taint`: a NoSchedule taint keeps a pod that does not tolerate it Pending with

@@ -137,6 +137,17 @@ const COORDINATION: &[Resource] = &[Resource {
     subresources: &[],
 }];
 
+const POLICY: &[Resource] = &[Resource {
+    group: "policy",
+    version: "v1",
+    kind: "PodDisruptionBudget",
+    plural: "poddisruptionbudgets",
+    namespaced: true,
+    schema: "io.k8s.api.policy.v1.PodDisruptionBudget",
+    verbs: ALL,
+    subresources: &[STATUS],
+}];
+
 const ARGO: &[Resource] = &[Resource {
     group: "argoproj.io",
     version: "v1alpha1",
@@ -154,6 +165,7 @@ pub fn documents() -> Vec<(&'static str, Value)> {
     let core = core_schemas();
     let coordination = coordination_schemas();
     let argo = argo_schemas();
+    let policy = policy_schemas();
     let docs = [
         ("api__v1.json", "/api/v1", "core_v1", CORE, core),
         (
@@ -162,6 +174,13 @@ pub fn documents() -> Vec<(&'static str, Value)> {
             "coordination_v1",
             COORDINATION,
             coordination,
+        ),
+        (
+            "apis__policy__v1.json",
+            "/apis/policy/v1",
+            "policy_v1",
+            POLICY,
+            policy,
         ),
         (
             "apis__argoproj.io__v1alpha1.json",
@@ -272,6 +291,31 @@ fn coordination_schemas() -> Map<String, Value> {
     schemas
 }
 
+fn policy_schemas() -> Map<String, Value> {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        APIResourceList, DeleteOptions, Patch, Status, WatchEvent,
+    };
+    let mut g = generator();
+    g.subschema_for::<PodDisruptionBudget>();
+    g.subschema_for::<Status>();
+    g.subschema_for::<DeleteOptions>();
+    g.subschema_for::<Patch>();
+    g.subschema_for::<WatchEvent<PodDisruptionBudget>>();
+    g.subschema_for::<APIResourceList>();
+    let mut schemas = g.take_definitions(true);
+    schemas.insert(
+        "io.k8s.api.policy.v1.PodDisruptionBudgetList".to_owned(),
+        list_schema(
+            "PodDisruptionBudgetList",
+            "io.k8s.api.policy.v1.PodDisruptionBudget",
+            "list of PodDisruptionBudgets",
+        ),
+    );
+    finish(&mut schemas);
+    schemas
+}
+
 /// Argo's CRD has no structural schema for its results: everything but the metadata is kept
 /// as sent, as `x-kubernetes-preserve-unknown-fields` says.
 fn argo_schemas() -> Map<String, Value> {
@@ -359,6 +403,14 @@ const KINDS: &[(&str, &[Gvk])] = &[
         &[("policy", "v1", "Eviction")],
     ),
     (
+        "io.k8s.api.policy.v1.PodDisruptionBudget",
+        &[("policy", "v1", "PodDisruptionBudget")],
+    ),
+    (
+        "io.k8s.api.policy.v1.PodDisruptionBudgetList",
+        &[("policy", "v1", "PodDisruptionBudgetList")],
+    ),
+    (
         "io.k8s.api.coordination.v1.Lease",
         &[("coordination.k8s.io", "v1", "Lease")],
     ),
@@ -407,6 +459,14 @@ type ListField = (
     &'static [&'static str],
 );
 const LISTS: &[ListField] = &[
+    (
+        "io.k8s.api.policy.v1.PodDisruptionBudgetStatus",
+        "conditions",
+        Some("type"),
+        Some("merge"),
+        "map",
+        &["type"],
+    ),
     (
         "io.k8s.api.core.v1.PodSpec",
         "containers",

@@ -24,7 +24,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use jiff::Timestamp;
 
 /// The group versions the sim documents, with their embedded documents.
-const SOURCES: [(&str, &str); 3] = [
+const SOURCES: [(&str, &str); 4] = [
     ("api/v1", include_str!("api__v1.json")),
     (
         "apis/argoproj.io/v1alpha1",
@@ -34,6 +34,7 @@ const SOURCES: [(&str, &str); 3] = [
         "apis/coordination.k8s.io/v1",
         include_str!("apis__coordination.k8s.io__v1.json"),
     ),
+    ("apis/policy/v1", include_str!("apis__policy__v1.json")),
 ];
 
 /// A document as served: compact JSON and its hash.
@@ -246,7 +247,14 @@ mod tests {
                 kinds.insert(patch["x-kubernetes-group-version-kind"]["kind"].to_string());
             }
         }
-        for kind in ["Pod", "Namespace", "Event", "Lease", "WorkflowTaskResult"] {
+        for kind in [
+            "Pod",
+            "Namespace",
+            "Event",
+            "Lease",
+            "PodDisruptionBudget",
+            "WorkflowTaskResult",
+        ] {
             assert!(kinds.contains(&format!("\"{kind}\"")), "{kind}: {kinds:?}");
         }
     }
