@@ -29,14 +29,29 @@ pub struct EventSubject<'a> {
     pub node_name: Option<&'a str>,
 }
 
-/// What makes two pod events "the same" for aggregation: the pod, type, reason, message and
-/// reporting component (the real recorder's key, minus what is constant in the sim).
+/// What an Event about a pod says: its type, reason, message, the component reporting it and
+/// the part of the pod it is about (`involvedObject.fieldPath`, `spec.containers{name}` for a
+/// container's events; None for the pod as a whole).
+#[derive(Debug, Clone, Copy)]
+pub struct PodEventSpec<'a> {
+    /// `Normal` or `Warning`.
+    pub event_type: &'a str,
+    /// The machine-readable reason (`Pulled`, `BackOff`...).
+    pub reason: &'a str,
+    /// The human-readable message.
+    pub message: &'a str,
+    /// The reporting component (`kubelet`, `default-scheduler`).
+    pub component: &'a str,
+    /// The part of the pod the event is about.
+    pub field_path: Option<&'a str>,
+}
+
+/// What makes two pod events "the same" for aggregation: the pod and the part of it, type,
+/// reason, message and reporting component (the real recorder's key, minus what is constant in
+/// the sim).
 pub(super) struct AggregationKey<'a> {
     pub(super) uid: &'a str,
-    pub(super) event_type: &'a str,
-    pub(super) reason: &'a str,
-    pub(super) message: &'a str,
-    pub(super) component: &'a str,
+    pub(super) spec: &'a PodEventSpec<'a>,
 }
 
 impl AggregationKey<'_> {
@@ -45,10 +60,11 @@ impl AggregationKey<'_> {
         let mut hasher = std::hash::DefaultHasher::new();
         (
             self.uid,
-            self.event_type,
-            self.reason,
-            self.message,
-            self.component,
+            self.spec.field_path,
+            self.spec.event_type,
+            self.spec.reason,
+            self.spec.message,
+            self.spec.component,
         )
             .hash(&mut hasher);
         hasher.finish()
@@ -57,10 +73,11 @@ impl AggregationKey<'_> {
     /// Whether `event` is the aggregate of this key.
     pub(super) fn matches(&self, event: &Event) -> bool {
         event.involved_object.uid.as_deref() == Some(self.uid)
-            && event.type_.as_deref() == Some(self.event_type)
-            && event.reason.as_deref() == Some(self.reason)
-            && event.message.as_deref() == Some(self.message)
-            && event.reporting_component.as_deref() == Some(self.component)
+            && event.involved_object.field_path.as_deref() == self.spec.field_path
+            && event.type_.as_deref() == Some(self.spec.event_type)
+            && event.reason.as_deref() == Some(self.spec.reason)
+            && event.message.as_deref() == Some(self.spec.message)
+            && event.reporting_component.as_deref() == Some(self.spec.component)
     }
 }
 
@@ -73,12 +90,16 @@ pub(super) fn event_name(name: &str, suffix: u64) -> String {
 pub(super) fn pod_event(
     pod: &EventSubject<'_>,
     name: &str,
-    event_type: &str,
-    reason: &str,
-    message: &str,
-    component: &str,
+    spec: &PodEventSpec<'_>,
     now: Timestamp,
 ) -> Event {
+    let PodEventSpec {
+        event_type,
+        reason,
+        message,
+        component,
+        field_path,
+    } = *spec;
     Event {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -94,7 +115,7 @@ pub(super) fn pod_event(
             namespace: Some(pod.namespace.to_owned()),
             uid: Some(pod.uid.to_owned()),
             resource_version: pod.resource_version.map(str::to_owned),
-            field_path: None,
+            field_path: field_path.map(str::to_owned),
         },
         reason: Some(reason.to_owned()),
         message: Some(message.to_owned()),
@@ -185,15 +206,14 @@ pub(crate) fn event_dictionary() -> &'static Dictionary {
         let mut content = Vec::new();
         for (event_type, reason, message, component) in samples {
             let name = event_name(pod.name, 0x1870_0000_0000_0000);
-            let event = pod_event(
-                &pod,
-                &name,
+            let spec = PodEventSpec {
                 event_type,
                 reason,
-                &message,
+                message: &message,
                 component,
-                Timestamp::UNIX_EPOCH,
-            );
+                field_path: (component == "kubelet").then_some("spec.containers{task}"),
+            };
+            let event = pod_event(&pod, &name, &spec, Timestamp::UNIX_EPOCH);
             // Invariant: an Event is plain data and writing into a Vec cannot fail.
             serde_json::to_writer(&mut content, &event).expect("Events serialize");
         }

@@ -28,8 +28,8 @@ use tokio::sync::broadcast;
 use crate::logs::LogStore;
 
 pub(crate) use events::DEFAULT_NODE_NAME;
-pub use events::EventSubject;
 use events::{AggregationKey, event_name, pod_event};
+pub use events::{EventSubject, PodEventSpec};
 pub use facts::Facts;
 pub use kind::{GenericObject, Kind, WorkflowTaskResult};
 pub use packed::Dictionary;
@@ -503,25 +503,21 @@ impl Cluster {
             resource_version: pod.metadata.resource_version.as_deref(),
             node_name: pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
         };
-        self.record_pod_event(&subject, event_type, reason, message, component);
+        self.record_pod_event(
+            &subject,
+            &PodEventSpec {
+                event_type,
+                reason,
+                message,
+                component,
+                field_path: None,
+            },
+        );
     }
 
     /// [`Cluster::record_event`] for a pod known by reference (the kubelet keeps no decoded pods).
-    pub fn record_pod_event(
-        &self,
-        pod: &EventSubject<'_>,
-        event_type: &str,
-        reason: &str,
-        message: &str,
-        component: &str,
-    ) {
-        let agg = AggregationKey {
-            uid: pod.uid,
-            event_type,
-            reason,
-            message,
-            component,
-        };
+    pub fn record_pod_event(&self, pod: &EventSubject<'_>, spec: &PodEventSpec<'_>) {
+        let agg = AggregationKey { uid: pod.uid, spec };
         let now = Timestamp::now();
         let existing = lock(&self.inner.event_index).get(&agg.hash()).copied();
         if let Some(suffix) = existing {
@@ -550,7 +546,7 @@ impl Cluster {
         // The real recorder's name: the object's name and the time in hex nanoseconds.
         let suffix = now.as_nanosecond() as u64;
         let name = event_name(pod.name, suffix);
-        let event = pod_event(pod, &name, event_type, reason, message, component, now);
+        let event = pod_event(pod, &name, spec, now);
         let created = self.inner.events.write(
             (namespace.clone(), name.clone()),
             |current| match current {

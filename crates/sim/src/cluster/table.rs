@@ -818,10 +818,13 @@ mod tests {
         let event = super::super::events::pod_event(
             &subject,
             name,
-            "Normal",
-            "Pulling",
-            "Pulling image \"python:3.12-slim\"",
-            "kubelet",
+            &super::super::events::PodEventSpec {
+                event_type: "Normal",
+                reason: "Pulling",
+                message: "Pulling image \"python:3.12-slim\"",
+                component: "kubelet",
+                field_path: Some("spec.containers{main}"),
+            },
             // Whole seconds: Events' times are serialized to the second.
             jiff::Timestamp::from_second(1_764_561_600).expect("a valid time"),
         );

@@ -61,7 +61,7 @@ use tokio_util::time::DelayQueue;
 pub use config::KubeletConfig;
 pub use script::{ANNOTATION_PREFIX, ScriptError};
 
-use crate::cluster::{ChangeKind, Cluster, EventSubject, PodChange, PodRef};
+use crate::cluster::{ChangeKind, Cluster, EventSubject, PodChange, PodEventSpec, PodRef};
 use crate::logs::LogStore;
 use exec::{ExecReport, ExecSpec};
 use pod::{Ctx, Effect, Input, PodWork, TimerKind};
@@ -431,12 +431,19 @@ impl Driver {
                 }
                 Effect::Event(ev) => {
                     let kind = if ev.warning { "Warning" } else { "Normal" };
+                    let field_path = ev
+                        .container
+                        .and_then(|idx| tracked.work.containers.get(idx))
+                        .map(|c| format!("spec.containers{{{}}}", c.name));
                     self.cluster.record_pod_event(
                         &tracked.subject(),
-                        kind,
-                        ev.reason,
-                        &ev.message,
-                        ev.component.name(),
+                        &PodEventSpec {
+                            event_type: kind,
+                            reason: ev.reason,
+                            message: &ev.message,
+                            component: ev.component.name(),
+                            field_path: field_path.as_deref(),
+                        },
                     );
                 }
                 Effect::Timer { after, kind } => self.arm(Arc::clone(uid), kind, after),
@@ -535,12 +542,16 @@ impl Driver {
                 "exec mode cannot resolve valueFrom for env var {name:?} of container {:?}; it is left unset",
                 spec.container
             );
+            let field_path = format!("spec.containers{{{}}}", spec.container);
             self.cluster.record_pod_event(
                 &tracked.subject(),
-                "Warning",
-                "EnvValueFromUnsupported",
-                &message,
-                "kubelet",
+                &PodEventSpec {
+                    event_type: "Warning",
+                    reason: "EnvValueFromUnsupported",
+                    message: &message,
+                    component: "kubelet",
+                    field_path: Some(&field_path),
+                },
             );
         }
         let (kill_tx, kill_rx) = oneshot::channel();

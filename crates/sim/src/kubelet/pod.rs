@@ -40,6 +40,8 @@ pub(crate) struct EventSpec {
     pub(crate) reason: &'static str,
     pub(crate) message: String,
     pub(crate) component: Component,
+    /// The container the event is about (None: the pod as a whole).
+    pub(crate) container: Option<usize>,
 }
 
 /// Timers a pod arms; `run` is the container's restart count, so a timer armed for an earlier
@@ -372,14 +374,7 @@ impl PodWork {
         let mut effects: Vec<Effect> = work
             .warnings
             .iter()
-            .map(|w| {
-                Effect::Event(EventSpec {
-                    warning: true,
-                    reason: "UnknownSimAnnotation",
-                    message: w.clone(),
-                    component: Component::Kubelet,
-                })
-            })
+            .map(|w| event(true, "UnknownSimAnnotation", w.clone(), Component::Kubelet))
             .collect();
         if already_bound {
             effects.push(Effect::Timer {
@@ -600,12 +595,12 @@ impl PodWork {
                 reason: "InvalidImageName",
                 message: Some(message.clone()),
             };
-            fx.push(event(true, "InspectFailed", message, Component::Kubelet));
-            fx.push(event(
+            fx.push(container_event(idx, true, "InspectFailed", message));
+            fx.push(container_event(
+                idx,
                 true,
                 "Failed",
                 "Error: InvalidImageName".to_owned(),
-                Component::Kubelet,
             ));
             return;
         }
@@ -626,31 +621,26 @@ impl PodWork {
                     reason: "ErrImageNeverPull",
                     message: Some(message.clone()),
                 };
-                fx.push(event(
-                    true,
-                    "ErrImageNeverPull",
-                    message,
-                    Component::Kubelet,
-                ));
-                fx.push(event(
+                fx.push(container_event(idx, true, "ErrImageNeverPull", message));
+                fx.push(container_event(
+                    idx,
                     true,
                     "Failed",
                     "Error: ErrImageNeverPull".to_owned(),
-                    Component::Kubelet,
                 ));
             }
             PullPolicy::Never | PullPolicy::IfNotPresent if present && !scripted_error => {
                 let message = format!("Container image \"{}\" already present on machine", c.image);
-                fx.push(event(false, "Pulled", message, Component::Kubelet));
+                fx.push(container_event(idx, false, "Pulled", message));
                 self.start_container(idx, ctx.now, fx);
             }
             _ => {
                 c.pulling = true;
-                fx.push(event(
+                fx.push(container_event(
+                    idx,
                     false,
                     "Pulling",
                     format!("Pulling image \"{}\"", c.image),
-                    Component::Kubelet,
                 ));
                 let after = c.script.pull_delay.unwrap_or(ctx.cfg.pull_delay);
                 fx.push(Effect::Timer {
@@ -691,12 +681,12 @@ impl PodWork {
                 reason: "ErrImagePull",
                 message: Some(message.clone()),
             };
-            fx.push(event(true, "Failed", message, Component::Kubelet));
-            fx.push(event(
+            fx.push(container_event(idx, true, "Failed", message));
+            fx.push(container_event(
+                idx,
                 true,
                 "Failed",
                 "Error: ErrImagePull".to_owned(),
-                Component::Kubelet,
             ));
             fx.push(Effect::Timer {
                 after: ctx.cfg.pull_backoff,
@@ -712,7 +702,7 @@ impl PodWork {
             image_ref.size_bytes()
         );
         ctx.images.insert(image_ref.full);
-        fx.push(event(false, "Pulled", message, Component::Kubelet));
+        fx.push(container_event(idx, false, "Pulled", message));
         self.start_container(idx, ctx.now, fx);
         true
     }
@@ -738,12 +728,12 @@ impl PodWork {
             reason: "ImagePullBackOff",
             message: Some(message.clone()),
         };
-        fx.push(event(false, "BackOff", message, Component::Kubelet));
-        fx.push(event(
+        fx.push(container_event(idx, false, "BackOff", message));
+        fx.push(container_event(
+            idx,
             true,
             "Failed",
             "Error: ImagePullBackOff".to_owned(),
-            Component::Kubelet,
         ));
         let after = ctx.cfg.backoff(ctx.cfg.pull_backoff, c.pull_failures);
         fx.push(Effect::Timer {
@@ -771,11 +761,11 @@ impl PodWork {
             return false;
         }
         c.pulling = true;
-        fx.push(event(
+        fx.push(container_event(
+            idx,
             false,
             "Pulling",
             format!("Pulling image \"{}\"", c.image),
-            Component::Kubelet,
         ));
         let after = c.script.pull_delay.unwrap_or(ctx.cfg.pull_delay);
         fx.push(Effect::Timer {
@@ -796,17 +786,17 @@ impl PodWork {
         ));
         c.state = CState::Running { started: now };
         c.logs_emitted = 0;
-        fx.push(event(
+        fx.push(container_event(
+            idx,
             false,
             "Created",
             format!("Created container: {}", c.name),
-            Component::Kubelet,
         ));
-        fx.push(event(
+        fx.push(container_event(
+            idx,
             false,
             "Started",
             format!("Started container {}", c.name),
-            Component::Kubelet,
         ));
         if c.exec {
             fx.push(Effect::SpawnExec { idx, run });
@@ -917,11 +907,11 @@ impl PodWork {
             Stage::Active => {
                 if exit.reason == "StartError" {
                     let message = exit.message.clone().unwrap_or_default();
-                    fx.push(event(
+                    fx.push(container_event(
+                        idx,
                         true,
                         "Failed",
                         format!("Error: {message}"),
-                        Component::Kubelet,
                     ));
                 }
                 self.container_exited(idx, exit, ctx, fx);
@@ -993,7 +983,7 @@ impl PodWork {
             "Back-off restarting failed container {} in pod {name}_{namespace}({uid})",
             c.name
         );
-        fx.push(event(true, "BackOff", message, Component::Kubelet));
+        fx.push(container_event(idx, true, "BackOff", message));
         fx.push(Effect::Timer {
             after: backoff,
             kind: TimerKind::Restart {
@@ -1027,7 +1017,7 @@ impl PodWork {
         }
         c.restarts = c.restarts.saturating_add(1);
         let message = format!("Container image \"{}\" already present on machine", c.image);
-        fx.push(event(false, "Pulled", message, Component::Kubelet));
+        fx.push(container_event(idx, false, "Pulled", message));
         self.start_container(idx, ctx.now, fx);
         true
     }
@@ -1079,13 +1069,13 @@ impl PodWork {
             message.clone(),
             Component::Kubelet,
         ));
-        for c in &self.containers {
+        for (idx, c) in self.containers.iter().enumerate() {
             if matches!(c.state, CState::Running { .. }) {
-                fx.push(event(
+                fx.push(container_event(
+                    idx,
                     false,
                     "Killing",
                     format!("Stopping container {}", c.name),
-                    Component::Kubelet,
                 ));
             }
         }
@@ -1116,11 +1106,11 @@ impl PodWork {
                 self.stage = Stage::Terminating;
                 for &idx in &running {
                     let c = &self.containers[idx];
-                    fx.push(event(
+                    fx.push(container_event(
+                        idx,
                         false,
                         "Killing",
                         format!("Stopping container {}", c.name),
-                        Component::Kubelet,
                     ));
                     if c.exec {
                         fx.push(Effect::KillExec { idx });
@@ -1175,12 +1165,25 @@ impl PodWork {
     }
 }
 
+/// An event about the pod as a whole.
 fn event(warning: bool, reason: &'static str, message: String, component: Component) -> Effect {
     Effect::Event(EventSpec {
         warning,
         reason,
         message,
         component,
+        container: None,
+    })
+}
+
+/// A kubelet event about container `idx` (its `involvedObject.fieldPath` names it).
+fn container_event(idx: usize, warning: bool, reason: &'static str, message: String) -> Effect {
+    Effect::Event(EventSpec {
+        warning,
+        reason,
+        message,
+        component: Component::Kubelet,
+        container: Some(idx),
     })
 }
 

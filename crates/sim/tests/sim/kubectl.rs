@@ -483,6 +483,7 @@ async fn kubectl_get_events_prints_kubectls_event_columns() {
         .lines()
         .find(|line| line.contains("Pulled"))
         .unwrap_or_else(|| panic!("a Pulled row in {wide}"));
+    assert!(pulled.contains("spec.containers{main}"), "{wide}");
     assert!(pulled.contains("kubelet, sim-node-1"), "{wide}");
     sim.shutdown().await;
 }
