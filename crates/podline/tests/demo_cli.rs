@@ -1,6 +1,7 @@
 //! `podline demo` end to end, every round of its schedule with 10 pods each: the fault rounds,
 //! the round whose `podline run` child is SIGKILLed while its pods run (the reaper must delete
-//! them all within its bound: 0 orphans), and the round whose recorder is down for longer than
+//! them all: 0 orphans; the time it took against the bound is the demo's figure, not this
+//! test's, since a busy CI machine slips it), and the round whose recorder is down for longer than
 //! the sim's watch history while its pods finish and are deleted (the finalizer must keep every
 //! final state: 0 vanished). The demo's own checks (store equals the ground truth) must pass,
 //! and the store it leaves says the same.

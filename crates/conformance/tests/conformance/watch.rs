@@ -86,3 +86,38 @@ async fn the_initial_events_end_bookmark_is_an_empty_pod_with_the_list_blueprint
     assert_eq!(list["kind"], "PodList");
     assert_eq!(list["apiVersion"], "v1");
 }
+
+/// A watch asked for as a Table (`kubectl get -w`) answers one Table of one row per event, and
+/// only the first event's Table carries the column definitions: kube-apiserver sets the table
+/// options' NoHeaders once it has encoded one event, so later ones have
+/// `columnDefinitions: null` and kubectl keeps the header it printed.
+#[tokio::test]
+async fn a_table_watch_sends_column_definitions_with_its_first_event_only() {
+    let t = Target::new().await;
+    for name in ["tw-1", "tw-2", "tw-3"] {
+        assert!(t.create_pod(&pod(name)).await.status.is_success());
+    }
+    let r = t
+        .request(
+            http::Method::GET,
+            &format!("{}?watch=true&timeoutSeconds=2", t.core_path("pods")),
+            None,
+            Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let events = events(&r.text());
+    assert!(events.len() >= 3, "one ADDED per pod: {events:?}");
+    for (i, event) in events.iter().enumerate() {
+        let table = &event["object"];
+        assert_eq!(table["kind"], "Table", "{event}");
+        assert_eq!(table["rows"].as_array().map(Vec::len), Some(1), "{event}");
+        let columns = &table["columnDefinitions"];
+        if i == 0 {
+            assert_eq!(columns[0]["name"], "Name", "{event}");
+        } else {
+            assert!(columns.is_null(), "event {i} repeats the columns: {event}");
+        }
+    }
+}

@@ -108,8 +108,15 @@ pub async fn negotiate(req: Request, next: Next) -> Response {
     }
     let (parts, body) = response.into_parts();
     if watch {
+        // kube-apiserver's watch encoder sends a Table's column definitions with the first event
+        // only: once it has encoded one object (of any type) it sets the table options'
+        // NoHeaders, so later Tables carry `columnDefinitions: null` (kubectl keeps the header it
+        // printed).
+        let mut headers = Headers::First;
         let stream = body.into_data_stream().map(move |frame| {
-            frame.map(|bytes| convert_event_line(&bytes, wanted, include).unwrap_or(bytes))
+            frame.map(|bytes| {
+                convert_event_line(&bytes, wanted, include, &mut headers).unwrap_or(bytes)
+            })
         });
         return Response::from_parts(parts, Body::from_stream(stream));
     }
@@ -133,9 +140,27 @@ pub async fn negotiate(req: Request, next: Next) -> Response {
     Response::from_parts(parts, Body::from(converted))
 }
 
+/// Whether a Table carries its column definitions: a read's always does, a watch's only in its
+/// first event.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Headers {
+    /// The first (or only) Table of the answer: with column definitions.
+    First,
+    /// A later watch event: `columnDefinitions: null`.
+    Omitted,
+}
+
 /// One watch line (`{"type":..,"object":..}\n`) with its object converted; ERROR passes.
-fn convert_event_line(line: &[u8], wanted: As, include: Include) -> Option<Bytes> {
+/// `headers` is the stream's state: the first event encoded (ERROR included) takes the column
+/// definitions, and later ones go without.
+fn convert_event_line(
+    line: &[u8],
+    wanted: As,
+    include: Include,
+    headers: &mut Headers,
+) -> Option<Bytes> {
     let mut event: Value = serde_json::from_slice(line).ok()?;
+    let these = std::mem::replace(headers, Headers::Omitted);
     if event["type"] == "ERROR" {
         return None;
     }
@@ -147,6 +172,7 @@ fn convert_event_line(line: &[u8], wanted: As, include: Include) -> Option<Bytes
             std::slice::from_ref(object),
             object,
             include,
+            these,
         ),
         As::PartialObjectMetadata | As::PartialObjectMetadataList => partial(object),
     };
@@ -168,9 +194,15 @@ fn convert(value: &Value, wanted: As, include: Include) -> Option<Value> {
     match (wanted, list_kind) {
         (As::Table, Some(item_kind)) => {
             let items = value["items"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-            Some(table_of(item_kind, items, value, include))
+            Some(table_of(item_kind, items, value, include, Headers::First))
         }
-        (As::Table, None) => Some(table_of(kind, std::slice::from_ref(value), value, include)),
+        (As::Table, None) => Some(table_of(
+            kind,
+            std::slice::from_ref(value),
+            value,
+            include,
+            Headers::First,
+        )),
         (As::PartialObjectMetadataList | As::PartialObjectMetadata, Some(_)) => {
             let items: Vec<Value> = value["items"]
                 .as_array()
@@ -424,7 +456,13 @@ fn cells(kind: &str, object: &Value, now: Timestamp) -> Vec<Value> {
 
 /// A Table of `items` of `kind`; `source` is the list (or object) whose resourceVersion and
 /// continue token the table carries.
-fn table_of(kind: &str, items: &[Value], source: &Value, include: Include) -> Value {
+fn table_of(
+    kind: &str,
+    items: &[Value],
+    source: &Value,
+    include: Include,
+    headers: Headers,
+) -> Value {
     let now = Timestamp::now();
     let rows: Vec<Value> = items
         .iter()
@@ -462,7 +500,10 @@ fn table_of(kind: &str, items: &[Value], source: &Value, include: Include) -> Va
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": metadata,
-        "columnDefinitions": columns(kind),
+        "columnDefinitions": match headers {
+            Headers::First => Value::Array(columns(kind)),
+            Headers::Omitted => Value::Null,
+        },
         "rows": rows,
     })
 }
@@ -800,6 +841,40 @@ mod tests {
         assert_eq!(ago(3 * 86400 + 3600), "3d1h");
         assert_eq!(ago(30 * 86400), "30d");
         assert_eq!(ago(3 * 365 * 86400 + 86400), "3y1d");
+    }
+
+    #[test]
+    fn a_watch_sends_column_definitions_with_its_first_event_only() {
+        let line = |kind: &str| {
+            let object = json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p"}});
+            format!("{}\n", json!({"type": kind, "object": object})).into_bytes()
+        };
+        let error = format!(
+            "{}\n",
+            json!({"type": "ERROR", "object": {"kind": "Status", "code": 410}})
+        )
+        .into_bytes();
+        let mut headers = Headers::First;
+        let mut next = |line: &[u8]| {
+            convert_event_line(line, As::Table, Include::Metadata, &mut headers)
+                .map(|b| serde_json::from_slice::<Value>(&b).expect("JSON"))
+        };
+        let first = next(&line("ADDED")).expect("converted");
+        assert_eq!(first["object"]["kind"], "Table");
+        assert_eq!(first["object"]["columnDefinitions"][0]["name"], "Name");
+        let second = next(&line("MODIFIED")).expect("converted");
+        assert!(second["object"]["columnDefinitions"].is_null(), "{second}");
+        assert_eq!(second["object"]["rows"][0]["cells"][0], "p");
+
+        // An ERROR first takes the headers too (kube-apiserver encodes the Status through the
+        // same encoder) and passes unconverted.
+        let mut headers = Headers::First;
+        assert!(convert_event_line(&error, As::Table, Include::Metadata, &mut headers).is_none());
+        assert_eq!(headers, Headers::Omitted);
+        // A read's Table always has them.
+        let list = json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": []});
+        let table = convert(&list, As::Table, Include::Metadata).expect("a table");
+        assert!(table["columnDefinitions"].is_array());
     }
 
     #[test]

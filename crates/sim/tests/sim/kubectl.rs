@@ -278,6 +278,60 @@ async fn kubectl_get_pods_prints_the_server_side_table_columns() {
     sim.shutdown().await;
 }
 
+/// `kubectl get pods -w` prints the header once, then a row per change: its list is a Table with
+/// column definitions, and its watch's Tables, converted per event, keep kubectl's columns (the
+/// first event carries the definitions, later ones none, as kube-apiserver sends them).
+#[tokio::test]
+async fn kubectl_get_pods_watch_prints_one_header_then_a_row_per_change() {
+    use tokio::io::AsyncBufReadExt as _;
+
+    let sim = https_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::default_namespaced(podline_testkit::client(&sim).await);
+    pods.create(&Default::default(), &super::common::pod("watched-1"))
+        .await
+        .expect("create");
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kc.path())
+        .args(["get", "pods", "--watch"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("kubectl runs");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut next_line = async || {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl printed no more lines"))
+            .expect("reading kubectl's output")
+            .expect("kubectl ended early");
+        line.split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let header = next_line().await;
+    assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    let first = next_line().await;
+    assert_eq!(
+        &first[..4],
+        ["watched-1", "0/1", "Pending", "0"],
+        "{first:?}"
+    );
+    pods.create(&Default::default(), &super::common::pod("watched-2"))
+        .await
+        .expect("create");
+    let second = next_line().await;
+    assert_eq!(
+        &second[..4],
+        ["watched-2", "0/1", "Pending", "0"],
+        "a row, not a second header: {second:?}"
+    );
+    child.kill().await.expect("kill kubectl");
+    sim.shutdown().await;
+}
+
 /// The kubelet registers its node, so `kubectl get nodes` prints kubectl's node columns (Name,
 /// Status, Roles, Age, Version; `-o wide` adds the IPs, OS image, kernel and runtime) with the
 /// node Ready; `kubectl cordon` makes it `Ready,SchedulingDisabled` and a new pod waits

@@ -1,7 +1,9 @@
 //! The demo's SIGKILL round: `podline run --count N --parallel N`, started as a child process of
 //! this very binary, is killed with SIGKILL while all its pods run. Nothing of it can clean up;
 //! its liveness Lease stops being renewed, and the demo's reaper (the `--reap` of its recorder)
-//! must delete every one of its pods within the documented bound.
+//! must delete every one of its pods. The round measures how long that took against the
+//! documented bound, and counts as orphans only pods still there well past it: on a loaded
+//! machine the reaper's timing slips by a fraction of a second, an orphan never goes.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -22,8 +24,13 @@ const ROUND_LABEL: &str = "demo.podline.io/round";
 const LEASE_DURATION: Duration = Duration::from_secs(2);
 /// How often it renews the Lease (the default is 3 s).
 const LEASE_RENEW_EVERY: Duration = Duration::from_millis(500);
-/// Room on top of the bound for the pods' own graceful stop and this round's polling.
+/// Room on top of the bound for the pods' own graceful stop, the recorder's release of their
+/// finalizer and this round's polling.
 const STOP_ALLOWANCE: Duration = Duration::from_secs(1);
+/// How long past the bound (and its allowance) the round waits for the last pod before it calls
+/// the pods still there orphans: far more than a busy machine's slip, so a pod still in the API
+/// then is one the reaper will not delete.
+const ORPHAN_AFTER: Duration = Duration::from_secs(15);
 /// How long the launcher may take to have all its pods running (a create storm is on).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often the round lists the launcher's pods while it waits.
@@ -34,18 +41,24 @@ const POLL_EVERY: Duration = Duration::from_millis(100);
 pub struct KillFigures {
     /// Pods running when the launcher was killed.
     pub pods: usize,
-    /// Of those, pods the API no longer had by the deadline (bound + allowance).
+    /// Of those, pods the API no longer had by the round's last look (bound + allowance +
+    /// [`ORPHAN_AFTER`] at the latest).
     pub deleted: usize,
-    /// From the kill to the last pod gone (or to the deadline).
+    /// From the kill to the last pod gone (or to that last look).
     pub took: Duration,
     /// The documented bound: Lease duration + grace + the reaper's passes (see [`bound`]).
     pub bound: Duration,
 }
 
 impl KillFigures {
-    /// Pods still in the API at the deadline: they outlived their launcher.
+    /// Pods still in the API long past the bound: they outlived their launcher.
     pub fn orphans(&self) -> usize {
         self.pods - self.deleted
+    }
+
+    /// Whether every pod was gone within the bound and the allowance for their stop.
+    pub fn met_bound(&self) -> bool {
+        self.orphans() == 0 && self.took <= self.bound + STOP_ALLOWANCE
     }
 }
 
@@ -99,7 +112,7 @@ pub async fn run(
         .await
         .context("waiting for the killed launcher")?;
     let killed = Instant::now();
-    let deadline = killed + bound() + STOP_ALLOWANCE;
+    let deadline = killed + bound() + STOP_ALLOWANCE + ORPHAN_AFTER;
     let left = loop {
         let left = list(&api, &selector).await?.map(|pods| pods.len());
         if left == Some(0) || Instant::now() >= deadline {
@@ -193,5 +206,15 @@ mod tests {
             bound: bound(),
         };
         assert_eq!(figures.orphans(), 2);
+        assert!(!figures.met_bound());
+        let all = |took| KillFigures {
+            pods: 10,
+            deleted: 10,
+            took,
+            bound: bound(),
+        };
+        assert_eq!(all(Duration::from_secs(6)).orphans(), 0);
+        assert!(all(Duration::from_millis(4900)).met_bound());
+        assert!(!all(Duration::from_millis(5200)).met_bound(), "late");
     }
 }
