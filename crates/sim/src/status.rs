@@ -105,16 +105,7 @@ impl ApiError {
 
     /// 422 Invalid with one cause per field: `Pod "x" is invalid: spec.containers[0].image: Required value`.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<StatusCause>) -> Self {
-        let list: Vec<String> = causes
-            .iter()
-            .map(|c| {
-                format!(
-                    "{}: {}",
-                    c.field.as_deref().unwrap_or_default(),
-                    c.message.as_deref().unwrap_or_default()
-                )
-            })
-            .collect();
+        let list: Vec<String> = causes.iter().map(cause_line).collect();
         let joined = if list.len() == 1 {
             list[0].clone()
         } else {
@@ -269,4 +260,13 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// One cause as kube-apiserver words it in an Invalid message: `field: message`.
+pub(crate) fn cause_line(cause: &StatusCause) -> String {
+    format!(
+        "{}: {}",
+        cause.field.as_deref().unwrap_or_default(),
+        cause.message.as_deref().unwrap_or_default()
+    )
 }

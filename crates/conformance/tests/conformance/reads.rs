@@ -23,6 +23,16 @@ fn column_names(table: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Each column's priority (0 when absent): 1 marks the columns kubectl shows only with `-o wide`.
+fn column_priorities(table: &Value) -> Vec<i64> {
+    table["columnDefinitions"]
+        .as_array()
+        .expect("columnDefinitions")
+        .iter()
+        .map(|c| c["priority"].as_i64().unwrap_or(0))
+        .collect()
+}
+
 /// `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` (what `kubectl get` sends) answers a
 /// meta.k8s.io/v1 Table with kubectl's pod columns, priority 0 for the first five and 1 for the
 /// `-o wide` ones; each row has one cell per column and carries the pod as
@@ -49,13 +59,7 @@ async fn a_pod_list_as_table_has_kubectls_columns_and_partial_object_metadata_ro
             "Readiness Gates"
         ]
     );
-    let priorities: Vec<i64> = table["columnDefinitions"]
-        .as_array()
-        .expect("columns")
-        .iter()
-        .map(|c| c["priority"].as_i64().unwrap_or(0))
-        .collect();
-    assert_eq!(priorities, [0, 0, 0, 0, 0, 1, 1, 1, 1]);
+    assert_eq!(column_priorities(&table), [0, 0, 0, 0, 0, 1, 1, 1, 1]);
     assert_eq!(table["columnDefinitions"][0]["format"], "name");
     let rows = table["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 1, "{table}");
@@ -454,13 +458,7 @@ async fn events_as_table_have_kubectls_event_columns() {
             "Name"
         ]
     );
-    let priorities: Vec<i64> = table["columnDefinitions"]
-        .as_array()
-        .expect("columns")
-        .iter()
-        .map(|c| c["priority"].as_i64().unwrap_or(0))
-        .collect();
-    assert_eq!(priorities, [0, 0, 0, 0, 1, 1, 0, 1, 1, 1]);
+    assert_eq!(column_priorities(&table), [0, 0, 0, 0, 1, 1, 0, 1, 1, 1]);
     let row = table["rows"]
         .as_array()
         .expect("rows")

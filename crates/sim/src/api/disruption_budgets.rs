@@ -177,17 +177,7 @@ mod tests {
     }
 
     fn messages(causes: &Causes) -> Vec<String> {
-        causes
-            .0
-            .iter()
-            .map(|c| {
-                format!(
-                    "{}: {}",
-                    c.field.as_deref().unwrap_or_default(),
-                    c.message.as_deref().unwrap_or_default()
-                )
-            })
-            .collect()
+        causes.0.iter().map(crate::status::cause_line).collect()
     }
 
     #[test]
