@@ -136,7 +136,7 @@ fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
 
 /// Whether `haystack` contains `needle`.
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(haystack, needle).is_some()
 }
 
 /// The Node object of a freshly registered, ready node.
