@@ -133,7 +133,29 @@ async fn a_recorder_down_past_the_watch_history_loses_no_final_state_with_finali
         .unwrap();
     assert_eq!(status.code(), Some(1));
     let held = all_pods(&sim).await;
-    assert_eq!(held.len(), PODS, "every deleted pod waits for the recorder");
+    // A busy machine may let the recorder record and release the first pods to finish before it
+    // is killed: each of those went only after its final state was committed. Every other pod
+    // waits in Terminating for the recorder.
+    let at_kill = podline_store::open_read_only(db.to_str().unwrap())
+        .await
+        .unwrap()
+        .counts()
+        .await
+        .unwrap();
+    let final_at_kill: u64 = ["Succeeded", "Failed"]
+        .iter()
+        .filter_map(|phase| at_kill.phases.get(*phase))
+        .sum();
+    let gone = (PODS - held.len()) as u64;
+    assert!(
+        gone <= final_at_kill,
+        "{gone} pods went before the recorder committed their final state: {at_kill:?}"
+    );
+    assert!(
+        held.len() >= PODS / 2,
+        "the outage holds too few pods to test anything: {}",
+        held.len()
+    );
     assert!(
         held.iter().all(|p| p.metadata.deletion_timestamp.is_some()
             && has_finalizer(&p.metadata, RECORD_FINALIZER))
