@@ -4,7 +4,8 @@ use http::Method;
 use podline_conformance::{Target, pod};
 use serde_json::Value;
 
-const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+/// The Accept header `kubectl get` sends: a meta.k8s.io/v1 Table, else the object itself.
+pub(crate) const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
 
 async fn get_as(t: &Target, path: &str, accept: &str) -> Value {
     let r = t

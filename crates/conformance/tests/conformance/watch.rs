@@ -102,7 +102,7 @@ async fn a_table_watch_sends_column_definitions_with_its_first_event_only() {
             http::Method::GET,
             &format!("{}?watch=true&timeoutSeconds=2", t.core_path("pods")),
             None,
-            Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
+            Some(crate::reads::TABLE),
             Vec::new(),
         )
         .await;

@@ -28,6 +28,19 @@ async fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Output {
         .expect("kubectl runs")
 }
 
+/// Starts kubectl with its stdout piped, for commands that stream (`get -w`, `logs -f`); it is
+/// killed when the handle is dropped.
+fn kubectl_streaming(kubeconfig: &std::path::Path, args: &[&str]) -> tokio::process::Child {
+    Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("kubectl runs")
+}
+
 fn ok(out: &Output) -> String {
     assert!(
         out.status.success(),
@@ -120,13 +133,10 @@ async fn kubectl_crud(sim: &Sim) {
 async fn kubectl_get_pods_watch_sees_a_new_pod_arrive() {
     let sim = https_sim().await;
     let kc = podline_testkit::kubeconfig_file(&sim);
-    let mut cmd = Command::new("kubectl");
-    cmd.arg("--kubeconfig")
-        .arg(kc.path())
-        .args(["get", "pods", "-w", "-o", "name", "--request-timeout=0"])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().expect("kubectl");
+    let mut child = kubectl_streaming(
+        kc.path(),
+        &["get", "pods", "-w", "-o", "name", "--request-timeout=0"],
+    );
     let stdout = child.stdout.take().expect("stdout");
     // Give kubectl time to list and start watching, then create a pod through the API.
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
@@ -292,14 +302,7 @@ async fn kubectl_get_pods_watch_prints_one_header_then_a_row_per_change() {
     pods.create(&Default::default(), &super::common::pod("watched-1"))
         .await
         .expect("create");
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kc.path())
-        .args(["get", "pods", "--watch"])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("kubectl runs");
+    let mut child = kubectl_streaming(kc.path(), &["get", "pods", "--watch"]);
     let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
     let mut next_line = async || {
         let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
