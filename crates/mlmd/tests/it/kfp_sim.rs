@@ -764,11 +764,22 @@ async fn pods_that_finish_and_are_deleted_while_the_writer_is_down_past_the_hist
             .is_ok_and(|l| l.items.is_empty())
     })
     .await;
+    // The sim deletes a pod as it answers the patch that removed its last finalizer; the sink
+    // counts the removal once that answer reaches it. Stop the sink only after that.
+    let counted = wait_until(Duration::from_secs(10), || async {
+        sink.stats().finalizers_removed.get() >= 12
+    })
+    .await;
     task.abort();
     assert!(
         gone,
         "pods left: {:?}",
         api.list(&Default::default()).await.map(|l| l.items.len())
+    );
+    assert!(
+        counted,
+        "removals counted: {}",
+        sink.stats().finalizers_removed.get()
     );
     for (pod, uid, state) in &expected {
         assert_eq!(
