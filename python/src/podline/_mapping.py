@@ -1,21 +1,29 @@
-"""KubernetesPodOperator's parameters mapped onto ``podline run``: pure functions, no Airflow.
+"""What PodlineOperator does with KubernetesPodOperator's parameters and the pod KPO builds:
+pure functions and tables, no Airflow, no provider.
 
-Kept apart from :mod:`podline.airflow` so the mapping (labels, flags, the pod template) is
-tested without Airflow and reused by anything else that drives podline from Python.
+Kept apart from :mod:`podline.airflow` so they are tested without Airflow, and so the docs'
+parameter table is generated from the same tables the operator runs on.
+
+The division of labour: every parameter that shapes the pod is KPO's own business: the pod is
+the one ``KubernetesPodOperator.build_pod_request_obj(context)`` builds (the provider is
+called, not re-implemented). What podline changes in that pod is listed in one place:
+:func:`podline_pod` (the Python side) and :data:`PODLINE_ADDITIONS` (what ``podline run`` adds
+when it creates the pod). The parameters that are about *running* the pod, not its shape, are
+in :data:`BEHAVIOUR`: each says what podline does with it.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 #: KubernetesPodOperator's ``on_finish_action`` values and podline's ``--on-finish`` for each.
-#: ``delete_active_pod`` is podline's behaviour anyway: a pod still pending or running when the
-#: task ends is deleted unless ``keep_pod``.
+#: ``delete_active_pod`` is podline's behaviour anyway for a pod still pending or running when
+#: the task ends; unlike KPO it also deletes a finished pod.
 ON_FINISH = {
     "delete_pod": "delete",
     "delete_succeeded_pod": "delete-succeeded",
@@ -23,74 +31,154 @@ ON_FINISH = {
     "keep_pod": "keep",
 }
 
-#: KubernetesPodOperator parameters PodlineOperator does not take, each with what to do instead.
-#: They are refused by name when the DAG is parsed: silently ignoring one would run a different
-#: pod than the DAG describes.
-UNSUPPORTED: dict[str, str] = {
-    "kubernetes_conn_id": "use config_file / cluster_context / in_cluster",
-    "pod_template_dict": "write it to a file and pass pod_template_file",
-    "full_pod_spec": "write it to a file and pass pod_template_file",
-    "env_from": "put envFrom in pod_template_file",
-    "secrets": "put the secret volumes or envFrom in pod_template_file",
-    "configmaps": "put envFrom in pod_template_file",
-    "pod_runtime_info_envs": "put the env entries with valueFrom in pod_template_file",
-    "volumes": "put them in pod_template_file",
-    "volume_mounts": "put them in pod_template_file",
-    "ports": "put them in pod_template_file",
-    "tolerations": "put them in pod_template_file",
-    "affinity": "put it in pod_template_file",
-    "init_containers": "put them in pod_template_file",
-    "host_aliases": "put them in pod_template_file",
-    "hostnetwork": "put hostNetwork in pod_template_file",
-    "dnspolicy": "put dnsPolicy in pod_template_file",
-    "dns_config": "put dnsConfig in pod_template_file",
-    "hostname": "put it in pod_template_file",
-    "subdomain": "put it in pod_template_file",
-    "schedulername": "put schedulerName in pod_template_file",
-    "priority_class_name": "put priorityClassName in pod_template_file",
-    "security_context": "put it in pod_template_file",
-    "container_security_context": "put it in pod_template_file",
-    "image_pull_secrets": "put imagePullSecrets in pod_template_file",
-    "image_pull_policy": "put imagePullPolicy in pod_template_file",
-    "automount_service_account_token": "put it in pod_template_file",
-    "base_container_name": "the main container is the template's first one ('base' by default)",
-    "container_logs": "podline follows the main container's logs",
-    "init_container_logs": "podline follows the main container's logs",
-    "termination_message_policy": "put terminationMessagePolicy in pod_template_file",
-    "deferrable": "podline needs no triggerer: the task's process waits on a pod watch",
-    "poll_interval": "podline watches the pod instead of polling",
-    "logging_interval": "podline streams logs as they come",
-    "trigger_kwargs": "there is no trigger",
-    "callbacks": "not supported",
-    "progress_callback": "not supported",
-    "log_events_on_failure": "podline's failure report always has the last Warning events",
-    "log_pod_spec_on_failure": "not supported",
-    "startup_check_interval_seconds": "podline watches the pod instead of polling",
-    "base_container_status_polling_interval": "podline watches the pod instead of polling",
-    "container_name_log_prefix_enabled": "podline logs the main container, unprefixed",
-    "log_formatter": "not supported",
-    "is_delete_operator_pod": "use on_finish_action",
-    "cancel_on_kill": "on_kill always deletes the pod (podline's SIGTERM handling)",
-    "kubernetes_pod_operator_callback": "not supported",
+#: Name of the container KPO adds for ``do_xcom_push`` (the provider's
+#: ``xcom_sidecar.PodDefaults.SIDECAR_CONTAINER_NAME``; the operator reads it from the provider
+#: at run time, this is the fallback for tests without it).
+XCOM_SIDECAR = "airflow-xcom-sidecar"
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """What podline does with one KPO parameter that is about running the pod."""
+
+    #: ``"same"``: same meaning; ``"ignored"``: accepted, no effect on podline (the reason
+    #: says why that is the parameter's meaning here); ``"refused"``: a value other than
+    #: ``allowed`` fails the DAG's import, naming the parameter.
+    kind: str
+    text: str
+    #: For ``refused``: the values that are accepted (KPO's default, and what podline can do).
+    allowed: tuple[Any, ...] = (None,)
+
+
+def _same(text: str) -> Behaviour:
+    return Behaviour("same", text)
+
+
+def _ignored(text: str) -> Behaviour:
+    return Behaviour("ignored", text)
+
+
+def _refused(text: str, *allowed: Any) -> Behaviour:
+    return Behaviour("refused", text, allowed or (None,))
+
+
+#: KPO parameters that are not about the pod's shape. Every other KPO parameter shapes the pod
+#: and goes through ``build_pod_request_obj`` as in KPO (the parity test covers each).
+BEHAVIOUR: dict[str, Behaviour] = {
+    "kubernetes_conn_id": _same(
+        "the connection's in_cluster, kube_config_path, kube_config (written to a private "
+        "0600 file, removed after), cluster_context and disable_verify_ssl are podline's "
+        "cluster access; its namespace and XCom sidecar fields shape the pod through KPO"
+    ),
+    "in_cluster": _same("the pod's service account only: every kubeconfig is hidden from podline"),
+    "config_file": _same("podline's --kubeconfig"),
+    "cluster_context": _same("podline's --context"),
+    "reattach_on_restart": _same(
+        "a new try follows the running pod of an earlier try (podline's --task-id label, a hash "
+        "of dag_id, task_id, run_id and map_index) instead of creating a second one"
+    ),
+    "durable": _same("as reattach_on_restart (KPO: its Airflow 3.3+ name)"),
+    "on_finish_action": _same(
+        "podline's --on-finish; delete_active_pod also deletes a finished pod"
+    ),
+    "on_kill_action": _refused(
+        "podline always deletes the pod when the task is killed, unless on_finish_action is "
+        "keep_pod",
+        "delete_pod",
+    ),
+    "is_delete_operator_pod": _same("KPO's deprecated spelling, mapped by KPO to on_finish_action"),
+    "startup_timeout_seconds": _same("podline's --startup-timeout"),
+    "schedule_timeout_seconds": _same("podline's --schedule-timeout (default: the startup timeout)"),
+    "get_logs": _same("the main container's lines go into the task log as they come"),
+    "container_logs": _refused(
+        "True: every container's lines, each prefixed with its name; podline cannot follow a "
+        "chosen subset yet",
+        None,
+        True,
+    ),
+    "init_container_logs": _refused("podline does not follow init containers' logs yet"),
+    "container_name_log_prefix_enabled": _ignored(
+        "podline prefixes lines with the container's name exactly when it follows several"
+    ),
+    "log_formatter": _refused("podline writes each line as the container wrote it"),
+    "skip_on_exit_code": _same("the main container's exit code"),
+    "do_xcom_push": _same(
+        "the return value is the main container's termination message (JSON); KPO's sidecar "
+        "is not added (see the pod differences)"
+    ),
+    "termination_grace_period": _same(
+        "in the pod (KPO), and the grace period of podline's deletes, at the end and on kill"
+    ),
+    "deferrable": _refused(
+        "podline needs no triggerer: the task's process waits on a pod watch", None, False
+    ),
+    "poll_interval": _ignored("deferrable mode only; podline watches the pod"),
+    "logging_interval": _ignored("deferrable mode only; podline streams logs as they come"),
+    "trigger_kwargs": _ignored("deferrable mode only"),
+    "startup_check_interval_seconds": _ignored("podline watches the pod instead of polling"),
+    "base_container_status_polling_interval": _ignored(
+        "podline watches the pod instead of polling"
+    ),
+    "log_events_on_failure": _ignored("podline's failure report always has the Warning events"),
+    "log_events_on_startup": _ignored("podline reports scheduling and pull problems itself"),
+    "log_pod_spec_on_failure": _ignored("the pod's manifest is what KPO builds; not logged again"),
+    "callbacks": _refused("podline does not call KubernetesPodOperatorCallback classes yet"),
+    "progress_callback": _refused("podline does not call progress callbacks"),
+    "xcom_sidecar_container_security_context": _ignored(
+        "there is no XCom sidecar (the termination message carries the return value)"
+    ),
 }
 
-_LABEL_OK = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_MAX_LABEL = 63
-_HASH_LEN = 9
+#: What ``podline run`` adds to the pod it is handed (besides :func:`podline_pod`'s changes):
+#: the parity test strips exactly these before comparing with KPO's pod.
+PODLINE_ADDITIONS = {
+    "labels": (
+        "podline.io/launch-id",  # the create's idempotency key (AlreadyExists adoption)
+        "podline.io/task-id",  # reattach: the same for every try of a task instance
+        "podline.io/launcher",  # the liveness Lease of the podline that runs it
+    ),
+    # keep_pod only: tells the reaper to leave the pod alone.
+    "annotations": ("podline.io/on-finish",),
+    # the podline's liveness Lease owns the pod (a killed worker's pod is collected)
+    "ownerReferences": ("Lease",),
+    # only with PODLINE_FINALIZER / --finalizer, which the operator does not pass
+    "finalizers": ("podline.io/record",),
+}
 
 
-def safe_label_value(value: object) -> str:
-    """``value`` as a valid Kubernetes label value (at most 63 of ``[A-Za-z0-9_.-]``, starting
-    and ending alphanumeric). A value that had to change, or was too long, gets a short hash of
-    the original, so two different run ids never map to the same label."""
-    text = str(value)
-    if len(text) <= _MAX_LABEL and _LABEL_OK.match(text):
-        return text
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)
-    cleaned = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", cleaned)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:_HASH_LEN]
-    head = cleaned[: _MAX_LABEL - _HASH_LEN - 1].rstrip("-_.")
-    return f"{head}-{digest}" if head else digest
+def refusal(name: str, value: Any) -> str | None:
+    """Why ``name=value`` is refused, or None if podline accepts it."""
+    behaviour = BEHAVIOUR.get(name)
+    if behaviour is None or behaviour.kind != "refused":
+        return None
+    if any(value is a or (type(value) is type(a) and value == a) for a in behaviour.allowed):
+        return None
+    return behaviour.text
+
+
+def podline_pod(
+    pod: Mapping[str, Any], *, base_container: str, xcom_sidecar: str = XCOM_SIDECAR
+) -> dict[str, Any]:
+    """The pod ``podline run`` creates from the one KPO built: a copy, with the only change
+    podline makes on the Python side: KPO's XCom sidecar container is left out (its value is
+    read through ``pods/exec``, which podline does not do yet; the return value is the main
+    container's termination message). Its ``/airflow/xcom`` volume and mount stay, so an image
+    that writes ``return.json`` runs unchanged.
+
+    Raises ValueError if the base container is not the pod's first (podline's main container
+    is the first one; KPO's reconcile puts it there).
+    """
+    out = copy.deepcopy(dict(pod))
+    spec = out.get("spec") or {}
+    containers = [c for c in spec.get("containers") or [] if c.get("name") != xcom_sidecar]
+    if not containers or containers[0].get("name") != base_container:
+        names = [c.get("name") for c in containers]
+        raise ValueError(
+            f"the pod's first container must be the base container {base_container!r} "
+            f"(podline follows the first one); KPO built {names}"
+        )
+    spec["containers"] = containers
+    return out
 
 
 @dataclass(frozen=True)
@@ -103,84 +191,11 @@ class TaskInstanceKey:
     map_index: int = -1
     try_number: int = 1
 
-    def labels(self) -> dict[str, str]:
-        """Airflow's own pod labels (as KubernetesPodOperator sets them), sanitised."""
-        labels = {
-            "dag_id": safe_label_value(self.dag_id),
-            "task_id": safe_label_value(self.task_id),
-            "run_id": safe_label_value(self.run_id),
-            "try_number": safe_label_value(self.try_number),
-            "kubernetes_pod_operator": "True",
-        }
-        if self.map_index >= 0:
-            labels["map_index"] = safe_label_value(self.map_index)
-        return labels
-
     def podline_task_id(self) -> str:
         """podline's ``--task-id``: the same for every try of this task instance, so a new try
         after a worker restart reattaches to the pod the lost one started."""
         key = "\0".join([self.dag_id, self.task_id, self.run_id, str(self.map_index)])
         return "airflow-" + hashlib.sha256(key.encode()).hexdigest()[:40]
-
-
-def sanitize_pod_name(name: str) -> str:
-    """KubernetesPodOperator's name rule: lower-cased, runs of ``[^a-z0-9-]`` become ``-``,
-    trimmed to 63 characters with no leading or trailing ``-``."""
-    lowered = re.sub(r"[^a-z0-9-]+", "-", name.lower())
-    return lowered[:_MAX_LABEL].strip("-") or "pod"
-
-
-def env_pairs(env_vars: Any) -> list[tuple[str, str]]:
-    """``env_vars`` (a dict, or a list of ``V1EnvVar`` / ``{"name", "value"}``) as pairs.
-
-    Entries with ``value_from`` are refused: podline's flags carry literal values; put such
-    entries in ``pod_template_file``.
-    """
-    if env_vars is None:
-        return []
-    if isinstance(env_vars, Mapping):
-        return [(str(k), "" if v is None else str(v)) for k, v in env_vars.items()]
-    pairs: list[tuple[str, str]] = []
-    for entry in env_vars:
-        if isinstance(entry, Mapping):
-            name, value = entry.get("name"), entry.get("value")
-            value_from = entry.get("value_from") or entry.get("valueFrom")
-        else:
-            name = getattr(entry, "name", None)
-            value = getattr(entry, "value", None)
-            value_from = getattr(entry, "value_from", None)
-        if not name:
-            raise ValueError(f"env_vars: entry {entry!r} has no name")
-        if value_from is not None:
-            raise ValueError(
-                f"env_vars: {name} uses value_from, which PodlineOperator does not pass; "
-                "put that entry in pod_template_file"
-            )
-        pairs.append((str(name), "" if value is None else str(value)))
-    return pairs
-
-
-def resource_flags(container_resources: Any) -> list[str]:
-    """``container_resources`` (``V1ResourceRequirements`` or ``{"requests", "limits"}``) as
-    ``--requests`` / ``--limits`` flags."""
-    if container_resources is None:
-        return []
-    flags: list[str] = []
-    for kind in ("requests", "limits"):
-        if isinstance(container_resources, Mapping):
-            values = container_resources.get(kind)
-        else:
-            values = getattr(container_resources, kind, None)
-        if values:
-            joined = ",".join(f"{k}={v}" for k, v in dict(values).items())
-            flags += [f"--{kind}", joined]
-    if isinstance(container_resources, Mapping):
-        extra = set(container_resources) - {"requests", "limits"}
-        if extra:
-            raise ValueError(
-                f"container_resources: unknown keys {sorted(extra)}; expected requests, limits"
-            )
-    return flags
 
 
 def seconds(name: str, value: Any, *, allow_zero: bool = False) -> int | None:
@@ -212,96 +227,57 @@ def skip_codes(skip_on_exit_code: Any) -> frozenset[int]:
     )
 
 
-def pod_template(
-    user_template: Mapping[str, Any] | None,
-    *,
-    arguments_only: Sequence[str] | None,
-    termination_grace_period: int | None,
-) -> dict[str, Any]:
-    """The pod manifest handed to ``--pod-template``: the user's ``pod_template_file`` (or an
-    empty pod whose one container is named ``base``, like KubernetesPodOperator's), plus what
-    podline has no flag for: ``terminationGracePeriodSeconds``, and ``args`` when only
-    ``arguments`` (no ``cmds``) were given, so the image's entrypoint is kept."""
-    import copy
+@dataclass
+class ClusterAccess:
+    """How podline reaches the cluster, from the operator's parameters and its connection.
 
-    pod: dict[str, Any] = copy.deepcopy(dict(user_template)) if user_template else {}
-    pod.setdefault("apiVersion", "v1")
-    pod.setdefault("kind", "Pod")
-    pod.setdefault("metadata", {})
-    spec = pod.setdefault("spec", {}) or {}
-    pod["spec"] = spec
-    containers = spec.get("containers") or [{"name": "base"}]
-    spec["containers"] = containers
-    if termination_grace_period is not None:
-        spec["terminationGracePeriodSeconds"] = termination_grace_period
-    if arguments_only:
-        containers[0]["args"] = list(arguments_only)
-    return pod
+    ``kubeconfig_text`` (a connection's inline kube_config, or a rewritten one) is a secret:
+    it is only ever written to a private file; ``repr`` leaves it out."""
+
+    in_cluster: bool = False
+    kubeconfig_path: str | None = None
+    kubeconfig_text: str | None = field(default=None, repr=False)
+    context: str | None = None
 
 
 @dataclass
 class RunRequest:
-    """Everything one ``podline run`` of a task needs, in KubernetesPodOperator's terms."""
+    """Everything one ``podline run`` of a task needs besides the pod itself."""
 
-    image: str | None
-    cmds: list[str] = field(default_factory=list)
-    arguments: list[str] = field(default_factory=list)
-    namespace: str | None = None
-    name: str | None = None
-    random_name_suffix: bool = True
-    env: list[tuple[str, str]] = field(default_factory=list)
-    labels: dict[str, str] = field(default_factory=dict)
-    annotations: dict[str, str] = field(default_factory=dict)
+    name: str
+    task_id: str
     on_finish: str = "delete"
-    task_id: str | None = None
     reattach: bool = True
     startup_timeout: int = 120
     schedule_timeout: int | None = None
-    resources: list[str] = field(default_factory=list)
-    node_selector: dict[str, str] = field(default_factory=dict)
-    service_account: str | None = None
-    config_file: str | None = None
-    cluster_context: str | None = None
-    active_deadline: int | None = None
-    termination_grace_period: int | None = None
+    delete_grace: int | None = None
+    all_containers: bool = False
 
-    def argv(self, binary: str, template: Path, result_file: Path) -> list[str]:
-        """The command line: ``podline run`` with a flag per parameter, then ``-- cmds args``."""
-        argv = [binary, "run", "--pod-template", str(template), "--result-file", str(result_file)]
-        if self.config_file:
-            argv += ["--kubeconfig", self.config_file]
-        if self.cluster_context:
-            argv += ["--context", self.cluster_context]
-        if self.namespace:
-            argv += ["-n", self.namespace]
-        if self.image:
-            argv += ["--image", self.image]
-        if self.name:
-            argv += ["--name", self.name]
-            if not self.random_name_suffix:
-                argv.append("--exact-name")
-        for k, v in self.env:
-            argv += ["--env", f"{k}={v}"]
-        for k, v in self.labels.items():
-            argv += ["--label", f"{k}={v}"]
-        for k, v in self.annotations.items():
-            argv += ["--annotation", f"{k}={v}"]
-        for k, v in self.node_selector.items():
-            argv += ["--node-selector", f"{k}={v}"]
-        if self.service_account:
-            argv += ["--service-account", self.service_account]
-        argv += self.resources
-        argv += ["--on-finish", self.on_finish]
-        if self.task_id:
-            argv += ["--task-id", self.task_id]
-            if self.reattach:
-                argv.append("--reattach")
+    def argv(
+        self,
+        binary: str,
+        pod_file: Path,
+        result_file: Path,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+    ) -> list[str]:
+        """The command line: the pod travels in ``pod_file`` (never env values or credentials
+        on the command line, which any local user can read); the name KPO chose is kept as is
+        (``--exact-name``: KPO already added the random suffix)."""
+        argv = [binary, "run", "--pod-template", str(pod_file), "--result-file", str(result_file)]
+        if kubeconfig:
+            argv += ["--kubeconfig", kubeconfig]
+        if context:
+            argv += ["--context", context]
+        argv += ["--name", self.name, "--exact-name"]
+        argv += ["--on-finish", self.on_finish, "--task-id", self.task_id]
+        if self.reattach:
+            argv.append("--reattach")
         argv += ["--startup-timeout", f"{self.startup_timeout}s"]
         argv += ["--schedule-timeout", f"{self.schedule_timeout or self.startup_timeout}s"]
-        if self.active_deadline:
-            argv += ["--active-deadline", f"{self.active_deadline}s"]
-        if self.termination_grace_period:
-            argv += ["--delete-grace", f"{self.termination_grace_period}s"]
-        if self.cmds:
-            argv += ["--", *self.cmds, *self.arguments]
+        if self.delete_grace:
+            argv += ["--delete-grace", f"{self.delete_grace}s"]
+        if self.all_containers:
+            argv.append("--all-containers")
         return argv

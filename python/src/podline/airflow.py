@@ -1,14 +1,17 @@
-"""``PodlineOperator``: KubernetesPodOperator's common uses, run through ``podline run``.
+"""``PodlineOperator``: KubernetesPodOperator's pod, run through ``podline run``.
 
 Switch with one import::
 
     from podline.airflow import PodlineOperator as KubernetesPodOperator
 
-Supports Airflow 2.10+ and 3.x.
+Supports Airflow 2.11+ and 3.x, with apache-airflow-providers-cncf-kubernetes installed (its
+parameters and pod construction are reused; it is imported when a task runs, not when the DAG
+file is parsed).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import queue
@@ -18,21 +21,22 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Collection, Container, Mapping, Sequence
+import warnings
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from podline import _mapping
+from podline import _kpo_surface, _mapping
 from podline._binary import find_binary
 
 try:  # Airflow 3.x: the task SDK.
     from airflow.sdk import BaseOperator
-except ImportError:  # pragma: no cover - Airflow 2.10
+except ImportError:  # pragma: no cover - Airflow 2.11
     from airflow.models import BaseOperator  # type: ignore[no-redef,attr-defined,unused-ignore]
 
 try:  # Airflow 3.x
     from airflow.sdk.exceptions import AirflowException, AirflowSkipException
-except ImportError:  # pragma: no cover - Airflow 2.10
+except ImportError:  # pragma: no cover - Airflow 2.11
     from airflow.exceptions import (  # type: ignore[no-redef,assignment,attr-defined,unused-ignore]
         AirflowException,
         AirflowSkipException,
@@ -46,11 +50,40 @@ _KILLED_EXIT_CODES = (130, 143)
 _KILL_WAIT_SECONDS = 30.0
 
 
-class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
-    """Run a task as a Kubernetes pod through podline, a drop-in for KubernetesPodOperator's
-    common uses (same parameter names and defaults where the meaning is the same).
+#: The installed provider's KubernetesPodOperator surface, read without importing it (see
+#: podline._kpo_surface: the provider's import would cost every DAG parse about 1.4 s).
+_SURFACE = _kpo_surface.surface()
+_KPO_PARAMETERS = frozenset(_SURFACE.parameters)
 
-    What it adds to KubernetesPodOperator, all of it podline's:
+
+def _init_signature() -> inspect.Signature:
+    """``PodlineOperator.__init__``'s signature as Airflow sees it: every KPO keyword.
+
+    Airflow reads an operator's ``__init__`` signature to apply ``default_args`` (only to the
+    parameters it names) and to check ``partial()`` / ``expand()`` arguments, so the names
+    must be KPO's; the defaults are KPO's too, applied by KPO when the task runs (None here
+    only means "optional")."""
+    kinds = inspect.Parameter
+    params = [kinds("self", kinds.POSITIONAL_OR_KEYWORD)]
+    params += [kinds(n, kinds.KEYWORD_ONLY, default=None) for n in _SURFACE.parameters]
+    params.append(kinds("kwargs", kinds.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
+class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
+    """KubernetesPodOperator's pod, run through podline: switch with one import.
+
+    Takes every parameter of the installed provider's ``KubernetesPodOperator`` (KPO). When
+    the task runs, the provider is imported, a KPO is made from the same arguments, renders its
+    templates as KPO does, and builds the pod with its own ``build_pod_request_obj(context)``
+    (pod template file or dict, full pod spec, volumes, secrets, env, affinity, init
+    containers, ... and the connection's namespace). That pod, with the changes listed in
+    :func:`podline._mapping.podline_pod` and :data:`podline._mapping.PODLINE_ADDITIONS`, is
+    handed to ``podline run`` as a private file; the parameters about running it are in
+    :data:`podline._mapping.BEHAVIOUR`. The provider is not imported when the DAG file is
+    parsed (its parameter names are read from its source).
+
+    What podline adds to KubernetesPodOperator:
 
     * create retry with full-jitter backoff on 409 Conflict / 429 / 5xx / network errors, and
       AlreadyExists adoption: a create whose response was lost finds its own pod (by a launch
@@ -58,171 +91,150 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
     * exact log resume: a broken or stalled log stream reconnects from the last line, with no
       line lost or repeated;
     * the crash-proof launcher: a pod still pending or running when the task fails, times out
-      or is killed is deleted (``on_finish_action="keep_pod"`` aside), the server's
-      ``activeDeadlineSeconds`` backs that up, and a new try after a worker restart reattaches
-      to the running pod (``reattach_on_restart``) instead of starting a second one;
+      or is killed is deleted (``on_finish_action="keep_pod"`` aside), a liveness Lease owns
+      it so a reaper deletes the pod of a worker lost to SIGKILL, and a new try after a worker
+      restart reattaches to the running pod (``reattach_on_restart``);
     * one failure report: phase, reason, every container's exit code and termination message,
       and the pod's last Warning events, as the AirflowException's message.
 
-    The task's process runs ``podline run`` and waits for it; container log lines go into the
-    task log as they come. ``pod_name`` and ``pod_namespace`` are pushed to XCom before the pod
-    is created. With ``do_xcom_push=True`` the return value is the main container's
-    termination message (what it wrote to ``/dev/termination-log``), parsed as JSON: there is
-    no sidecar. Parameters of KubernetesPodOperator that it does not support are refused by
-    name when the DAG is parsed, with what to do instead (most go into ``pod_template_file``).
-
-    :param image: image of the main container (templated).
-    :param cmds: the container's command (entrypoint); templated.
-    :param arguments: the command's arguments; templated. Without ``cmds`` they become the
-        container's ``args`` and the image's entrypoint runs.
-    :param namespace: namespace of the pod (default: the kubeconfig context's, else
-        ``default``); templated.
-    :param name: base pod name (default: the task id), sanitised like KubernetesPodOperator's;
-        templated.
-    :param random_name_suffix: add a random 8-character suffix to ``name`` (default True).
-    :param env_vars: a dict or a list of ``V1EnvVar`` with literal values; templated.
-    :param labels: extra pod labels; templated.
-    :param annotations: pod annotations; templated.
-    :param get_logs: copy the main container's log lines into the task log (default True).
-    :param on_finish_action: ``delete_pod`` (default), ``delete_succeeded_pod`` or
-        ``keep_pod``; ``delete_active_pod`` is accepted and means ``delete_pod`` (podline
-        always deletes a pod still pending or running at the end, unless ``keep_pod``).
-    :param reattach_on_restart: a new try follows the still-running pod of an earlier try of
-        this task instance instead of creating a second one (default True).
-    :param startup_timeout_seconds: limit for the containers to start once the pod is
-        scheduled (default 120).
-    :param schedule_timeout_seconds: limit for the pod to be scheduled (default: the startup
-        timeout).
-    :param container_resources: ``V1ResourceRequirements`` or ``{"requests": ..., "limits":
-        ...}`` of the main container; templated.
-    :param node_selector: node selector; templated.
-    :param service_account_name: the pod's service account; templated.
-    :param pod_template_file: a pod manifest (YAML/JSON) the parameters are laid over; its
-        first container is the main one; templated.
-    :param config_file: kubeconfig path (default ``$KUBECONFIG``, then ``~/.kube/config``,
-        then in-cluster); templated.
-    :param cluster_context: kubeconfig context; templated.
-    :param in_cluster: True: use the pod's service account only (no kubeconfig); False or
-        None: kubeconfig first, then in-cluster.
-    :param active_deadline_seconds: the server stops the pod after this long.
-    :param skip_on_exit_code: exit code(s) of the main container that mark the task skipped.
-    :param do_xcom_push: push the termination message (JSON) as the return value (default
-        False, as KubernetesPodOperator).
-    :param termination_grace_period: the pod's ``terminationGracePeriodSeconds`` and the grace
-        period of podline's delete (at the end and on kill).
+    ``pod_name`` and ``pod_namespace`` are pushed to XCom before the pod is created. With
+    ``do_xcom_push=True`` the return value is the main container's termination message (what
+    it wrote to ``/dev/termination-log``), parsed as JSON.
     """
 
-    template_fields: Sequence[str] = (
-        "image",
-        "cmds",
-        "arguments",
-        "namespace",
-        "name",
-        "env_vars",
-        "labels",
-        "annotations",
-        "container_resources",
-        "node_selector",
-        "service_account_name",
-        "pod_template_file",
-        "config_file",
-        "cluster_context",
-    )
+    template_fields: Sequence[str] = _SURFACE.template_fields
+    template_fields_renderers = dict(_SURFACE.template_fields_renderers)
     template_ext: Sequence[str] = ()
     ui_color = "#d8f0e4"
 
-    def __init__(
-        self,
-        *,
-        image: str | None = None,
-        cmds: list[str] | None = None,
-        arguments: list[str] | None = None,
-        namespace: str | None = None,
-        name: str | None = None,
-        random_name_suffix: bool = True,
-        env_vars: Any = None,
-        labels: Mapping[str, str] | None = None,
-        annotations: Mapping[str, str] | None = None,
-        get_logs: bool = True,
-        on_finish_action: str = "delete_pod",
-        reattach_on_restart: bool = True,
-        startup_timeout_seconds: int = 120,
-        schedule_timeout_seconds: int | None = None,
-        container_resources: Any = None,
-        node_selector: Mapping[str, str] | None = None,
-        service_account_name: str | None = None,
-        pod_template_file: str | None = None,
-        config_file: str | None = None,
-        cluster_context: str | None = None,
-        in_cluster: bool | None = None,
-        active_deadline_seconds: int | None = None,
-        skip_on_exit_code: int | Container[int] | None = None,
-        do_xcom_push: bool = False,
-        termination_grace_period: int | None = None,
-        **kwargs: Any,
-    ) -> None:
-        refused = sorted(k for k in kwargs if k in _mapping.UNSUPPORTED)
+    def __init__(self, **kwargs: Any) -> None:
+        kpo_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _KPO_PARAMETERS}
+        refused = {
+            k: why for k, v in kpo_args.items() if (why := _mapping.refusal(k, v)) is not None
+        }
         if refused:
-            details = "; ".join(f"{k}: {_mapping.UNSUPPORTED[k]}" for k in refused)
+            details = "; ".join(f"{k}={kpo_args[k]!r}: {why}" for k, why in sorted(refused.items()))
             raise AirflowException(
                 f"PodlineOperator does not support the KubernetesPodOperator parameter"
-                f"{'s' if len(refused) > 1 else ''} {', '.join(refused)} ({details})"
+                f"{'s' if len(refused) > 1 else ''} {', '.join(sorted(refused))} ({details})"
             )
-        super().__init__(do_xcom_push=do_xcom_push, **kwargs)
-        if on_finish_action not in _mapping.ON_FINISH:
-            raise AirflowException(
-                f"on_finish_action={on_finish_action!r}: expected one of "
-                f"{', '.join(sorted(_mapping.ON_FINISH))}"
-            )
-        if in_cluster and config_file:
-            raise AirflowException(
-                "in_cluster=True and config_file exclude each other: in-cluster uses the pod's "
-                "service account, not a kubeconfig"
-            )
-        try:
-            self.startup_timeout_seconds = _mapping.seconds(
-                "startup_timeout_seconds", startup_timeout_seconds
-            )
-            self.schedule_timeout_seconds = _mapping.seconds(
-                "schedule_timeout_seconds", schedule_timeout_seconds
-            )
-            self.active_deadline_seconds = _mapping.seconds(
-                "active_deadline_seconds", active_deadline_seconds
-            )
-            self.termination_grace_period = _mapping.seconds(
-                "termination_grace_period", termination_grace_period, allow_zero=True
-            )
-            self.skip_on_exit_code = _mapping.skip_codes(skip_on_exit_code)
-        except ValueError as err:
-            raise AirflowException(str(err)) from err
-        self.image = image
-        self.cmds = list(cmds or [])
-        self.arguments = list(arguments or [])
-        self.namespace = namespace
-        self.name = name
-        self.random_name_suffix = random_name_suffix
-        self.env_vars = env_vars
-        self.labels = dict(labels or {})
-        self.annotations = dict(annotations or {})
-        self.get_logs = get_logs
-        self.on_finish_action = on_finish_action
-        self.reattach_on_restart = reattach_on_restart
-        self.container_resources = container_resources
-        self.node_selector = dict(node_selector or {})
-        self.service_account_name = service_account_name
-        self.pod_template_file = pod_template_file
-        self.config_file = config_file
-        self.cluster_context = cluster_context
-        self.in_cluster = in_cluster
+        _check_values(kpo_args)
+        if "do_xcom_push" in kpo_args:  # KPO's parameter and BaseOperator's
+            kwargs["do_xcom_push"] = kpo_args["do_xcom_push"]
+        super().__init__(**kwargs)
+        #: The KPO arguments as given (templates unrendered); the rendered template fields are
+        #: this operator's attributes, as for any operator.
+        self.kpo_arguments: dict[str, Any] = kpo_args
+        for name in self.template_fields:
+            setattr(self, name, kpo_args.get(name))
+        self._kpo_instance: Any = None
         self._process: subprocess.Popen[bytes] | None = None
         self._killed = False
         self._exit_code: int | None = None
+        self._skip_codes: frozenset[int] = frozenset()
+        self._get_logs = True
+        self._grace: int | None = None
 
-    # -- building the command --------------------------------------------------------------
+    __init__.__signature__ = _init_signature()  # type: ignore[attr-defined]
+
+    # -- KubernetesPodOperator, made when the task runs -----------------------------------
+
+    def _new_kpo(self) -> Any:
+        """A KubernetesPodOperator with this task's arguments (imports the provider)."""
+        kpo_class = _kpo_surface.kpo_class()
+        with warnings.catch_warnings():
+            # reattach_on_restart's deprecation is KPO's to give, at parse time; not per run.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", UserWarning)
+            return kpo_class(task_id=self.task_id, **self.kpo_arguments)
+
+    def kubernetes_pod_operator(self) -> Any:
+        """The KubernetesPodOperator this task's pod is built with: the one that rendered the
+        templates, with this operator's (rendered) template fields laid on it."""
+        kpo = self._kpo_instance
+        if kpo is None:
+            kpo = self._kpo_instance = self._new_kpo()
+        for name in self.template_fields:
+            value = getattr(self, name, None)
+            if value is not None:
+                setattr(kpo, name, value)
+        return kpo
+
+    def _do_render_template_fields(
+        self,
+        parent: Any,
+        template_fields: Any,
+        context: Any,
+        jinja_env: Any,
+        seen_oids: set[int],
+    ) -> None:
+        """Templates are rendered by KPO itself (its env_vars conversion and nested V1 objects),
+        then copied here so Airflow shows and stores them as this task's rendered fields."""
+        if parent is not self:
+            super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+            return
+        kpo = self._kpo_instance = self._new_kpo()
+        kpo._do_render_template_fields(kpo, template_fields, context, jinja_env, seen_oids)
+        for name in template_fields:
+            setattr(self, name, getattr(kpo, name, None))
+
+    def build_pod(self, context: Any) -> dict[str, Any]:
+        """The pod manifest ``podline run`` is handed: KPO's ``build_pod_request_obj(context)``
+        as JSON, with :func:`podline._mapping.podline_pod`'s changes."""
+        from kubernetes.client import ApiClient
+
+        from airflow.providers.cncf.kubernetes.utils.xcom_sidecar import PodDefaults
+
+        kpo = self.kubernetes_pod_operator()
+        set_name = getattr(kpo, "_set_name", None)  # KPO's execute validates the name so
+        if set_name is not None:
+            kpo.name = set_name(kpo.name)
+        pod = kpo.build_pod_request_obj(context)
+        manifest = ApiClient().sanitize_for_serialization(pod)
+        try:
+            return _mapping.podline_pod(
+                manifest,
+                base_container=str(kpo.base_container_name),
+                xcom_sidecar=PodDefaults.SIDECAR_CONTAINER_NAME,
+            )
+        except ValueError as err:
+            raise AirflowException(str(err)) from err
+
+    def cluster_access(self, kpo: Any) -> _mapping.ClusterAccess:
+        """How podline reaches the cluster: KPO's parameters first, then the connection's
+        fields, as KubernetesHook.get_conn reads them."""
+        hook = kpo.hook
+        get_field = getattr(hook, "_get_field", None)
+
+        def field(name: str) -> Any:
+            return get_field(name) if get_field is not None and kpo.kubernetes_conn_id else None
+
+        in_cluster = _first(kpo.in_cluster, field("in_cluster"))
+        context = _first(kpo.cluster_context, field("cluster_context"))
+        path = _first(kpo.config_file, field("kube_config_path"))
+        inline = field("kube_config")
+        insecure = _truthy(field("disable_verify_ssl"))
+        if _truthy(in_cluster):
+            if insecure:
+                raise AirflowException(
+                    f"connection {kpo.kubernetes_conn_id}: disable_verify_ssl with in_cluster is "
+                    "not supported by podline (in-cluster access verifies the service account's CA)"
+                )
+            return _mapping.ClusterAccess(in_cluster=True)
+        text: str | None = None
+        if inline is not None:
+            text = json.dumps(inline) if isinstance(inline, dict) else str(inline)
+        if insecure:
+            if text is None:
+                text = _read_kubeconfig(path)
+            return _mapping.ClusterAccess(kubeconfig_text=_insecure(text), context=context)
+        if text is not None:
+            return _mapping.ClusterAccess(kubeconfig_text=text, context=context)
+        return _mapping.ClusterAccess(kubeconfig_path=path, context=context)
 
     @staticmethod
     def task_instance_key(context: Mapping[str, Any]) -> _mapping.TaskInstanceKey:
-        """The task instance this run belongs to (for labels and reattach)."""
+        """The task instance this run belongs to (for podline's reattach key)."""
         ti = context["ti"]
         map_index = getattr(ti, "map_index", -1)
         return _mapping.TaskInstanceKey(
@@ -233,96 +245,64 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
             try_number=int(getattr(ti, "try_number", 1) or 1),
         )
 
-    def run_request(self, key: _mapping.TaskInstanceKey) -> _mapping.RunRequest:
-        """The ``podline run`` this task instance needs (parameters already rendered)."""
+    def run_request(self, kpo: Any, pod: Mapping[str, Any], context: Any) -> _mapping.RunRequest:
+        """The ``podline run`` flags for this task (the pod itself travels as a file)."""
+        on_finish = getattr(kpo.on_finish_action, "value", kpo.on_finish_action)
         try:
-            env = _mapping.env_pairs(self.env_vars)
-            resources = _mapping.resource_flags(self.container_resources)
+            startup = _mapping.seconds("startup_timeout_seconds", kpo.startup_timeout_seconds)
+            schedule = _mapping.seconds("schedule_timeout_seconds", kpo.schedule_timeout_seconds)
+            grace = _mapping.seconds(
+                "termination_grace_period", kpo.termination_grace_period, allow_zero=True
+            )
         except ValueError as err:
             raise AirflowException(str(err)) from err
-        name = self.name
-        if name is None:
-            # KubernetesPodOperator's order: the parameter, the template's name, the task id.
-            metadata = (self._user_template() or {}).get("metadata") or {}
-            name = metadata.get("name") or key.task_id
         return _mapping.RunRequest(
-            image=self.image,
-            cmds=[str(c) for c in self.cmds],
-            arguments=[str(a) for a in self.arguments],
-            namespace=self.namespace,
-            name=_mapping.sanitize_pod_name(name) if name else None,
-            random_name_suffix=self.random_name_suffix,
-            env=env,
-            labels={**key.labels(), **{str(k): str(v) for k, v in self.labels.items()}},
-            annotations={str(k): str(v) for k, v in self.annotations.items()},
-            on_finish=_mapping.ON_FINISH[self.on_finish_action],
-            task_id=key.podline_task_id(),
-            reattach=self.reattach_on_restart,
-            startup_timeout=self.startup_timeout_seconds or 120,
-            schedule_timeout=self.schedule_timeout_seconds,
-            resources=resources,
-            node_selector={str(k): str(v) for k, v in self.node_selector.items()},
-            service_account=self.service_account_name,
-            config_file=self.config_file,
-            cluster_context=self.cluster_context,
-            active_deadline=self.active_deadline_seconds,
-            termination_grace_period=self.termination_grace_period,
+            name=str(pod["metadata"]["name"]),
+            task_id=self.task_instance_key(context).podline_task_id(),
+            on_finish=_mapping.ON_FINISH[str(on_finish)],
+            reattach=bool(kpo.reattach_on_restart),
+            startup_timeout=startup or 120,
+            schedule_timeout=schedule,
+            delete_grace=grace,
+            all_containers=bool(kpo.get_logs) and kpo.container_logs is True,
         )
-
-    def _template(self) -> dict[str, Any]:
-        return _mapping.pod_template(
-            self._user_template(),
-            arguments_only=self.arguments if not self.cmds else None,
-            termination_grace_period=self.termination_grace_period,
-        )
-
-    def _user_template(self) -> dict[str, Any] | None:
-        user: dict[str, Any] | None = None
-        if self.pod_template_file:
-            import yaml
-
-            try:
-                text = Path(self.pod_template_file).read_text()
-                user = yaml.safe_load(text)
-            except (OSError, yaml.YAMLError) as err:
-                raise AirflowException(
-                    f"pod_template_file {self.pod_template_file}: cannot read it as YAML/JSON: "
-                    f"{err}"
-                ) from err
-            if not isinstance(user, dict):
-                raise AirflowException(
-                    f"pod_template_file {self.pod_template_file}: expected a Pod manifest "
-                    "(a mapping)"
-                )
-        return user
-
-    def _environment(self, home: str) -> dict[str, str]:
-        env = dict(os.environ)
-        if self.in_cluster:
-            # podline's order is kubeconfig first, then in-cluster: hide every kubeconfig.
-            env.pop("KUBECONFIG", None)
-            env["HOME"] = home
-        return env
 
     # -- running ---------------------------------------------------------------------------
 
     def execute(self, context: Any) -> Any:
-        """Runs the pod through ``podline run`` and returns its termination message (JSON) when
-        ``do_xcom_push``; raises AirflowSkipException / AirflowException as the result says."""
-        key = self.task_instance_key(context)
-        request = self.run_request(key)
+        """Builds KPO's pod, runs it through ``podline run`` and returns its termination
+        message (JSON) when ``do_xcom_push``; raises AirflowSkipException / AirflowException as
+        the result says."""
+        pod = self.build_pod(context)
+        kpo = self.kubernetes_pod_operator()
+        request = self.run_request(kpo, pod, context)
+        access = self.cluster_access(kpo)
+        self._skip_codes = _mapping.skip_codes(kpo.skip_on_exit_code or None)
+        self._get_logs = bool(kpo.get_logs)
+        self._grace = request.delete_grace
         binary = find_binary()
+        # A private directory (0700) with private files (0600), removed at the end: the pod
+        # (env values) and a connection's kubeconfig (credentials) never reach a command line.
         with tempfile.TemporaryDirectory(prefix="podline-airflow-") as tmp:
-            template = Path(tmp) / "pod.json"
-            template.write_text(json.dumps(self._template()))
+            pod_file = _write_private(Path(tmp) / "pod.json", json.dumps(pod))
+            kubeconfig = access.kubeconfig_path
+            if access.kubeconfig_text is not None:
+                kubeconfig = str(_write_private(Path(tmp) / "kubeconfig", access.kubeconfig_text))
             result_path = Path(tmp) / "result.json"
-            argv = request.argv(binary, template, result_path)
-            self.log.info("podline: %s", " ".join(_redact(argv)))
-            result = self._run(argv, result_path, context, home=tmp)
+            argv = request.argv(
+                binary, pod_file, result_path, kubeconfig=kubeconfig, context=access.context
+            )
+            self.log.info("podline: %s", " ".join(argv))
+            env = dict(os.environ)
+            if access.in_cluster:
+                # podline's order is kubeconfig first, then in-cluster: hide every kubeconfig.
+                env.pop("KUBECONFIG", None)
+                env["HOME"] = tmp
+            result = self._run(argv, result_path, context, env)
         return self._outcome(result)
 
     def _run(
-        self, argv: list[str], result_path: Path, context: Any, home: str
+        self, argv: list[str], result_path: Path, context: Any, env: dict[str, str]
     ) -> dict[str, Any] | None:
         self._killed = False
         process = subprocess.Popen(
@@ -330,7 +310,7 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=self._environment(home),
+            env=env,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
         self._process = process
@@ -361,7 +341,7 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
                     open_streams -= 1
                 elif not isinstance(item, bool):
                     prefix, line = item
-                    if prefix or self.get_logs:
+                    if prefix or self._get_logs:
                         self.log.info("%s%s", prefix, line)
             process.wait()
         finally:
@@ -401,7 +381,7 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
             )
         container = _main_container(result)
         container_code = container.get("exitCode") if container else None
-        if container_code is not None and container_code in self.skip_on_exit_code:
+        if container_code is not None and container_code in self._skip_codes:
             raise AirflowSkipException(
                 f"pod {result.get('namespace')}/{result.get('pod')}: the main container exited "
                 f"with {container_code}, listed in skip_on_exit_code"
@@ -437,13 +417,86 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
         self._killed = True
         self.log.info("on_kill: stopping podline (pid %s); it deletes the pod", process.pid)
         process.send_signal(signal.SIGTERM)
-        wait = _KILL_WAIT_SECONDS + (self.termination_grace_period or 0)
+        wait = _KILL_WAIT_SECONDS + (self._grace or 0)
         deadline = time.monotonic() + wait
         try:
             process.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.log.warning("podline did not stop within %ss; killing it", wait)
             process.kill()
+
+
+def _check_values(kpo_args: Mapping[str, Any]) -> None:
+    """Parse-time checks of values podline must be able to run with (KPO checks the rest)."""
+    action = kpo_args.get("on_finish_action")
+    if action is not None and str(getattr(action, "value", action)) not in _mapping.ON_FINISH:
+        raise AirflowException(
+            f"on_finish_action={action!r}: expected one of {', '.join(sorted(_mapping.ON_FINISH))}"
+        )
+    try:
+        for name in ("startup_timeout_seconds", "schedule_timeout_seconds"):
+            _mapping.seconds(name, kpo_args.get(name))
+        _mapping.seconds(
+            "termination_grace_period", kpo_args.get("termination_grace_period"), allow_zero=True
+        )
+        _mapping.skip_codes(kpo_args.get("skip_on_exit_code"))
+    except ValueError as err:
+        raise AirflowException(str(err)) from err
+
+
+def _first(*values: Any) -> Any:
+    """The first value that is not None (KubernetesHook's order: parameter, then connection)."""
+    return next((v for v in values if v is not None), None)
+
+
+def _truthy(value: Any) -> bool:
+    """A connection field as a bool (the UI stores booleans; JSON extras may hold strings)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "on")
+    return bool(value)
+
+
+def _read_kubeconfig(path: str | None) -> str:
+    """The kubeconfig podline would read: ``path``, else ``$KUBECONFIG``'s first file, else
+    ``~/.kube/config``."""
+    if not path:
+        env = os.environ.get("KUBECONFIG", "")
+        path = next((p for p in env.split(os.pathsep) if p), None) or str(
+            Path.home() / ".kube" / "config"
+        )
+    try:
+        return Path(path).read_text()
+    except OSError as err:
+        raise AirflowException(f"cannot read the kubeconfig {path}: {err.strerror}") from err
+
+
+def _insecure(kubeconfig: str) -> str:
+    """``disable_verify_ssl``: the kubeconfig with every cluster's TLS verification off
+    (``insecure-skip-tls-verify``, which excludes a CA, as kubectl's loader says)."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(kubeconfig)
+    except yaml.YAMLError as err:
+        # The message of a YAML error may quote the text: keep only where it was.
+        where = getattr(err, "problem_mark", None)
+        raise AirflowException(f"the connection's kubeconfig is not YAML/JSON (at {where})") from None
+    if not isinstance(doc, dict):
+        raise AirflowException("the connection's kubeconfig is not a kubeconfig (a mapping)")
+    for entry in doc.get("clusters") or []:
+        cluster = (entry or {}).get("cluster") or {}
+        cluster.pop("certificate-authority", None)
+        cluster.pop("certificate-authority-data", None)
+        cluster["insecure-skip-tls-verify"] = True
+    return json.dumps(doc)
+
+
+def _write_private(path: Path, text: str) -> Path:
+    """Writes ``text`` to a new file only its owner can read (0600)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
 
 
 def _pump(stream: IO[bytes], prefix: str, lines: queue.Queue[tuple[str, str] | None]) -> None:
@@ -470,20 +523,6 @@ def _main_container(result: Mapping[str, Any]) -> dict[str, Any] | None:
         if isinstance(c, dict) and c.get("name") == name:
             return c
     return None
-
-
-def _redact(argv: list[str]) -> list[str]:
-    """The command line for the log, with ``--env`` values hidden (they may be secrets)."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append(arg.split("=", 1)[0] + "=***")
-            hide_next = False
-        else:
-            out.append(arg)
-            hide_next = arg == "--env"
-    return out
 
 
 def _prctl() -> Any:
