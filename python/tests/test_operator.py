@@ -1,22 +1,56 @@
-"""PodlineOperator without a cluster: parameters refused at parse time, mapping from a task
-instance's context to podline's command line."""
+"""PodlineOperator without a cluster: KubernetesPodOperator's surface, taken from the installed
+provider; parameters refused at parse time; what the DAG parse imports."""
 
 from __future__ import annotations
 
+import inspect
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from podline import _kpo_surface, _mapping
 from podline.airflow import AirflowException, PodlineOperator
 
+from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 
-def test_an_unsupported_kubernetes_pod_operator_parameter_is_refused_by_name() -> None:
-    with pytest.raises(AirflowException, match=r"tolerations.*pod_template_file"):
-        PodlineOperator(task_id="t", image="busybox", tolerations=[{"key": "gpu"}])
-    with pytest.raises(AirflowException, match=r"parameters deferrable, volumes"):
-        PodlineOperator(task_id="t", image="busybox", volumes=[], deferrable=True)
+
+def test_the_surface_read_from_source_is_the_imported_ones() -> None:
+    """The fast path (ast, at parse time) agrees with the provider installed."""
+    path = _kpo_surface._kpo_source_path()
+    from_source = _kpo_surface.from_source(path)
+    assert from_source is not None, f"{path}: no longer readable with ast; the import is used"
+    imported = _kpo_surface.from_import()
+    assert from_source.parameters == imported.parameters
+    assert from_source.template_fields == imported.template_fields
+    assert from_source.template_fields_renderers == imported.template_fields_renderers
+
+
+def test_every_kpo_parameter_is_in_the_signature_and_templates_are_kpos() -> None:
+    kpo = inspect.signature(KubernetesPodOperator.__init__).parameters
+    kpo_names = [n for n, p in kpo.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    ours = inspect.signature(PodlineOperator.__init__).parameters
+    assert set(kpo_names) <= set(ours), set(kpo_names) - set(ours)
+    assert tuple(PodlineOperator.template_fields) == tuple(KubernetesPodOperator.template_fields)
+
+
+def test_behaviour_names_only_kpo_parameters() -> None:
+    """A parameter the provider renamed or dropped shows up here, not as a dead table row."""
+    kpo = set(inspect.signature(KubernetesPodOperator.__init__).parameters)
+    assert set(_mapping.BEHAVIOUR) - kpo == set()
+
+
+def test_refused_values_name_the_parameter() -> None:
+    with pytest.raises(AirflowException, match=r"parameter deferrable .*triggerer"):
+        PodlineOperator(task_id="t", image="busybox", deferrable=True)
+    with pytest.raises(AirflowException, match=r"parameters callbacks, deferrable"):
+        PodlineOperator(task_id="t", image="busybox", deferrable=True, callbacks=[object])
+    # Pod-shaping parameters that used to be refused are KPO's now.
+    PodlineOperator(task_id="t", image="busybox", deferrable=False, tolerations=[{"key": "gpu"}])
 
 
 def test_bad_values_are_refused_with_the_parameter_name() -> None:
@@ -26,34 +60,82 @@ def test_bad_values_are_refused_with_the_parameter_name() -> None:
         PodlineOperator(task_id="t", image="busybox", startup_timeout_seconds=0)
     with pytest.raises(AirflowException, match="skip_on_exit_code"):
         PodlineOperator(task_id="t", image="busybox", skip_on_exit_code="99")
-    with pytest.raises(AirflowException, match="in_cluster=True and config_file"):
-        PodlineOperator(task_id="t", image="busybox", in_cluster=True, config_file="/k")
 
 
-def test_a_dag_file_with_an_unsupported_parameter_fails_to_import(tmp_path: Path) -> None:
+def test_an_unknown_parameter_is_refused_as_by_any_operator() -> None:
+    with pytest.raises((TypeError, AirflowException), match="imaeg"):
+        PodlineOperator(task_id="t", imaeg="busybox")
+
+
+DAG_HEADER = """
+from datetime import datetime
+try:
+    from airflow.sdk import DAG
+except ImportError:
+    from airflow import DAG
+from podline.airflow import PodlineOperator
+"""
+
+
+def dagbag(folder: Path) -> Any:
+    try:
+        from airflow.dag_processing.dagbag import DagBag
+    except ImportError:  # Airflow 2
+        from airflow.models.dagbag import DagBag  # type: ignore[no-redef,attr-defined,unused-ignore]
+    return DagBag(dag_folder=str(folder))
+
+
+def test_a_dag_file_with_deferrable_fails_to_import(tmp_path: Path) -> None:
     (tmp_path / "bad_dag.py").write_text(
-        textwrap.dedent(
+        DAG_HEADER
+        + textwrap.dedent(
             """
-            from datetime import datetime
-            try:
-                from airflow.sdk import DAG
-            except ImportError:
-                from airflow import DAG
-            from podline.airflow import PodlineOperator
-
             with DAG("bad", schedule=None, start_date=datetime(2026, 1, 1)):
-                PodlineOperator(task_id="t", image="busybox", affinity={"nodeAffinity": {}})
+                PodlineOperator(task_id="t", image="busybox", deferrable=True)
             """
         )
     )
-    try:
-        from airflow.dag_processing.dagbag import DagBag
-    except ImportError:  # Airflow 2.10
-        from airflow.models.dagbag import DagBag  # type: ignore[no-redef]
-    bag = DagBag(dag_folder=str(tmp_path))
-    errors = "\n".join(bag.import_errors.values())
-    assert "affinity" in errors, errors
+    bag = dagbag(tmp_path)
+    errors = "\n".join(str(e) for e in bag.import_errors.values())
+    assert "deferrable" in errors, errors
     assert "bad" not in bag.dags
+
+
+def test_default_args_partial_and_expand_reach_kpo_parameters(tmp_path: Path) -> None:
+    (tmp_path / "dag.py").write_text(
+        DAG_HEADER
+        + textwrap.dedent(
+            """
+            args = {"namespace": "from-default-args", "get_logs": False}
+            with DAG("d", schedule=None, start_date=datetime(2026, 1, 1), default_args=args):
+                PodlineOperator(task_id="plain", image="busybox")
+                PodlineOperator.partial(task_id="mapped", image="busybox").expand(
+                    arguments=[["a"], ["b"]]
+                )
+            """
+        )
+    )
+    bag = dagbag(tmp_path)
+    assert not bag.import_errors, bag.import_errors
+    plain = bag.dags["d"].get_task("plain")
+    assert plain.namespace == "from-default-args"
+    assert plain.kpo_arguments["get_logs"] is False
+
+
+def test_parsing_a_dag_does_not_import_the_provider(tmp_path: Path) -> None:
+    """The DAG-parse cost stays low: the provider is imported when a task runs."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from podline.airflow import PodlineOperator
+        PodlineOperator(task_id="t", image="busybox", volumes=[], env_vars={"A": "1"})
+        heavy = ("airflow.providers.cncf.kubernetes.operators.pod", "kubernetes.client")
+        loaded = [m for m in sys.modules if m in heavy]
+        print("LOADED", loaded)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "LOADED []" in done.stdout, done.stdout + done.stderr
 
 
 def context(try_number: int = 1, map_index: int = -1) -> dict[str, object]:
@@ -64,85 +146,37 @@ def context(try_number: int = 1, map_index: int = -1) -> dict[str, object]:
         try_number=try_number,
         map_index=map_index,
     )
-    return {"ti": ti, "run_id": ti.run_id}
+    return {"ti": ti, "run_id": ti.run_id, "dag": SimpleNamespace(dag_id="etl")}
 
 
-def test_the_pod_is_labelled_like_airflows_and_named_after_the_task() -> None:
+def test_the_run_request_follows_kpos_reading_of_the_parameters() -> None:
     op = PodlineOperator(
         task_id="Load_Orders",
         image="busybox",
-        cmds=["sh", "-c", "true"],
-        labels={"team": "data"},
-        env_vars=[{"name": "MODE", "value": "full"}],
-        container_resources={"limits": {"memory": "1Gi"}},
         on_finish_action="delete_succeeded_pod",
         reattach_on_restart=False,
         termination_grace_period=10,
+        startup_timeout_seconds=30,
+        container_logs=True,
     )
-    key = op.task_instance_key(context(try_number=3, map_index=2))
-    req = op.run_request(key)
-    assert req.name == "load-orders"
-    assert req.labels["dag_id"] == "etl"
-    assert req.labels["task_id"] == "Load_Orders"
-    assert req.labels["try_number"] == "3"
-    assert req.labels["map_index"] == "2"
-    assert req.labels["team"] == "data"
-    assert req.labels["run_id"].startswith("scheduled__2026-12-01T10-05-00")
-    argv = req.argv("podline", Path("p.json"), Path("r.json"))
-    assert "--reattach" not in argv
-    assert argv[argv.index("--on-finish") + 1] == "delete-succeeded"
-    assert argv[argv.index("--limits") + 1] == "memory=1Gi"
-    assert argv[argv.index("--delete-grace") + 1] == "10s"
-    assert "MODE=full" in argv
-    assert op._template()["spec"]["terminationGracePeriodSeconds"] == 10
+    kpo = op.kubernetes_pod_operator()
+    req = op.run_request(kpo, {"metadata": {"name": "load-orders-x"}}, context(3, 2))
+    assert req.on_finish == "delete-succeeded"
+    assert req.reattach is False
+    assert req.delete_grace == 10
+    assert req.startup_timeout == 30 and req.schedule_timeout == 30  # KPO: schedule = startup
+    assert req.all_containers is True
     # Another try of the same task instance keeps the reattach key.
-    assert op.task_instance_key(context(try_number=4, map_index=2)).podline_task_id() == (
-        key.podline_task_id()
+    again = op.run_request(kpo, {"metadata": {"name": "x"}}, context(4, 2))
+    assert again.task_id == req.task_id
+
+
+def test_cluster_access_from_parameters_and_in_cluster(tmp_path: Path) -> None:
+    op = PodlineOperator(
+        task_id="t", image="busybox", config_file="/k/config", cluster_context="prod",
+        kubernetes_conn_id=None,
     )
-
-
-def test_kubernetes_pod_operator_defaults() -> None:
-    op = PodlineOperator(task_id="t", image="busybox")
-    assert op.do_xcom_push is False
-    assert op.reattach_on_restart is True
-    assert op.on_finish_action == "delete_pod"
-    assert op.startup_timeout_seconds == 120
-    assert op.get_logs is True
-    assert op.random_name_suffix is True
-    assert {"image", "cmds", "arguments", "env_vars", "labels", "namespace"} <= set(
-        op.template_fields
-    )
-
-
-def test_in_cluster_hides_every_kubeconfig(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("KUBECONFIG", "/somewhere/config")
-    in_cluster = PodlineOperator(task_id="t", image="busybox", in_cluster=True)
-    env = in_cluster._environment(str(tmp_path))
-    assert "KUBECONFIG" not in env
-    assert env["HOME"] == str(tmp_path)
-    default = PodlineOperator(task_id="t", image="busybox")
-    assert default._environment(str(tmp_path))["KUBECONFIG"] == "/somewhere/config"
-
-
-def test_arguments_without_cmds_keep_the_images_entrypoint() -> None:
-    op = PodlineOperator(task_id="t", image="busybox", arguments=["--day", "{{ ds }}"])
-    assert op._template()["spec"]["containers"][0]["args"] == ["--day", "{{ ds }}"]
-    argv = op.run_request(op.task_instance_key(context())).argv("podline", Path("p"), Path("r"))
-    assert "--" not in argv
-
-
-def test_the_pod_name_comes_from_the_parameter_then_the_template_then_the_task(
-    tmp_path: Path,
-) -> None:
-    template = tmp_path / "pod.yaml"
-    template.write_text("metadata:\n  name: From_File\nspec:\n  containers: [{name: main}]\n")
-    key = PodlineOperator.task_instance_key(context())
-    op = PodlineOperator(task_id="t", image="busybox", pod_template_file=str(template))
-    assert op.run_request(key).name == "from-file"
-    assert op._template()["spec"]["containers"] == [{"name": "main"}]
-    named = PodlineOperator(task_id="t", image="b", name="Mine", pod_template_file=str(template))
-    assert named.run_request(key).name == "mine"
-    (tmp_path / "bad.yaml").write_text("- a list\n")
-    bad = PodlineOperator(task_id="t", image="b", pod_template_file=str(tmp_path / "bad.yaml"))
-    with pytest.raises(AirflowException, match="expected a Pod manifest"):
-        bad.run_request(key)
+    access = op.cluster_access(op.kubernetes_pod_operator())
+    assert (access.kubeconfig_path, access.context, access.in_cluster) == ("/k/config", "prod", False)
+    inside = PodlineOperator(task_id="t", image="busybox", in_cluster=True, kubernetes_conn_id=None)
+    assert inside.cluster_access(inside.kubernetes_pod_operator()).in_cluster is True
