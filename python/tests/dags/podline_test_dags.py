@@ -93,3 +93,23 @@ with DAG("podline_reattach", schedule=None, start_date=START, catchup=False) as 
         cmds=["sh", "-c", WAIT_FOR_GATE],
         retries=1,
     )
+
+
+def wait_for(name: str) -> str:
+    """A container command that says it started and waits for the gate file `name`."""
+    gate = os.path.join(os.environ.get("PODLINE_TEST_DIR", "/tmp"), name)
+    return f"echo started {name}; while [ ! -e {gate} ]; do sleep 0.05; done; echo finished {name}"
+
+
+# Cluster access through Airflow Connections only (the test removes KUBECONFIG): a kubeconfig
+# path, an inline kubeconfig, and an inline one without its CA plus disable_verify_ssl.
+with DAG("podline_connections", schedule=None, start_date=START, catchup=False) as connections:
+    for conn in ("k8s_path", "k8s_inline", "k8s_insecure"):
+        PodlineOperator(
+            task_id=f"via_{conn}",
+            kubernetes_conn_id=conn,
+            image="busybox:1.36",
+            # The env value reaches the container (exit 7 if not), through the pod file only.
+            cmds=["sh", "-c", '[ "${SECRET_ENV:-unset}" != unset ] || exit 7; ' + wait_for(f"gate-{conn}")],
+            env_vars={"SECRET_ENV": os.environ.get("PODLINE_TEST_ENV_MARKER", "unset")},
+        )
