@@ -201,3 +201,16 @@ def run_dag(airflow_db: Path, sim: Sim) -> Callable[..., DagRun]:
         return parse_run(done.returncode, done.stdout)
 
     return run
+
+
+@pytest.fixture()
+def kube_default(sim: Sim) -> Iterator[None]:
+    """For tests that build pods in this process: the kubernetes client reads $KUBECONFIG when
+    it is imported (here: at collection, before the sim existed), where a worker has it set
+    before. Point the client's default kubeconfig at the sim."""
+    from kubernetes.config import kube_config
+
+    before = kube_config.KUBE_CONFIG_DEFAULT_LOCATION
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(sim.kubeconfig)
+    yield
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = before

@@ -213,20 +213,8 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def kubeconfig_default(sim: Sim) -> Iterator[None]:
-    """The kubernetes client reads $KUBECONFIG when it is imported (here: at collection, before
-    the sim existed); a worker has it set before. Point the client's default at the sim."""
-    from kubernetes.config import kube_config
-
-    before = kube_config.KUBE_CONFIG_DEFAULT_LOCATION
-    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(sim.kubeconfig)
-    yield
-    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = before
-
-
-@pytest.fixture(scope="module", autouse=True)
-def parity_connection(sim: Sim) -> Iterator[None]:
+@pytest.fixture(autouse=True)
+def parity_connection(sim: Sim, kube_default: None) -> Iterator[None]:
     """A connection whose namespace (and only that) KPO puts in the pod."""
     from kubernetes.client.exceptions import ApiException
 
