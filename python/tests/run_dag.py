@@ -12,6 +12,9 @@ from datetime import datetime, timezone
 sys.path.insert(0, __import__("os").path.join(__import__("os").path.dirname(__file__), "dags"))
 
 import podline_test_dags  # noqa: E402
+from airflow import __version__ as AIRFLOW_VERSION  # noqa: E402
+
+AIRFLOW_2 = AIRFLOW_VERSION.startswith("2.")
 
 
 def main() -> None:
@@ -25,12 +28,27 @@ def main() -> None:
         from airflow.models.dagrun import DagRun
 
         run_id = sys.argv[3]
-        DagRun.generate_run_id = staticmethod(lambda **_: run_id)  # type: ignore[method-assign]
-    dr = dag.test(logical_date=logical_date) if logical_date else dag.test()
+        DagRun.generate_run_id = staticmethod(lambda *_, **__: run_id)  # type: ignore[method-assign]
+    if logical_date is None:
+        dr = dag.test()
+    elif AIRFLOW_2:
+        dr = dag.test(execution_date=logical_date)
+    else:
+        dr = dag.test(logical_date=logical_date)
 
     from airflow.models.taskinstance import TaskInstance
-    from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
+
+    if AIRFLOW_2:
+        from airflow.models.xcom import XCom as XComModel
+
+        def value(x: object) -> object:
+            return XComModel.deserialize_value(x)
+    else:
+        from airflow.models.xcom import XComModel  # type: ignore[no-redef]
+
+        def value(x: object) -> object:
+            return x.value  # type: ignore[attr-defined]
 
     with create_session() as session:
         tis = session.query(TaskInstance).filter(
@@ -42,7 +60,7 @@ def main() -> None:
         for x in session.query(XComModel).filter(
             XComModel.dag_id == dag.dag_id, XComModel.run_id == dr.run_id
         ):
-            xcoms.setdefault(x.task_id, {})[x.key] = x.value
+            xcoms.setdefault(x.task_id, {})[x.key] = value(x)
     result = {"run_id": dr.run_id, "states": states, "tries": tries, "xcoms": xcoms}
     print("RESULT " + json.dumps(result, default=str), flush=True)
 

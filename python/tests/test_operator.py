@@ -127,10 +127,15 @@ def test_parsing_a_dag_does_not_import_the_provider(tmp_path: Path) -> None:
     code = textwrap.dedent(
         """
         import sys
+        try:
+            from airflow.sdk import BaseOperator
+        except ImportError:
+            from airflow.models import BaseOperator
+        before = set(sys.modules)  # what Airflow itself loads (2.11 loads kubernetes.client)
         from podline.airflow import PodlineOperator
         PodlineOperator(task_id="t", image="busybox", volumes=[], env_vars={"A": "1"})
         heavy = ("airflow.providers.cncf.kubernetes.operators.pod", "kubernetes.client")
-        loaded = [m for m in sys.modules if m in heavy]
+        loaded = [m for m in sys.modules if m in heavy and m not in before]
         print("LOADED", loaded)
         """
     )
@@ -180,3 +185,21 @@ def test_cluster_access_from_parameters_and_in_cluster(tmp_path: Path) -> None:
     assert (access.kubeconfig_path, access.context, access.in_cluster) == ("/k/config", "prod", False)
     inside = PodlineOperator(task_id="t", image="busybox", in_cluster=True, kubernetes_conn_id=None)
     assert inside.cluster_access(inside.kubernetes_pod_operator()).in_cluster is True
+
+
+def test_the_distribution_registers_as_an_airflow_provider() -> None:
+    from importlib import metadata
+
+    try:
+        metadata.distribution("podline")
+    except metadata.PackageNotFoundError:
+        pytest.skip("podline is not installed as a distribution (PYTHONPATH run); CI installs it")
+    points = [e for e in metadata.entry_points(group="apache_airflow_provider") if e.value.startswith("podline.")]
+    assert len(points) == 1, points
+    info = points[0].load()()
+    assert info["package-name"] == "podline" and info["name"] and info["description"]
+    try:
+        from airflow.providers_manager import ProvidersManager
+    except ImportError:  # pragma: no cover
+        pytest.skip("no ProvidersManager")
+    assert "podline" in ProvidersManager().providers
