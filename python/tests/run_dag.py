@@ -43,7 +43,13 @@ def main() -> None:
         from airflow.models.xcom import XCom as XComModel
 
         def value(x: object) -> object:
-            return XComModel.deserialize_value(x)
+            raw = x.value  # type: ignore[attr-defined]
+            if isinstance(raw, bytes):
+                return XComModel.deserialize_value(x)
+            try:
+                return json.loads(raw)
+            except (TypeError, ValueError):
+                return raw
     else:
         from airflow.models.xcom import XComModel  # type: ignore[no-redef]
 

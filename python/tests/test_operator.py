@@ -203,3 +203,8 @@ def test_the_distribution_registers_as_an_airflow_provider() -> None:
     except ImportError:  # pragma: no cover
         pytest.skip("no ProvidersManager")
     assert "podline" in ProvidersManager().providers
+
+
+def test_do_xcom_push_defaults_to_kpos_false_on_every_airflow() -> None:
+    assert PodlineOperator(task_id="t", image="busybox").do_xcom_push is False
+    assert PodlineOperator(task_id="t", image="busybox", do_xcom_push=True).do_xcom_push is True

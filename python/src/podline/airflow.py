@@ -119,8 +119,8 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
                 f"{'s' if len(refused) > 1 else ''} {', '.join(sorted(refused))} ({details})"
             )
         _check_values(kpo_args)
-        if "do_xcom_push" in kpo_args:  # KPO's parameter and BaseOperator's
-            kwargs["do_xcom_push"] = kpo_args["do_xcom_push"]
+        # KPO's parameter and BaseOperator's, with KPO's default (False; BaseOperator's is True).
+        kwargs["do_xcom_push"] = bool(kpo_args.get("do_xcom_push", False))
         super().__init__(**kwargs)
         #: The KPO arguments as given (templates unrendered); the rendered template fields are
         #: this operator's attributes, as for any operator.
