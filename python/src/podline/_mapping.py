@@ -281,3 +281,24 @@ class RunRequest:
         if self.all_containers:
             argv.append("--all-containers")
         return argv
+
+
+def parameter_table(parameters: Iterable[str], template_fields: Iterable[str]) -> str:
+    """docs/airflow.md's parameter table: every KPO parameter (in KPO's order) and what podline
+    does with it, from :data:`BEHAVIOUR` (generated, so the docs cannot drift from the code)."""
+    templated = set(template_fields)
+    rows = ["| KubernetesPodOperator parameter | PodlineOperator |", "|---|---|"]
+    for name in parameters:
+        behaviour = BEHAVIOUR.get(name)
+        if behaviour is None:
+            text = "in the pod, as KPO's `build_pod_request_obj` builds it"
+        elif behaviour.kind == "same":
+            text = f"same meaning: {behaviour.text}"
+        elif behaviour.kind == "ignored":
+            text = f"accepted, no effect: {behaviour.text}"
+        else:
+            allowed = ", ".join("`None` (default)" if a is None else f"`{a!r}`" for a in behaviour.allowed)
+            text = f"accepted as {allowed}; other values are refused at parse time: {behaviour.text}"
+        mark = " (templated)" if name in templated else ""
+        rows.append(f"| `{name}`{mark} | {text} |")
+    return "\n".join(rows) + "\n"
