@@ -29,12 +29,26 @@ def main() -> None:
 
         run_id = sys.argv[3]
         DagRun.generate_run_id = staticmethod(lambda *_, **__: run_id)  # type: ignore[method-assign]
-    if logical_date is None:
-        dr = dag.test()
-    elif AIRFLOW_2:
-        dr = dag.test(execution_date=logical_date)
-    else:
-        dr = dag.test(logical_date=logical_date)
+    dr = None
+    try:
+        if logical_date is None:
+            dr = dag.test()
+        elif AIRFLOW_2:
+            dr = dag.test(execution_date=logical_date)
+        else:
+            dr = dag.test(logical_date=logical_date)
+    except BaseException as err:
+        # Airflow 2: AirflowTaskTimeout and AirflowTaskTerminated are BaseExceptions, which
+        # dag.test() lets through (a worker's task runner handles them); the task instance's
+        # state is committed before they are raised.
+        if not AIRFLOW_2:
+            raise
+        print(f"dag.test() raised {type(err).__name__}: {err}", flush=True)
+    if AIRFLOW_2:
+        try:  # DagRunNote's user_id refers to FAB's ab_user table: register its models
+            import airflow.providers.fab.auth_manager.models  # noqa: F401
+        except ImportError:
+            pass
 
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
@@ -57,6 +71,16 @@ def main() -> None:
             return x.value  # type: ignore[attr-defined]
 
     with create_session() as session:
+        if dr is None:
+            from airflow.models.dagrun import DagRun as DagRunModel
+
+            dr = (
+                session.query(DagRunModel)
+                .filter(DagRunModel.dag_id == dag.dag_id)
+                .order_by(DagRunModel.id.desc())
+                .first()
+            )
+        assert dr is not None, "dag.test() created no DAG run"
         tis = session.query(TaskInstance).filter(
             TaskInstance.dag_id == dag.dag_id, TaskInstance.run_id == dr.run_id
         )
