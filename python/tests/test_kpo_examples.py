@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from podline import _mapping
 from podline.airflow import PodlineOperator
 
 DIST = "apache-airflow-providers-cncf-kubernetes"
@@ -108,10 +107,7 @@ def test_example_kubernetes_parses_with_only_the_import_switched(
     context: dict[str, Any] = {"ti": ti, "run_id": "r", "dag": SimpleNamespace()}
     ours = task.build_pod(context)
     kpo = KubernetesPodOperator(task_id="task", **task.kpo_arguments)
-    theirs = _mapping.podline_pod(
-        ApiClient().sanitize_for_serialization(kpo.build_pod_request_obj(context)),
-        base_container="base",
-    )
+    theirs = ApiClient().sanitize_for_serialization(kpo.build_pod_request_obj(context))
     for pod in (ours, theirs):  # random parts: the name suffix, the secret volumes' names
         pod["metadata"]["name"] = pod["metadata"]["name"].rsplit("-", 1)[0]
     strip = __import__("test_parity").secret_volume_names
