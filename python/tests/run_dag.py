@@ -29,6 +29,12 @@ def main() -> None:
 
         run_id = sys.argv[3]
         DagRun.generate_run_id = staticmethod(lambda *_, **__: run_id)  # type: ignore[method-assign]
+    if AIRFLOW_2:
+        try:  # DagRunNote's user_id refers to FAB's ab_user table: register its models (a
+            # dag.test() of an existing run deletes it, and with it its note)
+            import airflow.providers.fab.auth_manager.models  # noqa: F401
+        except ImportError:
+            pass
     dr = None
     try:
         if logical_date is None:
@@ -44,11 +50,6 @@ def main() -> None:
         if not AIRFLOW_2:
             raise
         print(f"dag.test() raised {type(err).__name__}: {err}", flush=True)
-    if AIRFLOW_2:
-        try:  # DagRunNote's user_id refers to FAB's ab_user table: register its models
-            import airflow.providers.fab.auth_manager.models  # noqa: F401
-        except ImportError:
-            pass
 
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session

@@ -162,7 +162,9 @@ def test_on_kill_stops_podline_and_the_pod_is_deleted(
     assert run.states == {"long": "failed"}, run.output[-4000:]
     log = run.log("long")
     assert "on_kill: stopping podline" in log
-    assert "the task was killed" in log
+    # Airflow 3: the operator's own message; Airflow 2 raises AirflowTaskTerminated from its
+    # SIGTERM handler after on_kill, so execute() never gets to say it.
+    assert "the task was killed" in log or "AirflowTaskTerminated" in log
     assert pod.metadata.name == run.xcoms["long"]["pod_name"]
     assert sim.pods("dag_id=podline_on_kill") == [], "on_kill must delete the pod"
 

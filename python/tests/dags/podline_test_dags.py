@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 try:
     from airflow.sdk import DAG
-except ImportError:  # Airflow 2.10
+except ImportError:  # Airflow 2
     from airflow import DAG  # type: ignore[no-redef,attr-defined,unused-ignore]
 
 from podline.airflow import PodlineOperator
