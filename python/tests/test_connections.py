@@ -86,6 +86,15 @@ def test_connections_reach_the_cluster_and_no_secret_reaches_argv_or_logs(
             for pid, line in seen.items():
                 assert token.encode() not in line, f"the token is on pid {pid}'s command line"
                 assert env_marker.encode() not in line, f"the env value is on pid {pid}'s command line"
+            # Its private files: the pod (env values) is gone once podline has read it; the
+            # kubeconfig is the owner's only, in a directory that is the owner's only.
+            mine = set(Path(os.environ["TMPDIR"]).glob("podline-airflow-*")) - before
+            assert len(mine) == 1, mine
+            workdir = mine.pop()
+            assert workdir.stat().st_mode & 0o777 == 0o700
+            assert not (workdir / "pod.json").exists(), "the pod file outlived podline's read"
+            if conn != "k8s_path":
+                assert (workdir / "kubeconfig").stat().st_mode & 0o777 == 0o600
             (gate_dir / f"gate-{conn}").touch()
             pending.discard(conn)
         worker.wait(timeout=120)

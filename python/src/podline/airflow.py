@@ -298,11 +298,16 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
                 # podline's order is kubeconfig first, then in-cluster: hide every kubeconfig.
                 env.pop("KUBECONFIG", None)
                 env["HOME"] = tmp
-            result = self._run(argv, result_path, context, env)
+            result = self._run(argv, result_path, context, env, pod_file)
         return self._outcome(result)
 
     def _run(
-        self, argv: list[str], result_path: Path, context: Any, env: dict[str, str]
+        self,
+        argv: list[str],
+        result_path: Path,
+        context: Any,
+        env: dict[str, str],
+        pod_file: Path | None = None,
     ) -> dict[str, Any] | None:
         self._killed = False
         process = subprocess.Popen(
@@ -337,6 +342,10 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
                     item = False
                 if not announced:
                     announced = self._announce(result_path, context)
+                    if announced and pod_file is not None:
+                        # podline read the pod before naming it: its env values need not wait
+                        # on disk for the task's end (nor survive a worker's SIGKILL).
+                        pod_file.unlink(missing_ok=True)
                 if item is None:
                     open_streams -= 1
                 elif not isinstance(item, bool):
