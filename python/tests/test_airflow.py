@@ -48,7 +48,11 @@ def test_outcomes_failure_skip_return_value_template_keep_pod_and_quiet_logs(run
         "returns": "success",
         "kept": "success",
         "quiet": "success",
+        "all_logs": "success",
     }, run.output[-4000:]
+    all_logs = run.log("all_logs")
+    assert "[base] from the base container" in all_logs, all_logs[-3000:]
+    assert "[helper] from the helper container" in all_logs, all_logs[-3000:]
     fails = run.log("fails")
     assert "about to fail" in fails
     # The AirflowException carries podline's failure report: exit code, phase.

@@ -74,6 +74,25 @@ with DAG("podline_outcomes", schedule=None, start_date=START, catchup=False) as 
         get_logs=False,
     )
 
+    # container_logs=True: every container's lines, each prefixed with its name.
+    PodlineOperator(
+        task_id="all_logs",
+        image="busybox:1.36",
+        cmds=["sh", "-c", "echo from the base container"],
+        pod_template_dict={
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "spec": {
+                "containers": [
+                    {"name": "base"},
+                    {"name": "helper", "image": "busybox:1.36",
+                     "command": ["sh", "-c", "echo from the helper container"]},
+                ]
+            },
+        },
+        container_logs=True,
+    )
+
 with DAG("podline_on_kill", schedule=None, start_date=START, catchup=False) as on_kill:
     PodlineOperator(task_id="long", image="busybox:1.36", cmds=["sh", "-c", WAIT_FOR_GATE])
 
