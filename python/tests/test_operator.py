@@ -208,3 +208,40 @@ def test_the_distribution_registers_as_an_airflow_provider() -> None:
 def test_do_xcom_push_defaults_to_kpos_false_on_every_airflow() -> None:
     assert PodlineOperator(task_id="t", image="busybox").do_xcom_push is False
     assert PodlineOperator(task_id="t", image="busybox", do_xcom_push=True).do_xcom_push is True
+
+
+def test_connection_fields_in_cluster_and_their_checks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from podline.airflow import _environment
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_K8S_IC", '{"conn_type": "kubernetes", "extra": {"in_cluster": true}}'
+    )
+    # The extras' old spelling (extra__kubernetes__...) is read too, as KubernetesHook reads it.
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_K8S_OLD",
+        '{"conn_type": "kubernetes", "extra": {"extra__kubernetes__cluster_context": "old"}}',
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_K8S_BAD",
+        '{"conn_type": "kubernetes", "extra": {"in_cluster": true, "disable_verify_ssl": true}}',
+    )
+    inside = PodlineOperator(task_id="t", image="busybox", kubernetes_conn_id="k8s_ic")
+    access = inside.cluster_access(inside.kubernetes_pod_operator())
+    assert access.in_cluster is True and access.kubeconfig_path is None
+    monkeypatch.setenv("KUBECONFIG", "/somewhere/config")
+    env = _environment(access, home=str(tmp_path))
+    assert "KUBECONFIG" not in env and env["HOME"] == str(tmp_path)
+    old = PodlineOperator(task_id="t", image="busybox", kubernetes_conn_id="k8s_old")
+    assert old.cluster_access(old.kubernetes_pod_operator()).context == "old"
+    # A parameter wins over the connection, as in KubernetesHook.
+    param = PodlineOperator(
+        task_id="t", image="busybox", kubernetes_conn_id="k8s_old", cluster_context="param"
+    )
+    assert param.cluster_access(param.kubernetes_pod_operator()).context == "param"
+    bad = PodlineOperator(task_id="t", image="busybox", kubernetes_conn_id="k8s_bad")
+    with pytest.raises(AirflowException, match="disable_verify_ssl with in_cluster"):
+        bad.cluster_access(bad.kubernetes_pod_operator())
+    outside = _mapping.ClusterAccess(kubeconfig_path="/k")
+    assert _environment(outside, home=str(tmp_path))["KUBECONFIG"] == "/somewhere/config"

@@ -293,11 +293,7 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
                 binary, pod_file, result_path, kubeconfig=kubeconfig, context=access.context
             )
             self.log.info("podline: %s", " ".join(argv))
-            env = dict(os.environ)
-            if access.in_cluster:
-                # podline's order is kubeconfig first, then in-cluster: hide every kubeconfig.
-                env.pop("KUBECONFIG", None)
-                env["HOME"] = tmp
+            env = _environment(access, home=tmp)
             result = self._run(argv, result_path, context, env, pod_file)
         return self._outcome(result)
 
@@ -451,6 +447,17 @@ def _check_values(kpo_args: Mapping[str, Any]) -> None:
         _mapping.skip_codes(kpo_args.get("skip_on_exit_code"))
     except ValueError as err:
         raise AirflowException(str(err)) from err
+
+
+def _environment(access: _mapping.ClusterAccess, home: str) -> dict[str, str]:
+    """podline's environment: the worker's, and for ``in_cluster`` no kubeconfig at all
+    (podline's order is kubeconfig first, then in-cluster: ``$KUBECONFIG`` goes and ``HOME``
+    becomes an empty private directory, so no ``~/.kube/config`` is found)."""
+    env = dict(os.environ)
+    if access.in_cluster:
+        env.pop("KUBECONFIG", None)
+        env["HOME"] = home
+    return env
 
 
 def _first(*values: Any) -> Any:
