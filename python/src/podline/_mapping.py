@@ -86,7 +86,9 @@ BEHAVIOUR: dict[str, Behaviour] = {
         "keep_pod",
         "delete_pod",
     ),
-    "is_delete_operator_pod": _same("KPO's deprecated spelling, mapped by KPO to on_finish_action"),
+    "is_delete_operator_pod": _ignored(
+        "as in KPO 10.x, which accepts and ignores it (on_finish_action decides)"
+    ),
     "startup_timeout_seconds": _same("podline's --startup-timeout"),
     "schedule_timeout_seconds": _same("podline's --schedule-timeout (default: the startup timeout)"),
     "get_logs": _same("the main container's lines go into the task log as they come"),
