@@ -68,7 +68,9 @@ BEHAVIOUR: dict[str, Behaviour] = {
     "kubernetes_conn_id": _same(
         "the connection's in_cluster, kube_config_path, kube_config (written to a private "
         "0600 file, removed after), cluster_context and disable_verify_ssl are podline's "
-        "cluster access; its namespace and XCom sidecar fields shape the pod through KPO"
+        "cluster access; its namespace goes into the pod through KPO; disable_tcp_keepalive "
+        "and the XCom sidecar fields have no effect (podline checks its connections with "
+        "HTTP/2 PINGs; there is no sidecar)"
     ),
     "in_cluster": _same("the pod's service account only: every kubeconfig is hidden from podline"),
     "config_file": _same("podline's --kubeconfig"),
