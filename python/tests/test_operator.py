@@ -245,3 +245,24 @@ def test_connection_fields_in_cluster_and_their_checks(
         bad.cluster_access(bad.kubernetes_pod_operator())
     outside = _mapping.ClusterAccess(kubeconfig_path="/k")
     assert _environment(outside, home=str(tmp_path))["KUBECONFIG"] == "/somewhere/config"
+
+
+def test_an_unreadable_provider_source_falls_back_to_the_import(tmp_path: Path) -> None:
+    odd = tmp_path / "pod.py"
+    odd.write_text(
+        "class KubernetesPodOperator(Base):\n"
+        "    template_fields = Base.template_fields + ('image',)\n"
+        "    def __init__(self, *, image=None, **kwargs):\n"
+        "        pass\n"
+    )
+    assert _kpo_surface.from_source(str(odd)) is None  # not a literal: not guessed
+    assert _kpo_surface.from_source(str(tmp_path / "missing.py")) is None
+    assert _kpo_surface.from_import().how == "import"
+
+
+def test_without_the_provider_the_import_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_kpo_surface.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(_kpo_surface.ProviderMissing, match=r"pip install 'podline\[airflow\]'"):
+        _kpo_surface._kpo_source_path()
