@@ -143,10 +143,13 @@ impl std::fmt::Debug for Liveness {
     }
 }
 
+/// How every launcher Lease's name starts: the reaper reaps no Lease without it.
+pub const LEASE_NAME_PREFIX: &str = "podline-launcher-";
+
 /// The Lease name of the launcher with this id: `podline-launcher-<id>` (the id is hex, so the
 /// name is a valid object name; cut to 63 characters so it is a valid label value too).
 pub fn lease_name(launch_id: &str) -> String {
-    let mut name = format!("podline-launcher-{launch_id}");
+    let mut name = format!("{LEASE_NAME_PREFIX}{launch_id}");
     name.truncate(63);
     name
 }

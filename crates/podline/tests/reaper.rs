@@ -1,0 +1,261 @@
+//! Issue 27: the reaper never kills a live run. An API-server outage (a control-plane upgrade,
+//! an etcd election: 20-40 s is routine) stops every launcher's renewals too, so neither
+//! `podline record --reap` nor a `podline gc` run as the API comes back may judge a Lease on
+//! the time it could not see; and no reaper may depend on the launcher's host clock agreeing
+//! with its own. Outages are the sim's restart (every connection dropped, connects refused).
+#![allow(clippy::unwrap_used)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+use podline_sim::{FaultAction, FaultRule, FaultVerb};
+use podline_testkit::{Sim, client, kubeconfig_file, start_sim, test_config, wait_until};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+/// The test's liveness: a 2 s Lease renewed every 500 ms, reaped 1 s after it expires.
+const LEASE: &[&str] = &["--lease-duration", "2s", "--lease-renew-every", "500ms"];
+const GRACE: &str = "1s";
+const REAP_EVERY: &str = "500ms";
+/// Live runs through each outage (the issue's case: 8 of 16 were killed).
+const RUNS: usize = 16;
+/// Within this of its kill a dead run's pods are gone: Lease 2 s + grace 1 s + two 500 ms
+/// passes, plus the pods' deletion and this test's polling on a busy machine.
+const REAP_BOUND: Duration = Duration::from_secs(8);
+
+/// `podline SUBCOMMAND --kubeconfig FILE`, with fast create retries.
+fn podline(subcommand: &str, kubeconfig: &std::path::Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_podline"));
+    cmd.arg(subcommand)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env_remove("KUBECONFIG")
+        .env("PODLINE_CREATE_BACKOFF_BASE", "10ms")
+        .env("PODLINE_CREATE_BACKOFF_CAP", "200ms")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// `RUNS` separate `podline run`s (one Lease each), each with one pod running for 300 s.
+async fn start_live_runs(sim: &Sim, kubeconfig: &std::path::Path) -> Vec<Child> {
+    let runs: Vec<Child> = (0..RUNS)
+        .map(|i| {
+            podline("run", kubeconfig)
+                .args(["--image", "busybox", "--name", &format!("live-{i}")])
+                .args(LEASE)
+                .args(["--annotation", "sim.podline.io/duration=300s"])
+                .args(["--", "sleep", "300"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let pods: Api<Pod> = Api::namespaced(client(sim).await, "default");
+    let all_running = wait_until(Duration::from_secs(30), || async {
+        pods.list(&ListParams::default()).await.is_ok_and(|l| {
+            l.items.len() == RUNS
+                && l.items.iter().all(|p| {
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
+        })
+    })
+    .await;
+    assert!(all_running, "the {RUNS} runs never all ran");
+    runs
+}
+
+/// After an outage the API answers reads before the launchers manage to renew (as after a
+/// real restart, where a launcher renews only on its next tick). [`hold_renewals`] makes every
+/// Lease renewal fail from now on; [`release_renewals_after_a_list`], called once the outage
+/// is over, lets them through again 1 s after the first Lease list since (well inside the
+/// Lease's 2 s + grace 1 s). Without this the order of the two is left to chance; with it, a
+/// reaper that judges on time it could not see reaps every run, every time.
+fn hold_renewals(sim: &Sim) {
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(503))
+            .verb(FaultVerb::Patch)
+            .resource("leases"),
+    );
+}
+
+/// See [`hold_renewals`].
+async fn release_renewals_after_a_list(sim: &Sim) {
+    sim.reset_counts();
+    let listed = wait_until(Duration::from_secs(20), || async {
+        sim.counts().get("list", "leases") > 0
+    })
+    .await;
+    assert!(listed, "no reaper listed the Leases after the outage");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    sim.faults().clear();
+}
+
+/// An outage of `down` (the sim's restart: connections dropped, connects refused), started
+/// now in the background.
+fn outage(sim: &Sim, down: Duration) -> tokio::task::JoinHandle<()> {
+    let sim = sim.clone();
+    tokio::spawn(async move { sim.restart(down).await })
+}
+
+/// How many runs were killed: launchers that exited, pods being deleted or gone, Leases gone.
+async fn killed(sim: &Sim, runs: &mut [Child]) -> usize {
+    let exited = runs
+        .iter_mut()
+        .filter_map(|r| r.try_wait().unwrap())
+        .count();
+    let kube = client(sim).await;
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), "default");
+    let leases: Api<Lease> = Api::namespaced(kube, "default");
+    let (Ok(pods), Ok(leases)) = (
+        pods.list(&ListParams::default()).await,
+        leases.list(&ListParams::default()).await,
+    ) else {
+        return 0;
+    };
+    let live_pods = pods
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .count();
+    exited
+        .max(RUNS - live_pods.min(RUNS))
+        .max(RUNS - leases.items.len().min(RUNS))
+}
+
+/// A negative can only be observed over time: for the Lease's duration + grace + two passes
+/// and more after the API came back, no run is killed.
+async fn assert_none_killed(sim: &Sim, runs: &mut [Child], after: &str) {
+    let until = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < until {
+        let killed = killed(sim, runs).await;
+        assert_eq!(killed, 0, "{after}: {killed} of {RUNS} live runs were killed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Once the API is back and observed, the reaper still does its job: every run SIGKILLed now
+/// is reaped within the bound (so the test above did not pass because nothing reaps). `gc`:
+/// run `podline gc` between looks.
+async fn kill_all_and_await_reaped(
+    sim: &Sim,
+    kubeconfig: &std::path::Path,
+    runs: Vec<Child>,
+    gc: bool,
+) -> Duration {
+    for mut run in runs {
+        run.start_kill().unwrap();
+        run.wait().await.unwrap();
+    }
+    let killed_at = Instant::now();
+    let pods: Api<Pod> = Api::namespaced(client(sim).await, "default");
+    loop {
+        if gc {
+            self::gc(kubeconfig).await;
+        }
+        if pods
+            .list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.is_empty())
+        {
+            return killed_at.elapsed();
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(20),
+            "the killed runs' pods were never reaped"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The issue's first case: `record --reap` kept judging Leases while it could not list, and
+/// killed 8 of 16 healthy runs after a 35 s outage. With every Lease's clock restarted after a
+/// failed pass, none is killed; and runs killed after the outage are still reaped in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_reap_should_kill_no_live_run_through_an_api_outage() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kc = kubeconfig.path();
+    let dir = tempfile::tempdir().unwrap();
+    let _recorder = podline("record", kc)
+        .args(["--listen", "127.0.0.1:0", "--db"])
+        .arg(dir.path().join("podline.db"))
+        .args(["--reap", "--reap-grace", GRACE, "--reap-every", REAP_EVERY])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut runs = start_live_runs(&sim, kc).await;
+
+    hold_renewals(&sim);
+    sim.restart(Duration::from_secs(30)).await;
+    release_renewals_after_a_list(&sim).await;
+    assert_none_killed(&sim, &mut runs, "after a 30 s outage with record --reap").await;
+
+    let took = kill_all_and_await_reaped(&sim, kc, runs, false).await;
+    assert!(
+        took <= REAP_BOUND,
+        "took {took:?} to reap after the outage"
+    );
+}
+
+/// One `podline gc --grace 1s` pass; returns its exit status and stdout.
+async fn gc(kubeconfig: &std::path::Path) -> (Option<i32>, String) {
+    let out = podline("gc", kubeconfig)
+        .args(["--grace", GRACE])
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The issue's second case: a `podline gc` run as the API came back from a 25 s outage killed
+/// 8 of 8, since every `renewTime` was as old as the outage. Neither a gc started during the
+/// outage (its first answer comes after errors) nor one started right after it (the launchers
+/// have not renewed yet) reaps a live run; a gc after the runs were killed reaps all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_run_as_the_api_comes_back_should_kill_no_live_run() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kc = kubeconfig.path();
+    let mut runs = start_live_runs(&sim, kc).await;
+
+    let down = Duration::from_secs(25);
+    let restarting = outage(&sim, down);
+    // Started during the outage, 3 s before its end: its lists fail, then succeed.
+    tokio::time::sleep(down - Duration::from_secs(3)).await;
+    let during = tokio::spawn({
+        let kc = kc.to_owned();
+        async move { gc(&kc).await }
+    });
+    hold_renewals(&sim);
+    restarting.await.unwrap();
+    // Started as the API answers again, before the launchers could renew.
+    let after = tokio::spawn({
+        let kc = kc.to_owned();
+        async move { gc(&kc).await }
+    });
+    release_renewals_after_a_list(&sim).await;
+    let (during, after) = (during.await.unwrap(), after.await.unwrap());
+    for (when, (code, out)) in [("during the outage", during), ("right after it", after)] {
+        assert_eq!(code, Some(0), "gc started {when}: {out}");
+        assert!(out.contains("0 expired"), "gc started {when}: {out}");
+    }
+    assert_none_killed(&sim, &mut runs, "after gc runs around a 25 s outage").await;
+
+    let took = kill_all_and_await_reaped(&sim, kc, runs, true).await;
+    assert!(took <= REAP_BOUND, "took {took:?} to reap after the outage");
+}
