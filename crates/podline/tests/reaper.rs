@@ -61,9 +61,9 @@ async fn start_live_runs(sim: &Sim, kubeconfig: &std::path::Path) -> Vec<Child> 
     let all_running = wait_until(Duration::from_secs(30), || async {
         pods.list(&ListParams::default()).await.is_ok_and(|l| {
             l.items.len() == RUNS
-                && l.items.iter().all(|p| {
-                    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                })
+                && l.items
+                    .iter()
+                    .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
         })
     })
     .await;
@@ -135,7 +135,10 @@ async fn assert_none_killed(sim: &Sim, runs: &mut [Child], after: &str) {
     let until = Instant::now() + Duration::from_secs(6);
     while Instant::now() < until {
         let killed = killed(sim, runs).await;
-        assert_eq!(killed, 0, "{after}: {killed} of {RUNS} live runs were killed");
+        assert_eq!(
+            killed, 0,
+            "{after}: {killed} of {RUNS} live runs were killed"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -199,10 +202,7 @@ async fn record_reap_should_kill_no_live_run_through_an_api_outage() {
     assert_none_killed(&sim, &mut runs, "after a 30 s outage with record --reap").await;
 
     let took = kill_all_and_await_reaped(&sim, kc, runs, false).await;
-    assert!(
-        took <= REAP_BOUND,
-        "took {took:?} to reap after the outage"
-    );
+    assert!(took <= REAP_BOUND, "took {took:?} to reap after the outage");
 }
 
 /// One `podline gc --grace 1s` pass; returns its exit status and stdout.

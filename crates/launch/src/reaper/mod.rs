@@ -112,7 +112,7 @@ pub struct Pass {
 }
 
 /// What [`Reaper::sweep`] did: its passes added up, and what it could not decide.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize)]
 pub struct Sweep {
     /// The passes' work (`leases`: distinct Leases seen over the sweep).
     #[serde(flatten)]
@@ -194,7 +194,11 @@ impl Reaper {
             asked,
             answered: Instant::now(),
         };
-        let views: Vec<LeaseView> = list.items.iter().filter_map(LeaseView::of_launcher).collect();
+        let views: Vec<LeaseView> = list
+            .items
+            .iter()
+            .filter_map(LeaseView::of_launcher)
+            .collect();
         let mut pass = Pass {
             leases: views.len(),
             foreign_leases: list.items.len() - views.len(),
@@ -307,7 +311,9 @@ impl Reaper {
                     tracing::info!(reaped = ?pass.reaped, pods = pass.pods_deleted, "reaper pass");
                 }
                 Ok(_) => {}
-                Err(err) => tracing::warn!(error = %err, "reaper pass failed; every Lease's clock restarts at the next one"),
+                Err(err) => {
+                    tracing::warn!(error = %err, "reaper pass failed; every Lease's clock restarts at the next one")
+                }
             }
         }
     }
@@ -361,4 +367,3 @@ impl Reaper {
         Ok(sweep)
     }
 }
-

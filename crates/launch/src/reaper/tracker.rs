@@ -212,18 +212,43 @@ mod tests {
         let mut tracker = Tracker::new(GRACE);
         let a1 = [view("a", "1")];
         let t0 = Instant::now();
-        let dead = list_until(&mut tracker, &a1, Duration::from_secs(1), t0 + Duration::from_secs(15)).await;
+        let dead = list_until(
+            &mut tracker,
+            &a1,
+            Duration::from_secs(1),
+            t0 + Duration::from_secs(15),
+        )
+        .await;
         assert!(dead.is_empty(), "{dead:?}");
         assert_eq!(tracker.undecided(), ["ns/a"]);
         // Renewed at 15 s: the count restarts, and the Lease is known alive.
         let a2 = [view("a", "2")];
-        let dead = list_until(&mut tracker, &a2, Duration::from_secs(1), t0 + Duration::from_secs(40)).await;
+        let dead = list_until(
+            &mut tracker,
+            &a2,
+            Duration::from_secs(1),
+            t0 + Duration::from_secs(40),
+        )
+        .await;
         // First seen at 15.01 s; expired at the first listing asked after 15.01 + 15 s.
-        assert_eq!(dead.first().map(|(n, at)| (n.as_str(), at.as_secs())), Some(("a", 16)));
+        assert_eq!(
+            dead.first().map(|(n, at)| (n.as_str(), at.as_secs())),
+            Some(("a", 16))
+        );
         assert!(tracker.undecided().is_empty());
         // Gone from the listing: forgotten, and a new Lease of that name starts afresh.
-        assert!(tracker.observe(&[], sighting(Duration::ZERO)).expired.is_empty());
-        assert!(tracker.observe(&a2, sighting(Duration::ZERO)).expired.is_empty());
+        assert!(
+            tracker
+                .observe(&[], sighting(Duration::ZERO))
+                .expired
+                .is_empty()
+        );
+        assert!(
+            tracker
+                .observe(&a2, sighting(Duration::ZERO))
+                .expired
+                .is_empty()
+        );
         assert_eq!(tracker.undecided(), ["ns/a"]);
     }
 
@@ -235,7 +260,12 @@ mod tests {
     async fn no_lease_should_be_judged_on_time_the_reaper_could_not_see() {
         let mut tracker = Tracker::new(GRACE);
         let leases = [view("live", "1"), view("dead", "1")];
-        assert!(tracker.observe(&leases, sighting(Duration::ZERO)).expired.is_empty());
+        assert!(
+            tracker
+                .observe(&leases, sighting(Duration::ZERO))
+                .expired
+                .is_empty()
+        );
         // A 60 s outage: every listing fails.
         for _ in 0..60 {
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -244,11 +274,16 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let back = tracker.observe(&leases, sighting(Duration::from_millis(10)));
         assert_eq!(back.restarted, Some(Blindness::FailedList));
-        assert!(back.expired.is_empty(), "judged on the outage: {:?}", back.expired);
-        // The live launcher renews 3 s after the API is back; the dead one never does.
+        assert!(
+            back.expired.is_empty(),
+            "judged on the outage: {:?}",
+            back.expired
+        );
+        // The live launcher renews 3 s after the API is back (and is not seen to renew again
+        // within this test's 15 s, less than its own duration + grace); the dead one never does.
         tokio::time::sleep(Duration::from_secs(3)).await;
         let renewed = [view("live", "2"), view("dead", "1")];
-        let end = Instant::now() + Duration::from_secs(30);
+        let end = Instant::now() + Duration::from_secs(15);
         let dead = list_until(&mut tracker, &renewed, Duration::from_secs(1), end).await;
         assert_eq!(dead.first().map(|(n, _)| n.as_str()), Some("dead"));
         // 3 s already passed; 10 + 5 s from the first answer after the outage.
@@ -262,17 +297,28 @@ mod tests {
     async fn a_gap_longer_than_the_grace_should_restart_every_clock() {
         let mut tracker = Tracker::new(GRACE);
         let leases = [view("a", "1")];
-        assert!(tracker.observe(&leases, sighting(Duration::ZERO)).expired.is_empty());
+        assert!(
+            tracker
+                .observe(&leases, sighting(Duration::ZERO))
+                .expired
+                .is_empty()
+        );
         // A listing asked at 4 s and answered 30 s later: the API hung. Unchanged as of 4 s only.
         tokio::time::sleep(Duration::from_secs(4)).await;
         let slow = tracker.observe(&leases, sighting(Duration::from_secs(30)));
-        assert_eq!(slow.restarted, Some(Blindness::Gap(Duration::from_secs(34))));
+        assert_eq!(
+            slow.restarted,
+            Some(Blindness::Gap(Duration::from_secs(34)))
+        );
         assert!(slow.expired.is_empty());
         // The next listing, right after: the clock counts from the slow answer (34 s), so
         // nothing expires before 34 + 15 s although the version is 49 s old.
         tokio::time::advance(Duration::from_secs(30)).await;
         let next = tracker.observe(&leases, sighting(Duration::ZERO));
-        assert_eq!(next.restarted, Some(Blindness::Gap(Duration::from_secs(30))));
+        assert_eq!(
+            next.restarted,
+            Some(Blindness::Gap(Duration::from_secs(30)))
+        );
         // Passes 2 s apart from here: no gap, and expiry 15 s after the last restart.
         let mut expired_after = None;
         for s in 1..=10 {
@@ -295,7 +341,12 @@ mod tests {
         let mut tracker = Tracker::new(GRACE);
         let leases = [view("a", "1")];
         // First seen in a listing asked at 0 and answered at 2 s.
-        assert!(tracker.observe(&leases, sighting(Duration::from_secs(2))).expired.is_empty());
+        assert!(
+            tracker
+                .observe(&leases, sighting(Duration::from_secs(2)))
+                .expired
+                .is_empty()
+        );
         // Listings asked every 4 s, answered 1 s later (gap 5 s = the grace: not a gap).
         let mut expired_at = None;
         for _ in 0..10 {

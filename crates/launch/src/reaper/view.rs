@@ -7,7 +7,9 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::liveness::{LAUNCHER_LABEL, LEASE_NAME_PREFIX, MAX_LEASE_DURATION, ON_FINISH_ANNOTATION};
+use crate::liveness::{
+    LAUNCHER_LABEL, LEASE_NAME_PREFIX, MAX_LEASE_DURATION, ON_FINISH_ANNOTATION,
+};
 
 /// What the reaper needs to know of one launcher Lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,13 +132,22 @@ mod tests {
         assert_eq!(view.duration, Duration::from_secs(10));
         assert_eq!(view.key(), "ns/podline-launcher-abc");
         for (what, l) in [
-            ("another name", lease("someone-else", Some("someone-else"), Some(10))),
-            ("a label naming another Lease", lease(ours, Some("x"), Some(10))),
+            (
+                "another name",
+                lease("someone-else", Some("someone-else"), Some(10)),
+            ),
+            (
+                "a label naming another Lease",
+                lease(ours, Some("x"), Some(10)),
+            ),
             ("no label", lease(ours, None, Some(10))),
             ("no duration", lease(ours, Some(ours), None)),
             ("a zero duration", lease(ours, Some(ours), Some(0))),
             ("a negative duration", lease(ours, Some(ours), Some(-5))),
-            ("a duration over podline's bound", lease(ours, Some(ours), Some(3601))),
+            (
+                "a duration over podline's bound",
+                lease(ours, Some(ours), Some(3601)),
+            ),
         ] {
             assert_eq!(LeaseView::of_launcher(&l), None, "{what}");
         }
@@ -165,7 +176,10 @@ mod tests {
             },
             ..Pod::default()
         };
-        assert_eq!(judge_pod(&pod(Some("u-1"), false), &view), PodVerdict::Delete);
+        assert_eq!(
+            judge_pod(&pod(Some("u-1"), false), &view),
+            PodVerdict::Delete
+        );
         assert_eq!(judge_pod(&pod(None, true), &view), PodVerdict::Kept);
         assert_eq!(judge_pod(&pod(None, false), &view), PodVerdict::NotOurs);
         assert_eq!(
