@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use podline_sim::{FaultAction, FaultRule, FaultVerb};
 use podline_testkit::{Sim, client, kubeconfig_file, start_sim, test_config, wait_until};
 use tokio::process::{Child, Command};
@@ -258,4 +259,199 @@ async fn gc_run_as_the_api_comes_back_should_kill_no_live_run() {
 
     let took = kill_all_and_await_reaped(&sim, kc, runs, true).await;
     assert!(took <= REAP_BOUND, "took {took:?} to reap after the outage");
+}
+
+/// A Lease shaped as podline's launcher makes it (name prefix, label, duration, holder,
+/// `renewTime`), written here so that the test chooses its `renewTime`: a launcher whose host
+/// clock is off by `skew` writes exactly this.
+fn launcher_lease(name: &str, skew: jiff::SignedDuration) -> Lease {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": {"podline.io/launcher": name}},
+        "spec": {
+            "holderIdentity": "skewed-host/1",
+            "leaseDurationSeconds": 2,
+            "renewTime": MicroTime(jiff::Timestamp::now() + skew),
+        }
+    }))
+    .unwrap()
+}
+
+/// A running pod labelled with the Lease `launcher`, owned by `owner` (a created Lease) if given.
+async fn labelled_pod(pods: &Api<Pod>, name: &str, launcher: &str, owner: Option<&Lease>) -> Pod {
+    let owners: Vec<serde_json::Value> = owner
+        .map(|lease| {
+            serde_json::json!({
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "name": lease.metadata.name,
+                "uid": lease.metadata.uid,
+                "blockOwnerDeletion": false,
+                "controller": false,
+            })
+        })
+        .into_iter()
+        .collect();
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": name,
+            "labels": {"podline.io/launcher": launcher},
+            "annotations": {"sim.podline.io/duration": "300s"},
+            "ownerReferences": owners,
+        },
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap()
+}
+
+/// Whether the pod exists and is not being deleted.
+async fn alive(pods: &Api<Pod>, name: &str) -> bool {
+    pods.get_opt(name)
+        .await
+        .unwrap()
+        .is_some_and(|p| p.metadata.deletion_timestamp.is_none())
+}
+
+/// Issue 27: `gc` compared `renewTime` with its own wall clock, so a live launcher whose clock
+/// is 1 h behind was reaped, and a dead one 1 h ahead kept its pods for an hour. gc now judges
+/// by observation only: the live one (renewing, each time with a `renewTime` an hour old) is
+/// kept, the dead one (a `renewTime` an hour in the future, never renewed) is reaped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_should_judge_no_lease_by_the_launchers_clock() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kube = client(&sim).await;
+    let leases: Api<Lease> = Api::namespaced(kube.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(kube, "default");
+    let hour = jiff::SignedDuration::from_hours(1);
+    let post = PostParams::default();
+    let behind = leases
+        .create(&post, &launcher_lease("podline-launcher-behind", -hour))
+        .await
+        .unwrap();
+    let ahead = leases
+        .create(&post, &launcher_lease("podline-launcher-ahead", hour))
+        .await
+        .unwrap();
+    labelled_pod(&pods, "behind-0", "podline-launcher-behind", Some(&behind)).await;
+    labelled_pod(&pods, "ahead-0", "podline-launcher-ahead", Some(&ahead)).await;
+    // The live launcher 1 h behind renews every 500 ms, as podline run does.
+    let renewer = tokio::spawn({
+        let leases = leases.clone();
+        async move {
+            loop {
+                let patch = serde_json::json!({
+                    "spec": {"renewTime": MicroTime(jiff::Timestamp::now() - hour)}
+                });
+                let _ = leases
+                    .patch(
+                        "podline-launcher-behind",
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    });
+
+    let (code, out) = gc(kubeconfig.path()).await;
+    renewer.abort();
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("2 launcher lease(s) seen, 1 expired"), "{out}");
+    assert!(
+        leases
+            .get_opt("podline-launcher-behind")
+            .await
+            .unwrap()
+            .is_some(),
+        "the live launcher 1 h behind was reaped: {out}"
+    );
+    assert!(
+        alive(&pods, "behind-0").await,
+        "the live launcher's pod was deleted"
+    );
+    assert!(
+        leases
+            .get_opt("podline-launcher-ahead")
+            .await
+            .unwrap()
+            .is_none(),
+        "the dead launcher 1 h ahead was kept alive: {out}"
+    );
+    assert!(
+        !alive(&pods, "ahead-0").await,
+        "the dead launcher's pod was kept"
+    );
+}
+
+/// Issue 27: gc deleted any Lease labelled podline.io/launcher without a `renewTime`, and
+/// every pod labelled with its name. Only Leases podline made (name prefix, label, duration,
+/// holder and renewTime) are reaped, and only the pods they own: a foreign Lease (no prefix,
+/// no renewTime), a hand-made one with the prefix but no renewTime, their labelled pods, and a
+/// pod labelled with a dead podline Lease it is not owned by all stay; the dead podline
+/// launcher beside them is reaped with its own pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_should_reap_only_leases_podline_made_and_only_the_pods_they_own() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kube = client(&sim).await;
+    let leases: Api<Lease> = Api::namespaced(kube.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(kube, "default");
+    let post = PostParams::default();
+    let bare = |name: &str| -> Lease {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"podline.io/launcher": name}},
+            "spec": {"leaseDurationSeconds": 2}
+        }))
+        .unwrap()
+    };
+    let foreign = leases.create(&post, &bare("someone-else")).await.unwrap();
+    let handmade = leases
+        .create(&post, &bare("podline-launcher-handmade"))
+        .await
+        .unwrap();
+    let dead = leases
+        .create(
+            &post,
+            &launcher_lease("podline-launcher-dead", jiff::SignedDuration::ZERO),
+        )
+        .await
+        .unwrap();
+    labelled_pod(&pods, "foreign-0", "someone-else", Some(&foreign)).await;
+    labelled_pod(&pods, "foreign-1", "someone-else", None).await;
+    labelled_pod(
+        &pods,
+        "handmade-0",
+        "podline-launcher-handmade",
+        Some(&handmade),
+    )
+    .await;
+    labelled_pod(&pods, "impostor-0", "podline-launcher-dead", None).await;
+    labelled_pod(&pods, "dead-0", "podline-launcher-dead", Some(&dead)).await;
+
+    let (code, out) = gc(kubeconfig.path()).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("1 launcher lease(s) seen, 1 expired"), "{out}");
+    assert!(out.contains("left alone: 2 lease(s)"), "{out}");
+    for name in ["someone-else", "podline-launcher-handmade"] {
+        assert!(
+            leases.get_opt(name).await.unwrap().is_some(),
+            "{name} was reaped: {out}"
+        );
+    }
+    for pod in ["foreign-0", "foreign-1", "handmade-0", "impostor-0"] {
+        assert!(alive(&pods, pod).await, "{pod} was deleted: {out}");
+    }
+    assert!(
+        leases
+            .get_opt("podline-launcher-dead")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        !alive(&pods, "dead-0").await,
+        "the dead launcher's pod was kept"
+    );
 }

@@ -28,9 +28,11 @@ pub struct LeaseView {
 
 impl LeaseView {
     /// The view of a listed Lease if podline's launcher made it ([`crate::Liveness`]): named
-    /// `podline-launcher-…`, labelled [`LAUNCHER_LABEL`] with its own name, with a uid and a
-    /// `leaseDurationSeconds` from 1 s to [`MAX_LEASE_DURATION`]. Any other Lease carrying the
-    /// label (someone else's, or hand-made) is none of the reaper's business: `None`.
+    /// `podline-launcher-…`, labelled [`LAUNCHER_LABEL`] with its own name, with a uid, a
+    /// `leaseDurationSeconds` from 1 s to [`MAX_LEASE_DURATION`], a `holderIdentity` and a
+    /// `renewTime` (present, as the launcher always writes them; the time itself is never read).
+    /// Any other Lease carrying the label (someone else's, or hand-made) is none of the
+    /// reaper's business: `None`.
     pub fn of_launcher(lease: &Lease) -> Option<Self> {
         let meta = &lease.metadata;
         let name = meta.name.as_deref()?;
@@ -42,7 +44,10 @@ impl LeaseView {
         if !name.starts_with(LEASE_NAME_PREFIX) || !labelled {
             return None;
         }
-        let seconds = lease.spec.as_ref()?.lease_duration_seconds?;
+        let spec = lease.spec.as_ref()?;
+        spec.holder_identity.as_ref()?;
+        spec.renew_time.as_ref()?;
+        let seconds = spec.lease_duration_seconds?;
         let duration = Duration::from_secs(u64::try_from(seconds).ok()?);
         if duration.is_zero() || duration > MAX_LEASE_DURATION {
             return None;
@@ -104,7 +109,7 @@ pub fn judge_pod(pod: &Pod, lease: &LeaseView) -> PodVerdict {
 mod tests {
     use super::*;
     use k8s_openapi::api::coordination::v1::LeaseSpec;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
     use std::collections::BTreeMap;
 
     fn lease(name: &str, label: Option<&str>, seconds: Option<i32>) -> Lease {
@@ -119,6 +124,8 @@ mod tests {
             },
             spec: Some(LeaseSpec {
                 lease_duration_seconds: seconds,
+                holder_identity: Some("host/1".into()),
+                renew_time: Some(MicroTime(jiff::Timestamp::UNIX_EPOCH)),
                 ..LeaseSpec::default()
             }),
         }
@@ -148,6 +155,16 @@ mod tests {
                 "a duration over podline's bound",
                 lease(ours, Some(ours), Some(3601)),
             ),
+            ("no renewTime", {
+                let mut l = lease(ours, Some(ours), Some(10));
+                l.spec.as_mut().unwrap().renew_time = None;
+                l
+            }),
+            ("no holderIdentity", {
+                let mut l = lease(ours, Some(ours), Some(10));
+                l.spec.as_mut().unwrap().holder_identity = None;
+                l
+            }),
         ] {
             assert_eq!(LeaseView::of_launcher(&l), None, "{what}");
         }
