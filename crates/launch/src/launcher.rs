@@ -593,7 +593,8 @@ impl Launcher {
             kube::api::PatchParams::default(),
             kube::api::Patch::Merge(&patch),
         );
-        let patched = podline_client::retry::retry(&self.config.calls, "re-own the pod", || {
+        // On the way to the pod, like the create: the create's budget (issue 27).
+        let patched = podline_client::retry::retry(&self.config.create, "re-own the pod", || {
             api.patch(&name, &params, &patch)
         })
         .await
@@ -635,11 +636,14 @@ impl Launcher {
         }
     }
 
-    /// Finds the live (not finished, not deleting) pod of `task_id`, if exactly one.
+    /// Finds the live (not finished, not deleting) pod of `task_id`, if exactly one. The lookup
+    /// stands in for the create (it decides whether one happens), so it retries on the create's
+    /// budget: with the API answering 503, a task must not give up sooner because it reattaches
+    /// (issue 27: the unary calls' budget gave up after about 3.5 s, the create's after 40).
     async fn find_live(&self, api: &Api<Pod>, task_id: &str) -> Result<Option<Pod>, LaunchError> {
         let lp = ListParams::default().labels(&format!("{TASK_ID_LABEL}={task_id}"));
         let list =
-            podline_client::retry::retry(&self.config.calls, "list task pods", || api.list(&lp))
+            podline_client::retry::retry(&self.config.create, "list task pods", || api.list(&lp))
                 .await
                 .map_err(|source| LaunchError::Api {
                     action: "listing pods of the task to reattach to",

@@ -127,6 +127,9 @@ pub struct Liveness {
     identity: String,
     config: LivenessConfig,
     calls: RetryPolicy,
+    /// Policy of the Lease's create (and the read after a 409): the pod create's, since no pod
+    /// is created without it (issue 27: every call before the create gets its budget).
+    create: RetryPolicy,
     /// Namespace -> the reference to the Lease there.
     leases: Arc<Mutex<BTreeMap<String, OwnerReference>>>,
     stop: CancellationToken,
@@ -155,14 +158,16 @@ pub fn lease_name(launch_id: &str) -> String {
 }
 
 impl Liveness {
-    /// Starts the renewal loop; Leases are created by [`Liveness::owner_in`]. `identity` becomes
-    /// the Lease's `holderIdentity` (who holds it: host and process, for people reading it).
+    /// Starts the renewal loop; Leases are created by [`Liveness::owner_in`] on `create` (the
+    /// pod create's policy), and deleted on `calls`. `identity` becomes the Lease's
+    /// `holderIdentity` (who holds it: host and process, for people reading it).
     pub fn start(
         client: kube::Client,
         launch_id: &str,
         identity: impl Into<String>,
         config: LivenessConfig,
         calls: RetryPolicy,
+        create: RetryPolicy,
     ) -> Arc<Self> {
         let live = Arc::new(Self {
             client,
@@ -170,6 +175,7 @@ impl Liveness {
             identity: identity.into(),
             config,
             calls,
+            create,
             leases: Arc::default(),
             stop: CancellationToken::new(),
             renewer: std::sync::Mutex::new(None),
@@ -220,7 +226,7 @@ impl Liveness {
             spec: Some(spec(&self.identity, self.config, jiff::Timestamp::now())),
         };
         let post = PostParams::default();
-        let created = retry::retry(&self.calls, "create the launcher's Lease", || {
+        let created = retry::retry(&self.create, "create the launcher's Lease", || {
             api.create(&post, &lease)
         })
         .await;
@@ -228,7 +234,7 @@ impl Liveness {
             Ok(created) => created,
             // A retried create that went through the first time: take the Lease as it is.
             Err(err) if retry::status_code(&err) == Some(409) => {
-                retry::retry(&self.calls, "read the launcher's Lease", || {
+                retry::retry(&self.create, "read the launcher's Lease", || {
                     api.get(&self.name)
                 })
                 .await

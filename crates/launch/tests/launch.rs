@@ -670,3 +670,48 @@ async fn an_overall_timeout_while_running_should_report_a_timeout_and_delete_the
     assert!(no_pods_left(&pods).await);
     assert_eq!(sim.ground_truth().len(), 1);
 }
+
+/// Issue 27: with every request answered 503, a `--reattach` task gave up after about 3.5 s,
+/// because the reattach lookup (and the launcher Lease's create) before the pod's create
+/// retried on the unary calls' short budget while the create itself kept trying. Every call on
+/// the way to the pod now has the create's budget: here the other calls may try only 3 times,
+/// the lookup and the Lease create are each answered 503 eight times, and the task still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reattach_lookup_and_the_lease_create_should_retry_like_the_create() {
+    use podline_client::backoff::FullJitter;
+    use podline_client::retry::RetryPolicy;
+    use podline_launch::{Liveness, LivenessConfig};
+
+    let mut config = fast_config();
+    config.reattach = true;
+    config.calls = RetryPolicy::new(
+        FullJitter::try_new(Duration::from_millis(5), Duration::from_millis(50), 2.0).unwrap(),
+    )
+    .with_max_attempts(3);
+    let sim = start_sim(test_config()).await;
+    let kube = client(&sim).await;
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), "default");
+    let liveness = Liveness::start(
+        kube.clone(),
+        "retry",
+        "test/1",
+        LivenessConfig::default(),
+        config.calls.clone(),
+        config.create.clone(),
+    );
+    let launcher = Launcher::new(kube, "default", config).with_liveness(liveness.clone());
+    for (verb, resource) in [(FaultVerb::List, "pods"), (FaultVerb::Create, "leases")] {
+        sim.faults()
+            .push(rule(verb, resource, FaultAction::status(503)).times(8));
+    }
+    let mut spec = task(&[("duration", "100ms")]);
+    spec.task_id = Some("retried".into());
+    let result = launcher
+        .run(&spec, Arc::new(NullSink), &Cancel::new())
+        .await;
+    liveness.release().await;
+    assert_eq!(result.exit_code, 0, "{result:?}");
+    assert!(!result.reattached, "{result:?}");
+    assert_eq!(sim.ground_truth().len(), 1);
+    assert!(no_pods_left(&pods).await);
+}

@@ -454,7 +454,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 ));
             }
         };
-    let calls = config.calls.clone();
+    let (calls, create) = (config.calls.clone(), config.create.clone());
     let (client, namespace) = connect(&connect_options).await?;
     let run_id = spec::new_launch_id()[..12].to_owned();
     // The run's proof of life: its pods are owned by this Lease, deleted by a reaper if the
@@ -465,6 +465,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         holder_identity(),
         liveness_config,
         calls,
+        create,
     );
     let launcher =
         Launcher::new(client.clone(), namespace.clone(), config).with_liveness(liveness.clone());
