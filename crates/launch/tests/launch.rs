@@ -689,7 +689,10 @@ async fn the_reattach_lookup_and_the_lease_create_should_retry_like_the_create()
     )
     .with_max_attempts(3);
     let sim = start_sim(test_config()).await;
-    let kube = client(&sim).await;
+    // As podline's own client: without kube's retry layer, which would retry the 503s itself.
+    let mut kube_config = podline_testkit::kube_config(&sim).await;
+    kube_config.default_retry = false;
+    let kube = kube::Client::try_from(kube_config).unwrap();
     let pods: Api<Pod> = Api::namespaced(kube.clone(), "default");
     let liveness = Liveness::start(
         kube.clone(),
