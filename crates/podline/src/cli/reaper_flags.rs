@@ -45,6 +45,7 @@ pub(crate) fn sweep_period(grace: Duration) -> Duration {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
