@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use crate::cleanup::{self, OnFinish};
 use crate::create;
-use crate::error::LaunchError;
+use crate::error::{ErrorKind, LaunchError};
 use crate::exit;
 use crate::liveness::{LAUNCHER_LABEL, Liveness, ON_FINISH_ANNOTATION};
 use crate::logs::{self, LogConfig, LogSink};
@@ -489,6 +489,7 @@ impl Launcher {
         if let Some(pod) = current_pod(state) {
             result.absorb_pod(&pod);
         }
+        let outcome_kind = outcome.as_ref().err().map(LaunchError::kind);
         match outcome {
             Ok(()) => match result.container_exit_code() {
                 Some(code) => result.exit_code = exit::from_container(code),
@@ -508,9 +509,43 @@ impl Launcher {
                 result.error = Some(err.to_string());
             }
         }
+        if !result.succeeded()
+            && let Some(lease) = self.lease_lost(built, state, &outcome_kind).await
+        {
+            let err = LaunchError::LeaseLost {
+                pod: built.name.clone(),
+                lease,
+            };
+            result.exit_code = err.exit_code();
+            result.error_kind = Some(err.kind());
+            result.error = Some(err.to_string());
+        }
         if !result.succeeded() {
             self.collect_warnings(built, result).await;
         }
+    }
+
+    /// The Lease (`namespace/name`) whose loss explains a failed run: the pod vanished
+    /// ([`ErrorKind::PodGone`]) or ended while being deleted (killed by its deletion, e.g.
+    /// exit code 137), and this launcher's Lease in the pod's namespace is gone (a reaper
+    /// deleted it, as it does before the pods). Nothing for other failures, for a cancelled
+    /// run, or without a Lease.
+    async fn lease_lost(
+        &self,
+        built: &BuiltPod,
+        state: &watch::Receiver<PodState>,
+        outcome: &Option<ErrorKind>,
+    ) -> Option<String> {
+        let liveness = self.liveness.as_ref()?;
+        let deleted_under_us = match outcome {
+            Some(ErrorKind::PodGone) => true,
+            None => current_pod(state).is_some_and(|p| p.metadata.deletion_timestamp.is_some()),
+            Some(_) => false,
+        };
+        if !deleted_under_us {
+            return None;
+        }
+        liveness.lost_in(&built.namespace).await
     }
 
     /// Stage 3: a pod that is still pending or running (start failure, timeout, signal, a

@@ -146,6 +146,10 @@ impl std::fmt::Debug for Liveness {
     }
 }
 
+/// Appended to the server's message when it refuses the Lease's create with 403.
+const RBAC_HINT: &str = " (podline run needs create, get, patch and delete on \
+    leases.coordination.k8s.io in the task's namespace: see deploy/README.md)";
+
 /// How every launcher Lease's name starts: the reaper reaps no Lease without it.
 pub const LEASE_NAME_PREFIX: &str = "podline-launcher-";
 
@@ -244,12 +248,19 @@ impl Liveness {
                 })?
             }
             // Refused (a missing namespace, no RBAC on leases, 422): as a refused pod create
-            // would be (exit 3, the server's message, which names the Lease).
+            // would be (exit 3, the server's message, which names the Lease); a 403 also says
+            // which rights the launcher needs (that hint belongs to 403s only).
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                let mut refused = crate::create::rejected(kube::Error::Api(status));
+                if let LaunchError::CreateRejected { message, .. } = &mut refused {
+                    message.push_str(RBAC_HINT);
+                }
+                return Err(refused);
+            }
             Err(err @ kube::Error::Api(_)) => return Err(crate::create::rejected(err)),
             Err(source) => {
                 return Err(LaunchError::Api {
-                    action: "creating the launcher's Lease (needs create, patch and delete on \
-                             leases.coordination.k8s.io in the task's namespace)",
+                    action: "creating the launcher's Lease",
                     source,
                 });
             }
@@ -265,6 +276,22 @@ impl Liveness {
         tracing::debug!(lease = %self.name, namespace, "launcher Lease created");
         leases.insert(namespace.to_owned(), owner.clone());
         Ok(owner)
+    }
+
+    /// Whether this launcher's Lease in `namespace` expired or vanished: it made one there, and
+    /// the Lease is gone (404) or is another object of the same name (another uid). A reaper
+    /// deletes the Lease before the pods, so once the pods are deleted this is already true.
+    /// `None` when this launcher has no Lease there or the API could not tell.
+    pub async fn lost_in(&self, namespace: &str) -> Option<String> {
+        let uid = self.leases.lock().await.get(namespace)?.uid.clone();
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), namespace);
+        let found = retry::retry(&self.calls, "read the launcher's Lease", || {
+            api.get_opt(&self.name)
+        })
+        .await
+        .ok()?;
+        let lost = found.is_none_or(|lease| lease.metadata.uid.as_deref() != Some(uid.as_str()));
+        lost.then(|| format!("{namespace}/{}", self.name))
     }
 
     /// Stops renewing and deletes the Leases (background propagation: what the launcher's own
