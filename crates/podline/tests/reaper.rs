@@ -455,3 +455,34 @@ async fn gc_should_reap_only_leases_podline_made_and_only_the_pods_they_own() {
         "the dead launcher's pod was kept"
     );
 }
+
+/// `gc --help` says what the reaper assumes (issue 27), and `record --reap` refuses a period
+/// that is not shorter than the grace (every pass would be a gap: nothing would ever be reaped).
+#[tokio::test]
+async fn gc_help_should_say_what_the_reaper_assumes() {
+    let out = Command::new(env!("CARGO_BIN_EXE_podline"))
+        .args(["gc", "--help"])
+        .output()
+        .await
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for said in [
+        "no host clock is compared",
+        "A failed list restarts every Lease's clock",
+        "Assumed:",
+        "Only Leases podline made are reaped",
+        "--wait",
+    ] {
+        assert!(help.contains(said), "{said:?} missing from:\n{help}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_podline"))
+        .args(["record", "--db", "/nonexistent/x.db", "--reap"])
+        .args(["--reap-grace", "2s", "--reap-every", "2s"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--reap-every"), "{stderr}");
+}
