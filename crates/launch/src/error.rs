@@ -258,6 +258,21 @@ pub enum LaunchError {
         /// Pod name.
         pod: String,
     },
+    /// The pod was deleted, or killed by its deletion, because this launcher's liveness Lease
+    /// expired or vanished: a reaper judged the launcher dead (or someone deleted the Lease).
+    /// Told apart from [`LaunchError::PodGone`] so that the user learns why (issue 27).
+    #[error(
+        "pod {pod} was deleted because this run's liveness Lease {lease} expired or vanished: a \
+         reaper (podline gc, podline record --reap) saw it unrenewed for its duration + grace and \
+         judged this launcher dead (it could not reach the API server, or was stalled, for that \
+         long), or someone deleted the Lease; the task was stopped, not failed by its command"
+    )]
+    LeaseLost {
+        /// Pod name.
+        pod: String,
+        /// `namespace/name` of the Lease.
+        lease: String,
+    },
     /// The run was cancelled (SIGINT/SIGTERM); the pod was deleted.
     #[error("interrupted by {signal}{}", if pod.is_empty() { String::new() } else { format!(" while running pod {pod}") })]
     Interrupted {
@@ -380,6 +395,8 @@ pub enum ErrorKind {
     ImageError,
     /// [`LaunchError::PodGone`].
     PodGone,
+    /// [`LaunchError::LeaseLost`].
+    LeaseLost,
     /// [`LaunchError::Interrupted`].
     Interrupted,
     /// [`LaunchError::AmbiguousReattach`]: several live pods carry the task id.
@@ -404,6 +421,7 @@ impl LaunchError {
             LaunchError::TimeoutWhileRunning { .. } => ErrorKind::TimeoutWhileRunning,
             LaunchError::ImageError { .. } => ErrorKind::ImageError,
             LaunchError::PodGone { .. } => ErrorKind::PodGone,
+            LaunchError::LeaseLost { .. } => ErrorKind::LeaseLost,
             LaunchError::Interrupted { .. } => ErrorKind::Interrupted,
             LaunchError::AmbiguousReattach { .. } => ErrorKind::AmbiguousReattach,
             LaunchError::Api { .. } => ErrorKind::Api,
@@ -430,9 +448,10 @@ impl LaunchError {
                 "SIGINT" => exit::SIGINT,
                 _ => exit::SIGTERM,
             },
-            LaunchError::PodGone { .. } | LaunchError::Api { .. } | LaunchError::Watch { .. } => {
-                exit::LOST
-            }
+            LaunchError::PodGone { .. }
+            | LaunchError::LeaseLost { .. }
+            | LaunchError::Api { .. }
+            | LaunchError::Watch { .. } => exit::LOST,
         }
     }
 }

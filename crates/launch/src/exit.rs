@@ -12,7 +12,7 @@
 //! | 3 | the API server rejected the create (400/401/403/404/422) or retries ran out |
 //! | 4 | the pod did not start: schedule/startup timeout, a permanent image error, or the overall timeout expired first |
 //! | 5 | a foreign pod already has the name (left untouched), or reattaching ([`crate::LaunchConfig::reattach`]) finds several live pods of the task |
-//! | 6 | the pod was lost (deleted by someone else) or the API failed for good mid-run |
+//! | 6 | the pod was lost (deleted by someone else, or by a reaper once the run's Lease expired or vanished) or the API failed for good mid-run |
 //! | 124 | the pod started but was still running when the overall timeout expired (pod deleted); as coreutils' `timeout` |
 //! | 130 | interrupted by SIGINT (pod deleted) |
 //! | 143 | interrupted by SIGTERM (pod deleted) |

@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use crate::cleanup::{self, OnFinish};
 use crate::create;
-use crate::error::LaunchError;
+use crate::error::{ErrorKind, LaunchError};
 use crate::exit;
 use crate::liveness::{LAUNCHER_LABEL, Liveness, ON_FINISH_ANNOTATION};
 use crate::logs::{self, LogConfig, LogSink};
@@ -489,6 +489,7 @@ impl Launcher {
         if let Some(pod) = current_pod(state) {
             result.absorb_pod(&pod);
         }
+        let outcome_kind = outcome.as_ref().err().map(LaunchError::kind);
         match outcome {
             Ok(()) => match result.container_exit_code() {
                 Some(code) => result.exit_code = exit::from_container(code),
@@ -508,9 +509,43 @@ impl Launcher {
                 result.error = Some(err.to_string());
             }
         }
+        if !result.succeeded()
+            && let Some(lease) = self.lease_lost(built, state, &outcome_kind).await
+        {
+            let err = LaunchError::LeaseLost {
+                pod: built.name.clone(),
+                lease,
+            };
+            result.exit_code = err.exit_code();
+            result.error_kind = Some(err.kind());
+            result.error = Some(err.to_string());
+        }
         if !result.succeeded() {
             self.collect_warnings(built, result).await;
         }
+    }
+
+    /// The Lease (`namespace/name`) whose loss explains a failed run: the pod vanished
+    /// ([`ErrorKind::PodGone`]) or ended while being deleted (killed by its deletion, e.g.
+    /// exit code 137), and this launcher's Lease in the pod's namespace is gone (a reaper
+    /// deleted it, as it does before the pods). Nothing for other failures, for a cancelled
+    /// run, or without a Lease.
+    async fn lease_lost(
+        &self,
+        built: &BuiltPod,
+        state: &watch::Receiver<PodState>,
+        outcome: &Option<ErrorKind>,
+    ) -> Option<String> {
+        let liveness = self.liveness.as_ref()?;
+        let deleted_under_us = match outcome {
+            Some(ErrorKind::PodGone) => true,
+            None => current_pod(state).is_some_and(|p| p.metadata.deletion_timestamp.is_some()),
+            Some(_) => false,
+        };
+        if !deleted_under_us {
+            return None;
+        }
+        liveness.lost_in(&built.namespace).await
     }
 
     /// Stage 3: a pod that is still pending or running (start failure, timeout, signal, a
@@ -593,7 +628,8 @@ impl Launcher {
             kube::api::PatchParams::default(),
             kube::api::Patch::Merge(&patch),
         );
-        let patched = podline_client::retry::retry(&self.config.calls, "re-own the pod", || {
+        // On the way to the pod, like the create: the create's budget (issue 27).
+        let patched = podline_client::retry::retry(&self.config.create, "re-own the pod", || {
             api.patch(&name, &params, &patch)
         })
         .await
@@ -635,11 +671,14 @@ impl Launcher {
         }
     }
 
-    /// Finds the live (not finished, not deleting) pod of `task_id`, if exactly one.
+    /// Finds the live (not finished, not deleting) pod of `task_id`, if exactly one. The lookup
+    /// stands in for the create (it decides whether one happens), so it retries on the create's
+    /// budget: with the API answering 503, a task must not give up sooner because it reattaches
+    /// (issue 27: the unary calls' budget gave up after about 3.5 s, the create's after 40).
     async fn find_live(&self, api: &Api<Pod>, task_id: &str) -> Result<Option<Pod>, LaunchError> {
         let lp = ListParams::default().labels(&format!("{TASK_ID_LABEL}={task_id}"));
         let list =
-            podline_client::retry::retry(&self.config.calls, "list task pods", || api.list(&lp))
+            podline_client::retry::retry(&self.config.create, "list task pods", || api.list(&lp))
                 .await
                 .map_err(|source| LaunchError::Api {
                     action: "listing pods of the task to reattach to",

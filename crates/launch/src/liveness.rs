@@ -127,6 +127,9 @@ pub struct Liveness {
     identity: String,
     config: LivenessConfig,
     calls: RetryPolicy,
+    /// Policy of the Lease's create (and the read after a 409): the pod create's, since no pod
+    /// is created without it (issue 27: every call before the create gets its budget).
+    create: RetryPolicy,
     /// Namespace -> the reference to the Lease there.
     leases: Arc<Mutex<BTreeMap<String, OwnerReference>>>,
     stop: CancellationToken,
@@ -143,23 +146,32 @@ impl std::fmt::Debug for Liveness {
     }
 }
 
+/// Appended to the server's message when it refuses the Lease's create with 403.
+const RBAC_HINT: &str = " (podline run needs create, get, patch and delete on \
+    leases.coordination.k8s.io in the task's namespace: see deploy/README.md)";
+
+/// How every launcher Lease's name starts: the reaper reaps no Lease without it.
+pub const LEASE_NAME_PREFIX: &str = "podline-launcher-";
+
 /// The Lease name of the launcher with this id: `podline-launcher-<id>` (the id is hex, so the
 /// name is a valid object name; cut to 63 characters so it is a valid label value too).
 pub fn lease_name(launch_id: &str) -> String {
-    let mut name = format!("podline-launcher-{launch_id}");
+    let mut name = format!("{LEASE_NAME_PREFIX}{launch_id}");
     name.truncate(63);
     name
 }
 
 impl Liveness {
-    /// Starts the renewal loop; Leases are created by [`Liveness::owner_in`]. `identity` becomes
-    /// the Lease's `holderIdentity` (who holds it: host and process, for people reading it).
+    /// Starts the renewal loop; Leases are created by [`Liveness::owner_in`] on `create` (the
+    /// pod create's policy), and deleted on `calls`. `identity` becomes the Lease's
+    /// `holderIdentity` (who holds it: host and process, for people reading it).
     pub fn start(
         client: kube::Client,
         launch_id: &str,
         identity: impl Into<String>,
         config: LivenessConfig,
         calls: RetryPolicy,
+        create: RetryPolicy,
     ) -> Arc<Self> {
         let live = Arc::new(Self {
             client,
@@ -167,6 +179,7 @@ impl Liveness {
             identity: identity.into(),
             config,
             calls,
+            create,
             leases: Arc::default(),
             stop: CancellationToken::new(),
             renewer: std::sync::Mutex::new(None),
@@ -217,7 +230,7 @@ impl Liveness {
             spec: Some(spec(&self.identity, self.config, jiff::Timestamp::now())),
         };
         let post = PostParams::default();
-        let created = retry::retry(&self.calls, "create the launcher's Lease", || {
+        let created = retry::retry(&self.create, "create the launcher's Lease", || {
             api.create(&post, &lease)
         })
         .await;
@@ -225,7 +238,7 @@ impl Liveness {
             Ok(created) => created,
             // A retried create that went through the first time: take the Lease as it is.
             Err(err) if retry::status_code(&err) == Some(409) => {
-                retry::retry(&self.calls, "read the launcher's Lease", || {
+                retry::retry(&self.create, "read the launcher's Lease", || {
                     api.get(&self.name)
                 })
                 .await
@@ -235,12 +248,19 @@ impl Liveness {
                 })?
             }
             // Refused (a missing namespace, no RBAC on leases, 422): as a refused pod create
-            // would be (exit 3, the server's message, which names the Lease).
+            // would be (exit 3, the server's message, which names the Lease); a 403 also says
+            // which rights the launcher needs (that hint belongs to 403s only).
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                let mut refused = crate::create::rejected(kube::Error::Api(status));
+                if let LaunchError::CreateRejected { message, .. } = &mut refused {
+                    message.push_str(RBAC_HINT);
+                }
+                return Err(refused);
+            }
             Err(err @ kube::Error::Api(_)) => return Err(crate::create::rejected(err)),
             Err(source) => {
                 return Err(LaunchError::Api {
-                    action: "creating the launcher's Lease (needs create, patch and delete on \
-                             leases.coordination.k8s.io in the task's namespace)",
+                    action: "creating the launcher's Lease",
                     source,
                 });
             }
@@ -256,6 +276,22 @@ impl Liveness {
         tracing::debug!(lease = %self.name, namespace, "launcher Lease created");
         leases.insert(namespace.to_owned(), owner.clone());
         Ok(owner)
+    }
+
+    /// Whether this launcher's Lease in `namespace` expired or vanished: it made one there, and
+    /// the Lease is gone (404) or is another object of the same name (another uid). A reaper
+    /// deletes the Lease before the pods, so once the pods are deleted this is already true.
+    /// `None` when this launcher has no Lease there or the API could not tell.
+    pub async fn lost_in(&self, namespace: &str) -> Option<String> {
+        let uid = self.leases.lock().await.get(namespace)?.uid.clone();
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), namespace);
+        let found = retry::retry(&self.calls, "read the launcher's Lease", || {
+            api.get_opt(&self.name)
+        })
+        .await
+        .ok()?;
+        let lost = found.is_none_or(|lease| lease.metadata.uid.as_deref() != Some(uid.as_str()));
+        lost.then(|| format!("{namespace}/{}", self.name))
     }
 
     /// Stops renewing and deletes the Leases (background propagation: what the launcher's own

@@ -670,3 +670,206 @@ async fn an_overall_timeout_while_running_should_report_a_timeout_and_delete_the
     assert!(no_pods_left(&pods).await);
     assert_eq!(sim.ground_truth().len(), 1);
 }
+
+/// Issue 27: with every request answered 503, a `--reattach` task gave up after about 3.5 s,
+/// because the reattach lookup (and the launcher Lease's create) before the pod's create
+/// retried on the unary calls' short budget while the create itself kept trying. Every call on
+/// the way to the pod now has the create's budget: here the other calls may try only 3 times,
+/// the lookup and the Lease create are each answered 503 eight times, and the task still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reattach_lookup_and_the_lease_create_should_retry_like_the_create() {
+    use podline_client::backoff::FullJitter;
+    use podline_client::retry::RetryPolicy;
+    use podline_launch::{Liveness, LivenessConfig};
+
+    let mut config = fast_config();
+    config.reattach = true;
+    config.calls = RetryPolicy::new(
+        FullJitter::try_new(Duration::from_millis(5), Duration::from_millis(50), 2.0).unwrap(),
+    )
+    .with_max_attempts(3);
+    let sim = start_sim(test_config()).await;
+    // As podline's own client: without kube's retry layer, which would retry the 503s itself.
+    let mut kube_config = podline_testkit::kube_config(&sim).await;
+    kube_config.default_retry = false;
+    let kube = kube::Client::try_from(kube_config).unwrap();
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), "default");
+    let liveness = Liveness::start(
+        kube.clone(),
+        "retry",
+        "test/1",
+        LivenessConfig::default(),
+        config.calls.clone(),
+        config.create.clone(),
+    );
+    let launcher = Launcher::new(kube, "default", config).with_liveness(liveness.clone());
+    for (verb, resource) in [(FaultVerb::List, "pods"), (FaultVerb::Create, "leases")] {
+        sim.faults()
+            .push(rule(verb, resource, FaultAction::status(503)).times(8));
+    }
+    let mut spec = task(&[("duration", "100ms")]);
+    spec.task_id = Some("retried".into());
+    let result = launcher
+        .run(&spec, Arc::new(NullSink), &Cancel::new())
+        .await;
+    liveness.release().await;
+    assert_eq!(result.exit_code, 0, "{result:?}");
+    assert!(!result.reattached, "{result:?}");
+    assert_eq!(sim.ground_truth().len(), 1);
+    assert!(no_pods_left(&pods).await);
+}
+
+/// A task of `launcher` run in the background.
+fn spawn_task(
+    launcher: &Launcher,
+    spec: TaskSpec,
+) -> tokio::task::JoinHandle<podline_launch::report::TaskResult> {
+    let launcher = launcher.clone();
+    tokio::spawn(async move {
+        launcher
+            .run(&spec, Arc::new(NullSink), &Cancel::new())
+            .await
+    })
+}
+
+/// The name of the one running pod, once there is one.
+async fn running_pod(pods: &Api<Pod>) -> String {
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let running = pods.list(&ListParams::default()).await.ok().and_then(|l| {
+            l.items
+                .into_iter()
+                .find(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
+                .and_then(|p| p.metadata.name)
+        });
+        if let Some(name) = running {
+            return name;
+        }
+        assert!(tokio::time::Instant::now() < until, "the pod never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Issue 27: a run whose Lease a reaper deleted (then its pods) said `exit code 137 reason
+/// Error` or "deleted by someone else?". It now says that its Lease expired or vanished and
+/// what that means, and exits "lost" (6); a pod deleted while the Lease lives still reads as
+/// deleted by someone else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_lease_was_reaped_should_say_that_its_lease_expired_or_vanished() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use podline_launch::liveness::lease_name;
+    use podline_launch::{Liveness, LivenessConfig};
+
+    let config = fast_config();
+    let sim = start_sim(test_config()).await;
+    let kube = client(&sim).await;
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), "default");
+    let leases: Api<Lease> = Api::namespaced(kube.clone(), "default");
+    let liveness = Liveness::start(
+        kube.clone(),
+        "lost",
+        "test/1",
+        LivenessConfig::default(),
+        config.calls.clone(),
+        config.create.clone(),
+    );
+    let launcher = Launcher::new(kube, "default", config).with_liveness(liveness.clone());
+
+    // Someone else deletes the pod; the Lease lives: not the Lease's doing.
+    let task_a = spawn_task(&launcher, task(&[("duration", "300s")]));
+    let pod = running_pod(&pods).await;
+    pods.delete(&pod, &DeleteParams::default()).await.unwrap();
+    let result = task_a.await.unwrap();
+    assert_ne!(result.exit_code, 0, "{result:?}");
+    let error = result.error.clone().unwrap_or_default();
+    assert!(!error.contains("Lease"), "{result:?}");
+
+    // What a reaper does: the Lease (background propagation), then the pods it owned.
+    let task_b = spawn_task(&launcher, task(&[("duration", "300s")]));
+    let pod = running_pod(&pods).await;
+    leases
+        .delete(&lease_name("lost"), &DeleteParams::background())
+        .await
+        .unwrap();
+    pods.delete(&pod, &DeleteParams::default()).await.unwrap();
+    let result = task_b.await.unwrap();
+    liveness.release().await;
+    assert_eq!(result.exit_code, exit::LOST, "{result:?}");
+    let error = result.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("liveness Lease default/podline-launcher-lost expired or vanished")
+            && error.contains("judged this launcher dead"),
+        "{error}"
+    );
+    assert!(!error.contains("someone else?"), "{error}");
+}
+
+/// Issue 27: every transport error creating the Lease carried a hint about Lease RBAC. The
+/// hint comes with a 403 only: a refused create names the rights podline run needs, a Lease
+/// create that fails on the network says so without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_rbac_hint_should_come_with_a_403_only() {
+    use podline_launch::{Liveness, LivenessConfig};
+
+    let mut config = fast_config();
+    config.create = create_policy(
+        2,
+        Duration::from_millis(5),
+        Duration::from_millis(20),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let sim = start_sim(test_config()).await;
+    let kube = client(&sim).await;
+    let liveness = Liveness::start(
+        kube.clone(),
+        "rbac",
+        "test/1",
+        LivenessConfig::default(),
+        config.calls.clone(),
+        config.create.clone(),
+    );
+    let launcher = Launcher::new(kube, "default", config).with_liveness(liveness.clone());
+    let run = || async {
+        let result = launcher
+            .run(&task(&[]), Arc::new(NullSink), &Cancel::new())
+            .await;
+        result.error.unwrap_or_default()
+    };
+
+    sim.faults()
+        .push(rule(FaultVerb::Create, "leases", FaultAction::status(403)).times(1));
+    let forbidden = run().await;
+    assert!(
+        forbidden.contains("HTTP 403") && forbidden.contains("leases.coordination.k8s.io"),
+        "{forbidden}"
+    );
+
+    sim.faults().push(rule(
+        FaultVerb::Create,
+        "leases",
+        FaultAction::Reset {
+            after_bytes: None,
+            after_events: None,
+        },
+    ));
+    let transport = run().await;
+    sim.faults().clear();
+    liveness.release().await;
+    assert!(
+        transport.contains("creating the launcher's Lease"),
+        "{transport}"
+    );
+    assert!(
+        !transport.contains("leases.coordination.k8s.io") && !transport.contains("RBAC"),
+        "{transport}"
+    );
+    assert_eq!(
+        sim.ground_truth().len(),
+        0,
+        "a pod was created without its Lease"
+    );
+}

@@ -1,11 +1,12 @@
-//! `podline gc`: one pass of the reaper, for users without a recorder: deletes the Lease and
-//! the pods of every `podline run` whose liveness Lease expired (a launcher SIGKILLed, or whose
-//! host was lost), except pods of `--on-finish keep` tasks.
+//! `podline gc`: the reaper for users without a recorder: deletes the Lease and the pods of
+//! every `podline run` whose liveness Lease expired (a launcher SIGKILLed, or whose host was
+//! lost), except pods of `--on-finish keep` tasks.
 //!
-//! One pass cannot watch a Lease change, so it judges by the Lease's `renewTime` against this
-//! host's clock: a Lease not renewed for `leaseDurationSeconds` + `--grace` is expired. The
-//! clocks of the launcher's host and this one must agree within the grace. `podline record
-//! --reap` reaps continuously and measures on its own clock instead (immune to skew).
+//! It judges by observation only ([`Reaper::sweep`]): it lists the launchers' Leases every
+//! fraction of the grace until each was seen renewed (alive) or unchanged for its
+//! `leaseDurationSeconds` + `--grace` (expired, reaped), or `--wait` passed. No host clock is
+//! read (`renewTime` is not), and a failed list restarts every Lease's clock, so a gc run
+//! during or right after an API outage reaps nothing on time it could not see (issue 27).
 //!
 //! `podline gc --finalizers` does something else: it removes the recorders' finalizers
 //! (podline.io/record, and KFP mode's podline.io/kfp-writer) from every pod in the
@@ -15,13 +16,24 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use podline_launch::reaper::{Clock, Reaper, Tracker};
+use podline_launch::reaper::{Reaper, Sweep};
 
-use crate::cli::reaper_flags::parse_duration;
+use crate::cli::reaper_flags::{parse_grace, parse_wait, sweep_period};
 use crate::cli::{ClusterFlags, NamespaceFlag, Output, OutputFlag};
 
 const AFTER_HELP: &str = "\
-With --finalizers: instead of a reaper pass, remove the finalizers podline.io/record (set by
+How the reaper decides (what it assumes): a Lease of a `podline run` (named podline-launcher-*)
+is expired once gc has seen it unchanged for its leaseDurationSeconds + --grace, on gc's own
+clock: no host clock is compared, so clock skew between hosts does not matter. gc watches until
+every such Lease was seen renewed or expired (about the Lease's duration + grace when one is
+dead; at most --wait). A failed list restarts every Lease's clock: an API outage, during which
+no launcher can renew either, never counts against a Lease. Assumed: a live launcher renews at
+least once per duration + grace while the API server answers (podline run renews 3 times per
+duration), and the API server does not answer lists while refusing every renewal for that long.
+Only Leases podline made are reaped, and only the pods they own; Leases and pods that merely
+carry the podline.io/launcher label are left alone.
+
+With --finalizers: instead of reaping, remove the finalizers podline.io/record (set by
 `podline run --finalizer` and `podline record --finalize`) and podline.io/kfp-writer (set by
 `podline record --kfp --finalize`) from every pod in the namespace (-n) or all namespaces
 (-A), and report how many pods were released. Other finalizers are left alone. Run it after stopping
@@ -29,10 +41,16 @@ every `podline record --finalize` for good (uninstalling), or deleted pods wait 
 Terminating for a recorder that never comes. Needs list and patch on pods.
 
 Exit codes:
-  0  one pass done (whatever it reaped or released)
-  1  the pass failed (an API error no retry fixed, e.g. 403: see deploy/README.md for RBAC);
-     with --finalizers, also when the finalizer could not be removed from some pod
-  2  bad usage (an invalid flag): nothing was done";
+  0  every podline Lease in scope was seen alive or expired (and reaped), or there was none
+  1  gc failed: an API error no later list fixes (e.g. 403: see deploy/README.md for RBAC), or
+     no list answered within --wait; with --finalizers, also when the finalizer could not be
+     removed from some pod
+  2  bad usage (an invalid flag): nothing was done
+  3  --wait passed before some Leases were seen renewed or expired (listed on stderr): they
+     were left alone; run gc again, or with a longer --wait";
+
+/// Exit code of a sweep that left Leases undecided.
+const EXIT_UNDECIDED: u8 = 3;
 
 /// Delete the pods of launchers that died (their liveness Lease expired).
 #[derive(Debug, Clone, clap::Args)]
@@ -45,9 +63,14 @@ pub struct GcArgs {
     /// Reap in all namespaces (needs list on leases and pods cluster-wide).
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
-    /// Time on top of a Lease's duration before it counts as expired.
-    #[arg(long, value_name = "DURATION", default_value = "9s", value_parser = parse_duration)]
+    /// Time on top of a Lease's duration before it counts as expired, measured on gc's clock
+    /// from the last change gc saw (1s to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "9s", value_parser = parse_grace)]
     pub grace: Duration,
+    /// Longest time gc watches the Leases before giving up on those it could not decide
+    /// (1s to 2h; a dead launcher's Lease takes its duration + --grace to decide).
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_wait)]
+    pub wait: Duration,
     /// Instead of reaping: remove the recorders' finalizers (podline.io/record and
     /// podline.io/kfp-writer) from every pod in scope (see below).
     #[arg(long)]
@@ -56,7 +79,7 @@ pub struct GcArgs {
     pub cluster: ClusterFlags,
 }
 
-/// Runs `podline gc`: exit 0 after a pass (whatever it reaped), 1 if the pass failed.
+/// Runs `podline gc`: see [`AFTER_HELP`] for the exit codes.
 pub async fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
     let options = match args.cluster.connect_options(
         args.namespace.namespace.clone(),
@@ -74,32 +97,63 @@ pub async fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
         return release_all(connected.client, namespace, args.output.output).await;
     }
     let reaper = Reaper::new(connected.client, namespace, args.grace);
-    let pass = reaper
-        .pass(
-            &mut Tracker::new(),
-            Clock::RenewTime(jiff::Timestamp::now()),
-        )
-        .await;
-    match pass {
-        Ok(pass) => {
-            match args.output.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&pass)?),
-                Output::Yaml => print!("{}", serde_saphyr::to_string(&pass)?),
-                Output::Table | Output::Wide => println!(
-                    "{} launcher lease(s) seen, {} expired and reaped, {} pod(s) deleted, {} kept (--on-finish keep)",
-                    pass.leases,
-                    pass.reaped.len(),
-                    pass.pods_deleted,
-                    pass.pods_kept
-                ),
+    match reaper.sweep(sweep_period(args.grace), args.wait).await {
+        Ok(sweep) => {
+            print_sweep(&sweep, args.output.output)?;
+            if sweep.undecided.is_empty() {
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!(
+                    "warning: {} Lease(s) neither seen renewed nor expired within --wait {:?}, left alone: {}",
+                    sweep.undecided.len(),
+                    args.wait,
+                    sweep.undecided.join(", ")
+                );
+                Ok(ExitCode::from(EXIT_UNDECIDED))
             }
-            Ok(ExitCode::SUCCESS)
         }
         Err(err) => {
             eprintln!("error: {err}");
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// Prints what a sweep did, in the chosen format.
+fn print_sweep(sweep: &Sweep, output: Output) -> anyhow::Result<()> {
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(sweep)?),
+        Output::Yaml => print!("{}", serde_saphyr::to_string(sweep)?),
+        Output::Table | Output::Wide => {
+            let work = &sweep.work;
+            println!(
+                "{} launcher lease(s) seen, {} expired and reaped, {} pod(s) deleted, {} kept (--on-finish keep)",
+                work.leases,
+                work.reaped.len(),
+                work.pods_deleted,
+                work.pods_kept
+            );
+            if work.foreign_leases > 0 || work.pods_not_owned > 0 {
+                println!(
+                    "left alone: {} lease(s) labelled podline.io/launcher that podline did not make, {} labelled pod(s) a reaped Lease did not own",
+                    work.foreign_leases, work.pods_not_owned
+                );
+            }
+            if sweep.failed_lists > 0 {
+                println!(
+                    "{} list(s) failed during {:.1}s of watching (each restarted every Lease's clock){}",
+                    sweep.failed_lists,
+                    sweep.observed_seconds,
+                    sweep
+                        .last_error
+                        .as_deref()
+                        .map(|e| format!("; last: {e}"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What `gc --finalizers` did.

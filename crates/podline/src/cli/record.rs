@@ -40,8 +40,10 @@ pub struct RecordArgs {
     /// `podline run` whose liveness Lease expired (see `podline gc`).
     #[arg(long)]
     pub reap: bool,
-    /// With --reap: time on top of a Lease's duration before it counts as expired.
-    #[arg(long, value_name = "DURATION", default_value = "9s", value_parser = crate::cli::reaper_flags::parse_duration)]
+    /// With --reap: time on top of a Lease's duration before it counts as expired, measured on
+    /// this recorder's clock from the last change it saw (1s to 1h; see `podline gc --help`
+    /// for what the reaper assumes). Must be longer than --reap-every.
+    #[arg(long, value_name = "DURATION", default_value = "9s", value_parser = crate::cli::reaper_flags::parse_grace)]
     pub reap_grace: std::time::Duration,
     /// With --reap: time between two reaper passes. A dead launcher's pods go within the Lease
     /// duration + --reap-grace + two of these (one pass to see its last renewal, one to act).
@@ -165,6 +167,14 @@ pub enum Sink {
 
 /// Runs the recorder until SIGTERM/Ctrl-C or a fatal watch error.
 pub async fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    if args.reap && args.reap_every >= args.reap_grace {
+        // Passes further apart than the grace are gaps in the reaper's observation: each
+        // restarts every Lease's clock, so nothing would ever be reaped.
+        return usage(format!(
+            "--reap-every {:?} must be shorter than --reap-grace {:?}",
+            args.reap_every, args.reap_grace
+        ));
+    }
     if args.kfp || args.sink == Sink::Mlmd {
         return run_kfp(args).await;
     }

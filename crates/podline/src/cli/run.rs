@@ -33,7 +33,8 @@ Exit codes:
   4      the pod did not start: schedule/startup timeout, a permanent image error, or --timeout
          expired before it started (pod deleted)
   5      a pod not created by this run holds the name (left untouched), or --reattach is ambiguous
-  6      the pod was lost (deleted by someone else) or the API failed for good mid-run
+  6      the pod was lost (deleted by someone else, or by a reaper once this run's Lease
+         expired or vanished) or the API failed for good mid-run
   124    the pod started but was still running when --timeout expired (pod deleted), as timeout(1)
   130    interrupted by SIGINT (pod deleted)      143  interrupted by SIGTERM (pod deleted)
 With --count/-f: 0 if every task succeeded, else 1; 130/143 when interrupted (pods deleted).
@@ -454,7 +455,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 ));
             }
         };
-    let calls = config.calls.clone();
+    let (calls, create) = (config.calls.clone(), config.create.clone());
     let (client, namespace) = connect(&connect_options).await?;
     let run_id = spec::new_launch_id()[..12].to_owned();
     // The run's proof of life: its pods are owned by this Lease, deleted by a reaper if the
@@ -465,6 +466,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         holder_identity(),
         liveness_config,
         calls,
+        create,
     );
     let launcher =
         Launcher::new(client.clone(), namespace.clone(), config).with_liveness(liveness.clone());
