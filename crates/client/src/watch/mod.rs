@@ -52,7 +52,7 @@ pub use config::{MAX_LINE_BYTES, WatchConfig};
 pub use error::{Phase, WatchError};
 pub use event::Event;
 pub use outage::{OutageLog, OutageReport};
-pub use skipped::{SkipKind, Skipped, SkippedIn};
+pub use skipped::{SkipKind, Skipped, SkippedIn, elide_values};
 
 /// Watches `api` per `config`: see the module doc for the guarantees and the fault table.
 ///

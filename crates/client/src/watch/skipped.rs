@@ -167,7 +167,9 @@ impl std::fmt::Display for Skipped {
 
 /// `message` with the content of every `"..."` and `` `...` `` elided: serde quotes the value it
 /// found (`invalid type: string "s3cr3t", expected i32`), and an object's values may be secrets.
-pub(crate) fn elide_values(message: &str) -> String {
+/// Public so that a consumer decoding further than the watch does (the recorder's typed pod out
+/// of a `DynamicObject`) words its own serde errors without values too.
+pub fn elide_values(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     let mut chars = message.chars();
     while let Some(c) = chars.next() {

@@ -301,12 +301,12 @@ where
                 },
                 Ok(Some(Ok(Line::Skipped(skipped)))) => {
                     // Resume after it, never into it again: the next reconnect (or a consumer
-                    // that persists this resourceVersion) starts past the bad event.
+                    // that persists this resourceVersion) starts past the bad event. Any event
+                    // but ERROR carries an object of the watched collection whose
+                    // resourceVersion is a position in it (an unknown type too); an ERROR's
+                    // object is a Status, not a position.
                     ctx.saw_progress = true;
-                    if matches!(
-                        skipped.source,
-                        SkippedIn::Added | SkippedIn::Modified | SkippedIn::Deleted
-                    ) {
+                    if skipped.source != SkippedIn::Error {
                         advance(&mut resource_version, skipped.resource_version.clone());
                     }
                     tracing::debug!(%skipped, "watch: line skipped");

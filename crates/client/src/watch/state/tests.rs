@@ -968,3 +968,52 @@ async fn error_events_should_keep_their_status_semantics() {
     assert!(err.is_fatal(), "{err}");
     assert!(w.next().await.is_none());
 }
+
+/// The sim's `deletion_timestamp` malform case: `deletionTimestamp: "not-a-time"` in an ADDED
+/// event and a DELETED one. Both are skipped with their identity; the DELETED one says the object
+/// is gone; the watch resumes after the last of them.
+#[tokio::test(start_paused = true)]
+async fn a_deletion_timestamp_that_is_not_a_time_should_be_skipped_in_any_event() {
+    let (mut w, mut server) = start(config());
+    let tx = list_then_watch(&mut w, &mut server).await;
+    let mut bad = pod("bad", "11");
+    bad["metadata"]["deletionTimestamp"] = json!("not-a-time");
+    send_line(&tx, json!({"type":"ADDED","object":bad.clone()}));
+    bad["metadata"]["resourceVersion"] = json!("12");
+    send_line(&tx, json!({"type":"DELETED","object":bad}));
+    let s = skipped(next(&mut w).await);
+    assert_eq!(s.source, super::super::SkippedIn::Added);
+    assert!(
+        s.error.starts_with("metadata.deletionTimestamp: ") && !s.error.contains("not-a-time"),
+        "{}",
+        s.error
+    );
+    let s = skipped(next(&mut w).await);
+    assert!(s.is_deletion() && s.uid.as_deref() == Some("uid-bad"), "{s}");
+    drop(tx);
+    let (_tx, event) = tokio::join!(
+        async { server.next_watch("12").await.stream() },
+        next(&mut w)
+    );
+    assert!(matches!(event, Ok(Event::Connected { .. })), "{event:?}");
+}
+
+/// An event type the client does not know (a newer server's): skipped, and its object's
+/// resourceVersion is still a position in the stream to resume after.
+#[tokio::test(start_paused = true)]
+async fn an_unknown_event_type_should_be_skipped_and_resumed_past() {
+    let (mut w, mut server) = start(config());
+    let tx = list_then_watch(&mut w, &mut server).await;
+    send_line(&tx, json!({"type":"RENAMED","object":pod("x","14")}));
+    let s = skipped(next(&mut w).await);
+    assert_eq!(s.kind, super::super::SkipKind::NotAnEvent);
+    assert_eq!(s.resource_version.as_deref(), Some("14"));
+    assert!(s.error.contains("unknown event type"), "{s}");
+    drop(tx);
+    let (_tx, event) = tokio::join!(
+        async { server.next_watch("14").await.stream() },
+        next(&mut w)
+    );
+    assert!(matches!(event, Ok(Event::Connected { .. })), "{event:?}");
+}
+
