@@ -419,8 +419,19 @@ async fn a_pod_no_client_can_decode_is_skipped_and_counted_and_the_recorder_surv
     let port = closed_port();
     let listen = format!("127.0.0.1:{port}");
     let recorder = || {
-        let mut cmd = spawn_recorder_cmd(kubeconfig.path(), &db);
-        cmd.env_remove("KUBECONFIG").args(["--listen", &listen]);
+        let mut cmd = record_cmd(&[
+            "--kubeconfig",
+            kubeconfig.path().to_str().unwrap(),
+            "--db",
+            db.to_str().unwrap(),
+            "--listen",
+            &listen,
+            "--watch-client-timeout",
+            "1s",
+            "--watch-server-timeout",
+            "60",
+        ]);
+        cmd.env_remove("KUBECONFIG").stdout(Stdio::null());
         spawn_with_lines(&mut cmd)
     };
     let (mut child, mut lines) = recorder();
