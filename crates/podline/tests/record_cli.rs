@@ -484,7 +484,10 @@ async fn a_pod_no_client_can_decode_is_skipped_and_counted_and_the_recorder_surv
             .await
         }
     };
-    assert!(converged(good(11)()).await, "the good pods were not all recorded");
+    assert!(
+        converged(good(11)()).await,
+        "the good pods were not all recorded"
+    );
     assert!(metric(port, SKIPPED).await >= 2, "skips are counted");
     assert!(
         child.try_wait().unwrap().is_none(),
@@ -498,7 +501,10 @@ async fn a_pod_no_client_can_decode_is_skipped_and_counted_and_the_recorder_surv
     create("bad-2").await;
     create("good-10").await;
     assert!(wait_until(Duration::from_secs(30), || async { finished(&sim, 15) }).await);
-    assert!(converged(good(12)()).await, "the restarted recorder records");
+    assert!(
+        converged(good(12)()).await,
+        "the restarted recorder records"
+    );
     assert!(
         wait_until(Duration::from_secs(10), || async {
             metric(port, SKIPPED).await >= 1

@@ -516,12 +516,8 @@ impl Recorder {
                 None => state.unidentified = true,
             }
         } else if skipped.is_deletion()
-            && let (Some(uid), Some(namespace), Some(name), Some(rv)) = (
-                skipped.uid,
-                skipped.namespace,
-                skipped.name,
-                rv,
-            )
+            && let (Some(uid), Some(namespace), Some(name), Some(rv)) =
+                (skipped.uid, skipped.namespace, skipped.name, rv)
         {
             let deleted = StoreOp::Deleted {
                 uid,
@@ -640,13 +636,23 @@ fn to_pod(obj: DynamicObject) -> Result<Pod, String> {
         .get("spec")
         .map(PodSpec::deserialize)
         .transpose()
-        .map_err(|err| format!("pod spec does not decode: {}", elide_values(&err.to_string())))?;
+        .map_err(|err| {
+            format!(
+                "pod spec does not decode: {}",
+                elide_values(&err.to_string())
+            )
+        })?;
     let status = obj
         .data
         .get("status")
         .map(PodStatus::deserialize)
         .transpose()
-        .map_err(|err| format!("pod status does not decode: {}", elide_values(&err.to_string())))?;
+        .map_err(|err| {
+            format!(
+                "pod status does not decode: {}",
+                elide_values(&err.to_string())
+            )
+        })?;
     Ok(Pod {
         metadata: obj.metadata,
         spec,

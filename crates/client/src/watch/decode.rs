@@ -69,7 +69,10 @@ pub(super) fn decode_line<K: DeserializeOwned>(line: &[u8], tail: bool) -> Line<
 
 /// The lenient look at a line that is JSON but not a `WatchEvent<K>`.
 fn decode_envelope<K: DeserializeOwned>(mut envelope: Value) -> Line<K> {
-    let kind = envelope.get("type").and_then(Value::as_str).map(str::to_owned);
+    let kind = envelope
+        .get("type")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let object = envelope.get_mut("object").map(Value::take);
     let source = match kind.as_deref() {
         Some("ADDED") => SkippedIn::Added,
@@ -107,9 +110,9 @@ fn decode_envelope<K: DeserializeOwned>(mut envelope: Value) -> Line<K> {
         SkippedIn::Bookmark => {
             let mut skipped = identify(Some(&object), source, SkipKind::NotAnEvent);
             match skipped.resource_version.take() {
-                Some(resource_version) => Line::Event(WatchEvent::Bookmark(bookmark(
-                    resource_version,
-                ))),
+                Some(resource_version) => {
+                    Line::Event(WatchEvent::Bookmark(bookmark(resource_version)))
+                }
                 None => {
                     skipped.error = "a bookmark without a resourceVersion".into();
                     Line::Skipped(skipped)
@@ -191,7 +194,7 @@ fn bookmark(resource_version: String) -> kube::core::watch::Bookmark {
 #[derive(Debug)]
 pub(super) struct Page<K> {
     /// Each item, or what could be read of it if it did not decode.
-    pub(super) items: Vec<Result<K, Skipped>>,
+    pub(super) items: Vec<Result<K, Box<Skipped>>>,
     /// The list's metadata (`continue`, `resourceVersion`).
     pub(super) metadata: ListMeta,
 }
@@ -222,7 +225,7 @@ pub(super) fn decode_page<K: DeserializeOwned>(text: &str) -> Result<Page<K>, se
                     // Decodes from the generic form but not from the text: say so, no more.
                     Ok(_) => "the item does not decode".into(),
                 };
-                skipped
+                Box::new(skipped)
             })
         })
         .collect();
@@ -265,10 +268,7 @@ mod tests {
             Line::Event(WatchEvent::Error(s)) if s.code == 410
         ));
         assert!(matches!(line(&json!({})), Line::Skipped(_)));
-        assert!(matches!(
-            decode_line::<Pod>(b"   ", false),
-            Line::Nothing
-        ));
+        assert!(matches!(decode_line::<Pod>(b"   ", false), Line::Nothing));
     }
 
     /// The issue's case: a deletionTimestamp no client decodes. The skip names the object, keeps
@@ -297,7 +297,11 @@ mod tests {
         let mut bad = pod("leaky", "5");
         bad["spec"] = json!({"containers":[{"name":"c","env":"SECRET=hunter2"}]});
         let s = skipped(line(&json!({"type":"ADDED","object":bad})));
-        assert!(s.error.starts_with("spec.containers[0].env: "), "{}", s.error);
+        assert!(
+            s.error.starts_with("spec.containers[0].env: "),
+            "{}",
+            s.error
+        );
         assert!(!s.error.contains("hunter2"), "{}", s.error);
         assert!(!s.to_string().contains("hunter2"), "{s}");
     }
@@ -309,7 +313,10 @@ mod tests {
             &json!({"type":"DELETED","object":{"kind":"Pod","metadata":"garbled"}}),
         ));
         assert!(s.is_deletion());
-        assert_eq!((s.name.as_deref(), s.resource_version.as_deref()), (None, None));
+        assert_eq!(
+            (s.name.as_deref(), s.resource_version.as_deref()),
+            (None, None)
+        );
         assert!(s.error.starts_with("metadata: "), "{}", s.error);
         let mut wrong = pod("n", "9");
         wrong["metadata"]["name"] = json!(17);
@@ -326,7 +333,10 @@ mod tests {
         let s = skipped(decode_line::<Pod>(b"\xff\xfe{}", false));
         assert_eq!(s.kind, SkipKind::NotJson);
         let s = skipped(line(&json!({"type":"SYNC","object":pod("x","3")})));
-        assert_eq!((s.kind, s.resource_version.as_deref()), (SkipKind::NotAnEvent, Some("3")));
+        assert_eq!(
+            (s.kind, s.resource_version.as_deref()),
+            (SkipKind::NotAnEvent, Some("3"))
+        );
         let s = skipped(line(&json!({"type":"ADDED"})));
         assert_eq!((s.source, s.kind), (SkippedIn::Added, SkipKind::NotAnEvent));
         let s = skipped(line(&json!({"type":"ERROR","object":{"code":"x"}})));
@@ -377,7 +387,11 @@ mod tests {
             .iter()
             .map(|item| match item {
                 Ok(p) => p.metadata.name.clone().unwrap(),
-                Err(s) => format!("skipped {} {}", s.object_name(), s.error.split(':').next().unwrap()),
+                Err(s) => format!(
+                    "skipped {} {}",
+                    s.object_name(),
+                    s.error.split(':').next().unwrap()
+                ),
             })
             .collect();
         assert_eq!(names, ["a", "skipped ns/bad status.containerStatuses", "c"]);
@@ -385,7 +399,8 @@ mod tests {
         assert!(skip.is_listed() && skip.uid.as_deref() == Some("uid-bad"));
         assert!(decode_page::<Pod>("not json").is_err());
         assert!(decode_page::<Pod>(r#"{"metadata":{"resourceVersion":5}}"#).is_err());
-        let empty = decode_page::<Pod>(r#"{"metadata":{"resourceVersion":"5"},"items":null}"#).unwrap();
+        let empty =
+            decode_page::<Pod>(r#"{"metadata":{"resourceVersion":"5"},"items":null}"#).unwrap();
         assert!(empty.items.is_empty());
     }
 }

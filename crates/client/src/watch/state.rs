@@ -181,13 +181,14 @@ where
                         return failed(ctx, err, State::Listing { continue_token });
                     }
                     Ok(Ok(page)) => {
-                        ctx.pending.extend(page.items.into_iter().map(|item| match item {
-                            Ok(obj) => Event::InitApply(obj),
-                            Err(skipped) => {
-                                tracing::debug!(%skipped, "watch: LIST item skipped");
-                                Event::Skipped(skipped)
-                            }
-                        }));
+                        ctx.pending
+                            .extend(page.items.into_iter().map(|item| match item {
+                                Ok(obj) => Event::InitApply(obj),
+                                Err(skipped) => {
+                                    tracing::debug!(%skipped, "watch: LIST item skipped");
+                                    Event::Skipped(*skipped)
+                                }
+                            }));
                         let next_token = page.metadata.continue_.filter(|c| !c.is_empty());
                         let rv = page.metadata.resource_version.filter(|rv| !rv.is_empty());
                         match (next_token, rv) {
@@ -210,12 +211,8 @@ where
             State::Resume { resource_version } => {
                 ctx.sleep_backoff().await;
                 let wp = watch_params(&ctx.config);
-                let opened = open_watch(
-                    &ctx.api,
-                    &wp,
-                    &resource_version,
-                    ctx.config.max_line_bytes,
-                );
+                let opened =
+                    open_watch(&ctx.api, &wp, &resource_version, ctx.config.max_line_bytes);
                 match timeout(ctx.client_timeout(), opened).await {
                     Err(_elapsed) => {
                         ctx.fail(Reason::ClientTimeout);

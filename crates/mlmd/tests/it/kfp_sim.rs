@@ -430,7 +430,12 @@ async fn a_pod_that_does_not_decode_should_be_skipped_and_counted_and_the_writer
     let mut good = Step::new(NS, "wf-dec", "good");
     good.component_spec = Some(component_spec("Good", &[]));
     let good_uid = run_step(&kube, &good, None, "Succeeded").await;
-    await_recorded(&kube, &server.config(), &[(good.pod_name.clone(), good_uid, false)]).await;
+    await_recorded(
+        &kube,
+        &server.config(),
+        &[(good.pod_name.clone(), good_uid, false)],
+    )
+    .await;
     assert!(!task.is_finished(), "the writer must keep running");
     let metrics = sink.health().metrics().render();
     let skipped = metrics
@@ -442,7 +447,11 @@ async fn a_pod_that_does_not_decode_should_be_skipped_and_counted_and_the_writer
     assert!(skipped >= 2, "{metrics}");
     let mlmd = MlmdClient::new(&server.config()).expect("client");
     for uid in [listed_uid, watched_uid] {
-        assert_eq!(state_in_mlmd(&mlmd, &uid).await, None, "nothing written for {uid}");
+        assert_eq!(
+            state_in_mlmd(&mlmd, &uid).await,
+            None,
+            "nothing written for {uid}"
+        );
     }
     task.abort();
 }

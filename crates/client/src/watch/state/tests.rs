@@ -881,10 +881,10 @@ async fn a_bad_list_item_should_be_skipped_and_the_list_complete() {
     let mut bad = pod("bad", "2");
     bad["status"] = json!({"containerStatuses": "garbled"});
     let script = async {
-        server
-            .next_list()
-            .await
-            .json(200, pod_list(vec![pod("a", "1"), bad, pod("c", "3")], "9", None));
+        server.next_list().await.json(
+            200,
+            pod_list(vec![pod("a", "1"), bad, pod("c", "3")], "9", None),
+        );
         server.next_watch("9").await.stream()
     };
     let consume = async {
@@ -989,7 +989,10 @@ async fn a_deletion_timestamp_that_is_not_a_time_should_be_skipped_in_any_event(
         s.error
     );
     let s = skipped(next(&mut w).await);
-    assert!(s.is_deletion() && s.uid.as_deref() == Some("uid-bad"), "{s}");
+    assert!(
+        s.is_deletion() && s.uid.as_deref() == Some("uid-bad"),
+        "{s}"
+    );
     drop(tx);
     let (_tx, event) = tokio::join!(
         async { server.next_watch("12").await.stream() },
@@ -1016,4 +1019,3 @@ async fn an_unknown_event_type_should_be_skipped_and_resumed_past() {
     );
     assert!(matches!(event, Ok(Event::Connected { .. })), "{event:?}");
 }
-
