@@ -530,6 +530,98 @@ async fn a_pod_no_client_can_decode_is_skipped_and_counted_and_the_recorder_surv
     child.wait().unwrap();
 }
 
+/// Issue 27: a recorded pod that stops decoding (the sim's malform fault from now on), then a
+/// re-list (a 410 on the next watch): the re-list completes, skipping the pod, and its
+/// reconcile does not mark that pod vanished, as it was listed, only unreadable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listed_pod_that_does_not_decode_is_not_vanished_by_a_relist() {
+    const INIT_DONE: &str = "podline_record_watch_events_total{type=\"init_done\"}";
+    let sim = start_sim(test_config().bookmark_interval(Duration::from_millis(300))).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let api: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    let mut long = pod(0);
+    long.metadata.name = Some("flip-0".into());
+    long.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("sim.podline.io/duration".into(), "120s".into());
+    api.create(&PostParams::default(), &long).await.unwrap();
+    let port = closed_port();
+    let listen = format!("127.0.0.1:{port}");
+    // Server timeout 2 s: the watch is re-opened every 2 s, so the 410 below comes soon.
+    let mut cmd = record_cmd(&[
+        "--kubeconfig",
+        kubeconfig.path().to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--listen",
+        &listen,
+        "--watch-client-timeout",
+        "1s",
+        "--watch-server-timeout",
+        "2",
+    ]);
+    cmd.env_remove("KUBECONFIG").stdout(Stdio::null());
+    let (mut child, mut _lines) = spawn_with_lines(&mut cmd);
+    let store = podline_store::open(db.to_str().unwrap()).await.unwrap();
+    let key = podline_store::PodKey::parse("flip-0", "default");
+    let recorded = wait_until(Duration::from_secs(20), || async {
+        store.pod(&key).await.ok().flatten().is_some()
+    })
+    .await;
+    assert!(recorded, "flip-0 was never recorded");
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            metric(port, INIT_DONE).await >= 1
+        })
+        .await
+    );
+
+    // The 410 first: a request gets the first matching rule's action.
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(410))
+            .verb(FaultVerb::Watch)
+            .resource("pods")
+            .times(1),
+    );
+    sim.faults().push(
+        FaultRule::new(FaultAction::Malform {
+            name: "flip-*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        })
+        .resource("pods"),
+    );
+    let relisted = wait_until(Duration::from_secs(20), || async {
+        metric(port, INIT_DONE).await >= 2
+    })
+    .await;
+    if !relisted {
+        child.kill().unwrap();
+        let mut seen = String::new();
+        while let Ok(Some(line)) =
+            tokio::time::timeout(Duration::from_secs(1), _lines.recv()).await
+        {
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+        panic!("the re-list with an undecodable pod never completed:\n{seen}");
+    }
+    // Past the batch that would carry a vanished mark: the writer lingers 10 ms.
+    let skipped = "podline_record_watch_skipped_total{kind=\"object\"}";
+    assert!(metric(port, skipped).await >= 1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pod = store.pod(&key).await.unwrap().expect("flip-0 stays recorded");
+    assert!(
+        pod.deleted_at.is_none(),
+        "a listed pod that does not decode is not vanished: {pod:?}"
+    );
+    assert!(child.try_wait().unwrap().is_none());
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 /// A kubeconfig naming `server`, without credentials.
 fn kubeconfig_for(server: &str) -> String {
     format!(
