@@ -532,7 +532,8 @@ async fn a_pod_no_client_can_decode_is_skipped_and_counted_and_the_recorder_surv
 
 /// Issue 27: a recorded pod that stops decoding (the sim's malform fault from now on), then a
 /// re-list (a 410 on the next watch): the re-list completes, skipping the pod, and its
-/// reconcile does not mark that pod vanished, as it was listed, only unreadable.
+/// reconcile does not mark that pod vanished, as it was listed, only unreadable. Its deletion,
+/// whose DELETED event does not decode either, is recorded with its final state unknown.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listed_pod_that_does_not_decode_is_not_vanished_by_a_relist() {
     const INIT_DONE: &str = "podline_record_watch_events_total{type=\"init_done\"}";
@@ -617,6 +618,23 @@ async fn a_listed_pod_that_does_not_decode_is_not_vanished_by_a_relist() {
         pod.deleted_at.is_none(),
         "a listed pod that does not decode is not vanished: {pod:?}"
     );
+
+    // Its DELETED event does not decode either: recorded deleted, final state unknown.
+    api.delete("flip-0", &kube::api::DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let deleted = wait_until(Duration::from_secs(20), || async {
+        store
+            .pod(&key)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|p| p.deleted_at.is_some())
+    })
+    .await;
+    assert!(deleted, "the skipped DELETED event was not recorded");
+    let pod = store.pod(&key).await.unwrap().unwrap();
+    assert!(!pod.final_state_observed, "{pod:?}");
     assert!(child.try_wait().unwrap().is_none());
     child.kill().unwrap();
     child.wait().unwrap();
