@@ -601,8 +601,7 @@ async fn a_listed_pod_that_does_not_decode_is_not_vanished_by_a_relist() {
     if !relisted {
         child.kill().unwrap();
         let mut seen = String::new();
-        while let Ok(Some(line)) =
-            tokio::time::timeout(Duration::from_secs(1), _lines.recv()).await
+        while let Ok(Some(line)) = tokio::time::timeout(Duration::from_secs(1), _lines.recv()).await
         {
             seen.push_str(&line);
             seen.push('\n');
@@ -613,16 +612,23 @@ async fn a_listed_pod_that_does_not_decode_is_not_vanished_by_a_relist() {
     let skipped = "podline_record_watch_skipped_total{kind=\"object\"}";
     assert!(metric(port, skipped).await >= 1);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let pod = store.pod(&key).await.unwrap().expect("flip-0 stays recorded");
+    let pod = store
+        .pod(&key)
+        .await
+        .unwrap()
+        .expect("flip-0 stays recorded");
     assert!(
         pod.deleted_at.is_none(),
         "a listed pod that does not decode is not vanished: {pod:?}"
     );
 
     // Its DELETED event does not decode either: recorded deleted, final state unknown.
-    api.delete("flip-0", &kube::api::DeleteParams::default().grace_period(0))
-        .await
-        .unwrap();
+    api.delete(
+        "flip-0",
+        &kube::api::DeleteParams::default().grace_period(0),
+    )
+    .await
+    .unwrap();
     let deleted = wait_until(Duration::from_secs(20), || async {
         store
             .pod(&key)
