@@ -646,6 +646,56 @@ async fn a_listed_pod_that_does_not_decode_is_not_vanished_by_a_relist() {
     child.wait().unwrap();
 }
 
+/// Issue 27: `record --finalize` with a pod no client decodes: its start-up sweep lists pod
+/// metadata, and kube logged the whole undecodable page at WARN (every pod's annotations); no
+/// line may carry an object's values. The recorder still records the other pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_log_line_dumps_an_undecodable_page_of_pods() {
+    let sim = start_sim(test_config().bookmark_interval(Duration::from_millis(300))).await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::Malform {
+            name: "bad-*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        })
+        .resource("pods"),
+    );
+    let kubeconfig = kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let api: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    for name in ["bad-0", "good-0"] {
+        let mut p = pod(0);
+        p.metadata.name = Some(name.into());
+        p.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert("note".into(), "hunter2".into());
+        api.create(&PostParams::default(), &p).await.unwrap();
+    }
+    let mut cmd = spawn_recorder_cmd(kubeconfig.path(), &db);
+    cmd.env_remove("KUBECONFIG").arg("--finalize");
+    let (mut child, mut lines) = spawn_with_lines(&mut cmd);
+    let store = podline_store::open(db.to_str().unwrap()).await.unwrap();
+    let key = podline_store::PodKey::parse("good-0", "default");
+    let recorded = wait_until(Duration::from_secs(20), || async {
+        store.pod(&key).await.ok().flatten().is_some()
+    })
+    .await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut seen = String::new();
+    while let Ok(Some(line)) = tokio::time::timeout(Duration::from_secs(1), lines.recv()).await {
+        seen.push_str(&line);
+        seen.push('\n');
+    }
+    assert!(recorded, "good-0 was not recorded:\n{seen}");
+    assert!(seen.contains("bad-0"), "the skip is logged by name:\n{seen}");
+    assert!(
+        !seen.contains("hunter2") && !seen.contains("not-a-time"),
+        "a log line carries an object's values:\n{seen}"
+    );
+}
+
 /// A kubeconfig naming `server`, without credentials.
 fn kubeconfig_for(server: &str) -> String {
     format!(
