@@ -689,7 +689,10 @@ async fn no_log_line_dumps_an_undecodable_page_of_pods() {
         seen.push('\n');
     }
     assert!(recorded, "good-0 was not recorded:\n{seen}");
-    assert!(seen.contains("bad-0"), "the skip is logged by name:\n{seen}");
+    assert!(
+        seen.contains("bad-0"),
+        "the skip is logged by name:\n{seen}"
+    );
     assert!(
         !seen.contains("hunter2") && !seen.contains("not-a-time"),
         "a log line carries an object's values:\n{seen}"
