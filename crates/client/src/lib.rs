@@ -45,6 +45,7 @@
 //! | 410 in-stream ERROR, 410 on watch start, 410 on LIST continue | Status 410 | re-list | `Err(..{gone})`, `Init`, `InitApply`..., `InitDone` |
 //! | `resume_from` RV too old (after a restart) | 410 | re-list | as above |
 //! | 401 / 403 / 404 / 400 / 422, a rejected TLS certificate, or the wrong scheme (`http://` to a TLS server, `https://` to a plain one) | HTTP error status / TLS error | stop | `Err(e)` with `e.is_fatal()`, then the stream ends |
+//! | a watch line or LIST item that does not decode: not JSON (or not UTF-8), JSON but not a watch event (no or an unknown `type`), an object the watched type can't read (e.g. `deletionTimestamp: "not-a-time"`), a line over `max_line_bytes` | one line or item; the rest of the body decodes | skip it and go on; the resume point moves past its resourceVersion when readable (an unknown type's too); a real ERROR event (a Status) keeps the rows above | `Skipped` (namespace, name, uid, resourceVersion when readable; the failing field path, no values) |
 //!
 //! Every row is covered by a unit test of the step function in paused time
 //! (`watch::state::tests`); the sim's faults exercise them over real sockets in `tests/` (the

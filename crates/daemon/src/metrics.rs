@@ -34,6 +34,7 @@ pub struct Metrics {
     events: Family<OneLabel, Counter>,
     reconnects: Family<OneLabel, Counter>,
     relists: Counter,
+    skipped: Family<OneLabel, Counter>,
     last_event_age: Gauge<f64, AtomicU64>,
     last_event: Mutex<Option<Instant>>,
     queue_depth: Gauge,
@@ -65,6 +66,7 @@ impl Metrics {
         let events = Family::<OneLabel, Counter>::default();
         let reconnects = Family::<OneLabel, Counter>::default();
         let relists = Counter::default();
+        let skipped = Family::<OneLabel, Counter>::default();
         let last_event_age = Gauge::<f64, AtomicU64>::default();
         let queue_depth = Gauge::default();
         let queue_overflows = Counter::default();
@@ -87,6 +89,12 @@ impl Metrics {
             "watch_relists",
             "Full LISTs of the watched pods (the first one and every one after a 410 Gone)",
             relists.clone(),
+        );
+        registry.register(
+            "watch_skipped",
+            "Watch lines and LIST items that did not decode and were skipped (the watch went on \
+             past them), by kind (object, not_an_event, not_json, too_long)",
+            skipped.clone(),
         );
         registry.register(
             "last_event_age_seconds",
@@ -129,6 +137,7 @@ impl Metrics {
             events,
             reconnects,
             relists,
+            skipped,
             last_event_age,
             last_event: Mutex::new(None),
             queue_depth,
@@ -161,6 +170,14 @@ impl Metrics {
     /// Counts one full LIST.
     pub fn relist(&self) {
         self.relists.inc();
+    }
+
+    /// Counts one watch line or LIST item that did not decode and was skipped, labelled by how
+    /// it failed (the label of podline-client's `SkipKind`: `object`, `not_an_event`, ...).
+    pub fn skipped(&self, kind: &str) {
+        self.skipped
+            .get_or_create(&[("kind", kind.to_owned())])
+            .inc();
     }
 
     /// Sets the current queue depth.
@@ -225,6 +242,7 @@ mod tests {
         m.event("apply");
         m.reconnect("client_timeout");
         m.relist();
+        m.skipped("object");
         m.queue_depth(7);
         m.queue_overflow();
         m.write(0.002, 10, Some(0.01));
@@ -234,6 +252,7 @@ mod tests {
             "podline_record_watch_events_total{type=\"apply\"} 2",
             "podline_record_watch_reconnects_total{reason=\"client_timeout\"} 1",
             "podline_record_watch_relists_total 1",
+            "podline_record_watch_skipped_total{kind=\"object\"} 1",
             "podline_record_queue_depth 7",
             "podline_record_queue_overflows_total 1",
             "podline_record_write_latency_seconds_count 1",

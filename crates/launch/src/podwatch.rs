@@ -29,8 +29,8 @@ pub struct PodState {
     pub gone: bool,
     /// Watch errors so far (each retried with backoff); for the report only.
     pub errors: u32,
-    /// The watch failed with an error no retry can fix (e.g. 403): the run cannot follow the
-    /// pod any more.
+    /// The watch failed with an error no retry can fix (e.g. 403), or the pod's object does not
+    /// decode: the run cannot follow the pod any more.
     pub fatal: Option<String>,
 }
 
@@ -274,6 +274,7 @@ impl Subscribers {
                     });
                 }
             }
+            Ok(Event::Skipped(skipped)) => self.skipped(&skipped),
             Ok(Event::Bookmark(_) | Event::Connected { .. }) => {}
             Err(err) if err.is_fatal() => {
                 tracing::warn!(error = %err, "pod watch failed for good");
@@ -292,6 +293,35 @@ impl Subscribers {
             }
         }
         Routed::Continue
+    }
+
+    /// A pod object the watch could not decode (the watch skipped it and goes on). Another
+    /// pod's is none of this feed's business (logged at debug: a shared watch sees every task's
+    /// pods). A followed pod's ends its run with a clear error naming what did not decode (the
+    /// launcher cannot judge a pod it cannot read), unless it was a DELETED event (the pod is
+    /// gone). A skip without a readable name concerns no followed pod that can be named: it is
+    /// logged; a followed pod it hid is noticed by its later events or the next re-list.
+    fn skipped(&mut self, skipped: &watch::Skipped) {
+        let followed = skipped
+            .name
+            .as_deref()
+            .and_then(|name| Some((name, self.pods.get(name)?)));
+        let Some((name, tx)) = followed else {
+            tracing::debug!(object = %skipped.object_name(), "pod watch skipped an object: {skipped}");
+            return;
+        };
+        if skipped.is_deletion() {
+            tx.send_modify(|s| s.gone = true);
+        } else {
+            tracing::warn!(pod = name, "cannot follow the pod: {skipped}");
+            let message = format!(
+                "the pod's object does not decode ({}): podline cannot follow it",
+                skipped.error
+            );
+            tx.send_modify(|s| s.fatal = Some(message));
+        }
+        let name = name.to_owned();
+        self.pods.remove(&name);
     }
 }
 
@@ -333,6 +363,50 @@ mod tests {
             subs.listed.is_empty(),
             "the names of a list are not kept after it"
         );
+    }
+
+    fn skip(name: &str, source: watch::SkippedIn) -> watch::Skipped {
+        watch::Skipped {
+            source,
+            kind: watch::SkipKind::Object,
+            namespace: Some("ns".into()),
+            name: Some(name.into()),
+            uid: Some(format!("uid-{name}")),
+            resource_version: Some("7".into()),
+            error: "metadata.deletionTimestamp: premature end of input".into(),
+        }
+    }
+
+    /// Issue 27: another pod that does not decode (in a list or an event) changes nothing for
+    /// the followed ones, not even at the re-list's end; the followed pod's own undecodable
+    /// object ends its run with an error naming what did not decode; a DELETED one is gone.
+    #[test]
+    fn an_undecodable_pod_should_end_only_its_own_run() {
+        use watch::SkippedIn;
+        let mut subs = Subscribers::default();
+        let (mine, _) = subs.add("mine");
+        let (deleted, _) = subs.add("deleted");
+        subs.route(Ok(Event::Apply(watched("mine"))));
+        subs.route(Ok(Event::Init));
+        subs.route(Ok(Event::InitApply(watched("mine"))));
+        assert_eq!(
+            subs.route(Ok(Event::Skipped(skip("other", SkippedIn::List)))),
+            Routed::Continue
+        );
+        subs.route(Ok(Event::InitDone));
+        subs.route(Ok(Event::Skipped(skip("other", SkippedIn::Modified))));
+        assert!(mine.borrow().fatal.is_none() && !mine.borrow().gone);
+        assert_eq!(subs.pods.len(), 2);
+
+        subs.route(Ok(Event::Skipped(skip("mine", SkippedIn::Modified))));
+        let fatal = mine.borrow().fatal.clone().expect("the run is told");
+        assert!(
+            fatal.contains("does not decode") && fatal.contains("metadata.deletionTimestamp"),
+            "{fatal}"
+        );
+        subs.route(Ok(Event::Skipped(skip("deleted", SkippedIn::Deleted))));
+        assert!(deleted.borrow().gone && deleted.borrow().fatal.is_none());
+        assert!(subs.pods.is_empty());
     }
 
     /// A DELETED event ends the pod's channel with its last state; other pods' events reach

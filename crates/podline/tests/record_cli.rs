@@ -280,6 +280,7 @@ async fn a_pod_the_recorder_cannot_decode_is_logged_by_name_and_the_daemon_keeps
     sim.faults().push(
         FaultRule::new(FaultAction::Malform {
             name: "bad-*".into(),
+            field: podline_sim::fault::MalformField::Status,
         })
         .verb(FaultVerb::Watch)
         .resource("pods"),
@@ -362,6 +363,339 @@ async fn a_pod_the_recorder_cannot_decode_is_logged_by_name_and_the_daemon_keeps
             && warning.contains("pod status does not decode")
             && warning.contains("expected"),
         "the warning must name the pod and what is wrong: {warning}"
+    );
+}
+
+/// GET `/metrics` from a recorder listening on `port`: the value of the sample `name` (with its
+/// labels), 0 when absent or unreachable.
+async fn metric(port: u16, name: &str) -> u64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return 0;
+    };
+    let request = "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+    if s.write_all(request.as_bytes()).await.is_err() {
+        return 0;
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out).await;
+    out.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Issue 27: pods whose `deletionTimestamp` no client decodes (the sim serves "not-a-time" for
+/// `bad-*` in every LIST, GET and watch event). kube-rs read such a watch line as a Status with
+/// code 0 and the recorder exited ("watch stream returned 0"), and a restart resumed into the
+/// same event. Now: one in the first LIST and one in a watch event are each logged by name
+/// (never the value), counted on `/metrics`, and skipped; the good pods are all recorded; the
+/// recorder keeps running, and a restart over the same store (resuming from its stored
+/// resourceVersion) keeps running and recording too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_no_client_can_decode_is_skipped_and_counted_and_the_recorder_survives_restarts() {
+    const SKIPPED: &str = "podline_record_watch_skipped_total{kind=\"object\"}";
+    let sim = start_sim(test_config().bookmark_interval(Duration::from_millis(300))).await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::Malform {
+            name: "bad-*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        })
+        .resource("pods"),
+    );
+    let kubeconfig = kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let api: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    let create = |name: &str| {
+        let mut pod = pod(0);
+        pod.metadata.name = Some(name.to_owned());
+        let api = api.clone();
+        async move { api.create(&PostParams::default(), &pod).await.unwrap() }
+    };
+    // In the recorder's first LIST.
+    create("bad-0").await;
+    create("good-a").await;
+    let port = closed_port();
+    let listen = format!("127.0.0.1:{port}");
+    let recorder = || {
+        let mut cmd = record_cmd(&[
+            "--kubeconfig",
+            kubeconfig.path().to_str().unwrap(),
+            "--db",
+            db.to_str().unwrap(),
+            "--listen",
+            &listen,
+            "--watch-client-timeout",
+            "1s",
+            "--watch-server-timeout",
+            "60",
+        ]);
+        cmd.env_remove("KUBECONFIG").stdout(Stdio::null());
+        spawn_with_lines(&mut cmd)
+    };
+    let (mut child, mut lines) = recorder();
+    let listed = await_line(&mut lines, Duration::from_secs(20), |l| {
+        l.contains("skipped") && l.contains("bad-0")
+    })
+    .await
+    .unwrap_or_else(|seen| panic!("no warning about the listed bad pod:\n{seen}"));
+    // In watch events (ADDED, then each status change).
+    for i in 0..5 {
+        create(&format!("good-{i}")).await;
+    }
+    create("bad-1").await;
+    for i in 5..10 {
+        create(&format!("good-{i}")).await;
+    }
+    let watched = await_line(&mut lines, Duration::from_secs(20), |l| {
+        l.contains("skipped") && l.contains("bad-1")
+    })
+    .await
+    .unwrap_or_else(|seen| panic!("no warning about the watched bad pod:\n{seen}"));
+    for line in [&listed, &watched] {
+        let line = strip_ansi(line);
+        assert!(
+            line.contains("WARN")
+                && line.contains("metadata.deletionTimestamp")
+                && !line.contains("not-a-time"),
+            "the warning names the pod and the field, never the value: {line}"
+        );
+    }
+    let good = |n: usize| {
+        let sim = sim.clone();
+        move || {
+            let mut truth = sim.ground_truth();
+            truth.retain(|h| h.name.starts_with("good-"));
+            assert_eq!(truth.len(), n);
+            truth
+        }
+    };
+    assert!(wait_until(Duration::from_secs(30), || async { finished(&sim, 13) }).await);
+    let store = podline_store::open(db.to_str().unwrap()).await.unwrap();
+    let converged = |truth: Vec<_>| {
+        let store = store.clone();
+        async move {
+            wait_until(Duration::from_secs(20), || async {
+                audit::compare(store.as_ref(), &truth)
+                    .await
+                    .is_ok_and(|r| r.is_ok())
+            })
+            .await
+        }
+    };
+    assert!(
+        converged(good(11)()).await,
+        "the good pods were not all recorded"
+    );
+    assert!(metric(port, SKIPPED).await >= 2, "skips are counted");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "undecodable pods must not end the recorder"
+    );
+
+    // A crash, then a restart that resumes from the stored resourceVersion.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (mut child, _lines) = recorder();
+    create("bad-2").await;
+    create("good-10").await;
+    assert!(wait_until(Duration::from_secs(30), || async { finished(&sim, 15) }).await);
+    assert!(
+        converged(good(12)()).await,
+        "the restarted recorder records"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            metric(port, SKIPPED).await >= 1
+        })
+        .await,
+        "the restarted recorder counts its skips"
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the restarted recorder must keep running"
+    );
+    for name in ["bad-0", "bad-1", "bad-2"] {
+        assert!(
+            store
+                .pod(&podline_store::PodKey::parse(name, "default"))
+                .await
+                .unwrap()
+                .is_none(),
+            "{name} must be skipped, not half-recorded"
+        );
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Issue 27: a recorded pod that stops decoding (the sim's malform fault from now on), then a
+/// re-list (a 410 on the next watch): the re-list completes, skipping the pod, and its
+/// reconcile does not mark that pod vanished, as it was listed, only unreadable. Its deletion,
+/// whose DELETED event does not decode either, is recorded with its final state unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listed_pod_that_does_not_decode_is_not_vanished_by_a_relist() {
+    const INIT_DONE: &str = "podline_record_watch_events_total{type=\"init_done\"}";
+    let sim = start_sim(test_config().bookmark_interval(Duration::from_millis(300))).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let api: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    let mut long = pod(0);
+    long.metadata.name = Some("flip-0".into());
+    long.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("sim.podline.io/duration".into(), "120s".into());
+    api.create(&PostParams::default(), &long).await.unwrap();
+    let port = closed_port();
+    let listen = format!("127.0.0.1:{port}");
+    // Server timeout 2 s: the watch is re-opened every 2 s, so the 410 below comes soon.
+    let mut cmd = record_cmd(&[
+        "--kubeconfig",
+        kubeconfig.path().to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--listen",
+        &listen,
+        "--watch-client-timeout",
+        "1s",
+        "--watch-server-timeout",
+        "2",
+    ]);
+    cmd.env_remove("KUBECONFIG").stdout(Stdio::null());
+    let (mut child, mut _lines) = spawn_with_lines(&mut cmd);
+    let store = podline_store::open(db.to_str().unwrap()).await.unwrap();
+    let key = podline_store::PodKey::parse("flip-0", "default");
+    let recorded = wait_until(Duration::from_secs(20), || async {
+        store.pod(&key).await.ok().flatten().is_some()
+    })
+    .await;
+    assert!(recorded, "flip-0 was never recorded");
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            metric(port, INIT_DONE).await >= 1
+        })
+        .await
+    );
+
+    // The 410 first: a request gets the first matching rule's action.
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(410))
+            .verb(FaultVerb::Watch)
+            .resource("pods")
+            .times(1),
+    );
+    sim.faults().push(
+        FaultRule::new(FaultAction::Malform {
+            name: "flip-*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        })
+        .resource("pods"),
+    );
+    let relisted = wait_until(Duration::from_secs(20), || async {
+        metric(port, INIT_DONE).await >= 2
+    })
+    .await;
+    if !relisted {
+        child.kill().unwrap();
+        let mut seen = String::new();
+        while let Ok(Some(line)) = tokio::time::timeout(Duration::from_secs(1), _lines.recv()).await
+        {
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+        panic!("the re-list with an undecodable pod never completed:\n{seen}");
+    }
+    // Past the batch that would carry a vanished mark: the writer lingers 10 ms.
+    let skipped = "podline_record_watch_skipped_total{kind=\"object\"}";
+    assert!(metric(port, skipped).await >= 1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pod = store
+        .pod(&key)
+        .await
+        .unwrap()
+        .expect("flip-0 stays recorded");
+    assert!(
+        pod.deleted_at.is_none(),
+        "a listed pod that does not decode is not vanished: {pod:?}"
+    );
+
+    // Its DELETED event does not decode either: recorded deleted, final state unknown.
+    api.delete(
+        "flip-0",
+        &kube::api::DeleteParams::default().grace_period(0),
+    )
+    .await
+    .unwrap();
+    let deleted = wait_until(Duration::from_secs(20), || async {
+        store
+            .pod(&key)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|p| p.deleted_at.is_some())
+    })
+    .await;
+    assert!(deleted, "the skipped DELETED event was not recorded");
+    let pod = store.pod(&key).await.unwrap().unwrap();
+    assert!(!pod.final_state_observed, "{pod:?}");
+    assert!(child.try_wait().unwrap().is_none());
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Issue 27: `record --finalize` with a pod no client decodes: its start-up sweep lists pod
+/// metadata, and kube logged the whole undecodable page at WARN (every pod's annotations); no
+/// line may carry an object's values. The recorder still records the other pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_log_line_dumps_an_undecodable_page_of_pods() {
+    let sim = start_sim(test_config().bookmark_interval(Duration::from_millis(300))).await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::Malform {
+            name: "bad-*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        })
+        .resource("pods"),
+    );
+    let kubeconfig = kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let api: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    for name in ["bad-0", "good-0"] {
+        let mut p = pod(0);
+        p.metadata.name = Some(name.into());
+        p.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert("note".into(), "hunter2".into());
+        api.create(&PostParams::default(), &p).await.unwrap();
+    }
+    let mut cmd = spawn_recorder_cmd(kubeconfig.path(), &db);
+    cmd.env_remove("KUBECONFIG").arg("--finalize");
+    let (mut child, mut lines) = spawn_with_lines(&mut cmd);
+    let store = podline_store::open(db.to_str().unwrap()).await.unwrap();
+    let key = podline_store::PodKey::parse("good-0", "default");
+    let recorded = wait_until(Duration::from_secs(20), || async {
+        store.pod(&key).await.ok().flatten().is_some()
+    })
+    .await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut seen = String::new();
+    while let Ok(Some(line)) = tokio::time::timeout(Duration::from_secs(1), lines.recv()).await {
+        seen.push_str(&line);
+        seen.push('\n');
+    }
+    assert!(recorded, "good-0 was not recorded:\n{seen}");
+    assert!(
+        seen.contains("bad-0"),
+        "the skip is logged by name:\n{seen}"
+    );
+    assert!(
+        !seen.contains("hunter2") && !seen.contains("not-a-time"),
+        "a log line carries an object's values:\n{seen}"
     );
 }
 

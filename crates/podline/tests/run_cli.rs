@@ -507,3 +507,78 @@ async fn exhausted_create_retries_should_print_a_clean_message() {
     }
     assert!(sim.ground_truth().is_empty());
 }
+
+/// Issue 27: another podline pod in the namespace whose `deletionTimestamp` no client decodes
+/// (the sim serves "not-a-time" for it in every LIST, GET and watch event) must not stop
+/// `run --count`, whose tasks share one watch of podline's pods in the namespace: its LIST item
+/// and events are skipped and the tasks run to the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_pod_that_does_not_decode_should_not_stop_a_shared_pod_watch() {
+    let sim = start_sim(test_config()).await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::Malform {
+            name: "bad-*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        })
+        .resource("pods"),
+    );
+    let kubeconfig = kubeconfig_file(&sim);
+    let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
+    let other: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "bad-other", "labels": {"podline.io/launch-id": "someone-else"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }))
+    .unwrap();
+    pods.create(&Default::default(), &other).await.unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        podline("run", kubeconfig.path())
+            .args(["--image", "busybox", "--count", "3"])
+            .output(),
+    )
+    .await
+    .expect("the runs must not hang on an undecodable pod")
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(sim.ground_truth().len(), 4);
+}
+
+/// Issue 27: the run's own pod does not decode: the run fails with a clear error naming what did
+/// not decode (never the value), instead of hanging or a "watch stream returned 0".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_own_pod_does_not_decode_should_fail_saying_so() {
+    let sim = start_sim(test_config()).await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::Malform {
+            name: "bad-*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        })
+        .resource("pods"),
+    );
+    let kubeconfig = kubeconfig_file(&sim);
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        podline("run", kubeconfig.path())
+            .args(["--image", "busybox", "--name", "bad-own", "--exact-name"])
+            .args(["--annotation", "sim.podline.io/duration=30s"])
+            .output(),
+    )
+    .await
+    .expect("the run must not hang on its undecodable pod")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("bad-own")
+            && stderr.contains("does not decode")
+            && stderr.contains("metadata.deletionTimestamp")
+            && !stderr.contains("not-a-time"),
+        "{stderr}"
+    );
+}

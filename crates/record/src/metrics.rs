@@ -29,7 +29,9 @@ impl RecorderMetrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "skipped_objects",
-            "Pod objects that could not be recorded (no uid, bad resourceVersion) and were skipped",
+            "Pod objects that could not be recorded (a spec or status the Pod model can't read, no \
+             uid, bad resourceVersion) and were skipped; objects the watch itself could not decode \
+             are in watch_skipped",
             self.skipped_objects.clone(),
         );
         registry.register(

@@ -40,7 +40,7 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject};
 use podline_client::backoff::FullJitter;
 use podline_client::timeouts::WatchTimeouts;
-use podline_client::watch::{Event, WatchConfig, WatchError, watch};
+use podline_client::watch::{Event, Skipped, WatchConfig, WatchError, elide_values, watch};
 use podline_daemon::{Health, Metrics};
 use podline_store::{Batch, LiveScope, ResumePoint, Store, StoreOp};
 use serde::Deserialize;
@@ -427,6 +427,7 @@ impl Recorder {
                 self.metrics.relist();
                 state.relisting = true;
                 state.seen.clear();
+                state.unidentified = false;
             }
             Event::InitApply(obj) => {
                 self.metrics.event("init_apply");
@@ -439,12 +440,24 @@ impl Recorder {
                 self.metrics.event("init_done");
                 state.relisting = false;
                 let seen = std::mem::take(&mut state.seen);
+                if std::mem::take(&mut state.unidentified) {
+                    // A listed pod that could not be decoded had no readable uid: any pod of the
+                    // store may be that one, so none is judged vanished by this list (the next
+                    // list that reads every uid does it).
+                    tracing::warn!(
+                        pods = seen.len(),
+                        "list complete, but a listed pod object had no readable uid: not \
+                         marking any pod vanished after this list"
+                    );
+                    return;
+                }
                 tracing::info!(
                     pods = seen.len(),
                     "list complete: reconciling with the store"
                 );
                 queue.reconcile(seen, jiff::Timestamp::now());
             }
+            Event::Skipped(skipped) => self.skipped(skipped, queue, state).await,
             Event::Apply(obj) => {
                 self.metrics.event("apply");
                 self.upsert(obj, queue, finalize, state).await;
@@ -476,6 +489,48 @@ impl Recorder {
                     self.advance(rv, queue, state);
                 }
             }
+        }
+    }
+
+    /// A watch line or listed pod the watch could not decode: logged by name (never the object:
+    /// its values may be secrets), counted, and otherwise treated as far as its readable identity
+    /// allows. A listed one exists, so it is not vanished at `InitDone`; a deleted one is recorded
+    /// deleted with its final state unknown; its resourceVersion is a resume point like any
+    /// event's, so a restart resumes after it, not into it.
+    async fn skipped(&self, skipped: Skipped, queue: &Queue, state: &mut WatchState) {
+        self.metrics.skipped(skipped.kind.as_str());
+        tracing::warn!(
+            cluster = %self.config.cluster,
+            object = %skipped.object_name(),
+            uid = skipped.uid.as_deref().unwrap_or(""),
+            resource_version = skipped.resource_version.as_deref().unwrap_or(""),
+            kind = skipped.kind.as_str(),
+            "skipped: {skipped}"
+        );
+        let rv = parse_resource_version(skipped.resource_version.as_deref());
+        if skipped.is_listed() {
+            match skipped.uid {
+                Some(uid) => {
+                    state.seen.insert(uid);
+                }
+                None => state.unidentified = true,
+            }
+        } else if skipped.is_deletion()
+            && let (Some(uid), Some(namespace), Some(name), Some(rv)) =
+                (skipped.uid, skipped.namespace, skipped.name, rv)
+        {
+            let deleted = StoreOp::Deleted {
+                uid,
+                namespace,
+                name,
+                resource_version: rv,
+                at: jiff::Timestamp::now(),
+                final_state_observed: false,
+            };
+            self.count(queue.delete(None, deleted).await);
+        }
+        if let Some(rv) = rv {
+            self.advance(rv, queue, state);
         }
     }
 
@@ -568,23 +623,36 @@ struct WatchState {
     relisting: bool,
     /// Uids returned by the relist in progress.
     seen: HashSet<String>,
+    /// The relist in progress returned a pod that did not decode and whose uid was unreadable.
+    unidentified: bool,
 }
 
 /// The typed pod out of a dynamic object, without re-serialising the metadata. The error names
-/// the part that does not decode (`spec` or `status`) and what serde expected there.
+/// the part that does not decode (`spec` or `status`) and what serde expected there, with the
+/// values serde quotes elided (an env value may be a secret).
 fn to_pod(obj: DynamicObject) -> Result<Pod, String> {
     let spec = obj
         .data
         .get("spec")
         .map(PodSpec::deserialize)
         .transpose()
-        .map_err(|err| format!("pod spec does not decode: {err}"))?;
+        .map_err(|err| {
+            format!(
+                "pod spec does not decode: {}",
+                elide_values(&err.to_string())
+            )
+        })?;
     let status = obj
         .data
         .get("status")
         .map(PodStatus::deserialize)
         .transpose()
-        .map_err(|err| format!("pod status does not decode: {err}"))?;
+        .map_err(|err| {
+            format!(
+                "pod status does not decode: {}",
+                elide_values(&err.to_string())
+            )
+        })?;
     Ok(Pod {
         metadata: obj.metadata,
         spec,

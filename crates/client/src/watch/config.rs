@@ -7,7 +7,8 @@ use crate::timeouts::WatchTimeouts;
 
 /// How to watch. Defaults: no selectors, [`WatchTimeouts::default`] (1800 s / 60 s), pages of 500
 /// (client-go's pager), backoff 200 ms doubling to 30 s with full jitter, reset after 120 s
-/// without a failure (client-go's reflector uses 800 ms..30 s and 2 min).
+/// without a failure (client-go's reflector uses 800 ms..30 s and 2 min), watch lines of at most
+/// [`MAX_LINE_BYTES`].
 #[derive(Debug, Clone)]
 pub struct WatchConfig {
     /// `labelSelector` for LIST and WATCH.
@@ -25,7 +26,16 @@ pub struct WatchConfig {
     pub backoff: FullJitter,
     /// After this long without a failure the backoff starts small again.
     pub healthy_after: Duration,
+    /// A watch line (one event) longer than this is dropped unread and yielded as an
+    /// [`Event::Skipped`](super::Event::Skipped), so one huge line cannot hold the memory of a
+    /// whole body.
+    pub max_line_bytes: usize,
 }
+
+/// The default bound of one watch line: 16 MiB. etcd refuses requests over 1.5 MiB by default
+/// (`--max-request-bytes`), so a stored object's JSON is far below this; the bound is there for a
+/// body that never sends a newline, not for real objects.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
 
 impl Default for WatchConfig {
     fn default() -> Self {
@@ -41,6 +51,7 @@ impl Default for WatchConfig {
             resume_from: None,
             backoff,
             healthy_after: Duration::from_secs(120),
+            max_line_bytes: MAX_LINE_BYTES,
         }
     }
 }
@@ -78,6 +89,13 @@ impl WatchConfig {
     #[must_use]
     pub fn page_size(mut self, n: u32) -> Self {
         self.page_size = n.max(1);
+        self
+    }
+
+    /// Bound of one watch line (at least 1 byte).
+    #[must_use]
+    pub fn max_line_bytes(mut self, n: usize) -> Self {
+        self.max_line_bytes = n.max(1);
         self
     }
 

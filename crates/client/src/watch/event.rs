@@ -1,6 +1,7 @@
 //! What a watch yields ([`Event`]): its own module, so that the state machine and the public
 //! [`super::watch`] both use it without depending on each other.
 
+use super::skipped::Skipped;
 use crate::reason::Reason;
 
 /// What a watch yields (inside `Ok`).
@@ -21,6 +22,12 @@ pub enum Event<K> {
     Delete(K),
     /// The server confirmed progress up to this resourceVersion: a safe resume point to persist.
     Bookmark(String),
+    /// A LIST item or watch line that did not decode, skipped: log it (by
+    /// [`Skipped::object_name`], with [`Skipped::error`]; never the object) and count it. The
+    /// watch goes on, and resumes after it. A listed one ([`Skipped::is_listed`]) exists: do not
+    /// treat it as gone at `InitDone`. A deleted one ([`Skipped::is_deletion`]) is gone. Its
+    /// [`Skipped::resource_version`], when read, is a resume point like an event's.
+    Skipped(Skipped),
     /// A watch request was answered and its stream is open (the watch is healthy: use it for
     /// readiness). `reason` says why the previous watch ended (the first cause, if several
     /// failures followed): [`Reason::ServerTimeout`], [`Reason::ClientTimeout`],

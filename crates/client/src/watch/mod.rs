@@ -7,7 +7,9 @@
 //! HTTP/1.1, each gap between stream items. Over HTTP/2 a silent stream is a quiet watch: the
 //! transport's PING health check fails the stream if its connection dies (see
 //! [`crate::transport`]), so the gap bound there is the server timeout + 5 s. Failures are yielded as `Err(WatchError)` items and the stream carries on
-//! after a full-jitter backoff; only fatal errors (401, 403, 404, bad selector) end it.
+//! after a full-jitter backoff; only fatal errors (401, 403, 404, bad selector) end it. An object
+//! that does not decode (in a LIST page or a watch event) is yielded as [`Event::Skipped`] with
+//! what could be read of it, and the watch goes on past it.
 //!
 //! Which fault each path handles: see the table in the [crate docs](crate#faults-and-what-the-watch-does).
 //!
@@ -23,6 +25,7 @@
 //!         Ok(Event::Delete(pod)) => { /* mark deleted */ }
 //!         Ok(Event::InitDone) => { /* reconcile: anything not seen since Init is gone */ }
 //!         Ok(Event::Bookmark(rv)) => { /* persist rv as the resume point */ }
+//!         Ok(Event::Skipped(s)) => tracing::warn!(object = %s.object_name(), "skipped: {s}"),
 //!         Ok(_) => {}
 //!         Err(e) if e.is_fatal() => { eprintln!("{e}"); std::process::exit(1) }
 //!         Err(e) => tracing::debug!(reason = e.reason().as_str(), "{e}"),
@@ -32,9 +35,12 @@
 //! ```
 
 mod config;
+mod decode;
 mod error;
 mod event;
+mod lines;
 mod outage;
+mod skipped;
 mod state;
 
 use futures::Stream;
@@ -42,10 +48,11 @@ use kube::Api;
 use serde::de::DeserializeOwned;
 
 pub use crate::reason::Reason;
-pub use config::WatchConfig;
+pub use config::{MAX_LINE_BYTES, WatchConfig};
 pub use error::{Phase, WatchError};
 pub use event::Event;
 pub use outage::{OutageLog, OutageReport};
+pub use skipped::{SkipKind, Skipped, SkippedIn, elide_values};
 
 /// Watches `api` per `config`: see the module doc for the guarantees and the fault table.
 ///

@@ -9,15 +9,20 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use kube::{Api, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::time::{Instant, timeout};
+use tokio_util::codec::FramedRead;
+use tokio_util::compat::FuturesAsyncReadCompatExt;
 
 use super::config::WatchConfig;
+use super::decode::{Line, Page, decode_frame, decode_page};
 use super::error::{Phase, WatchError, reason_of, reason_of_status};
 use super::event::Event;
+use super::lines::LineCodec;
+use super::skipped::SkippedIn;
 use crate::backoff::{FullJitter, ResetAfterHealthy};
 use crate::reason::Reason;
 use crate::transport::ResponseVersion;
@@ -47,7 +52,7 @@ enum State<K> {
         resource_version: String,
         started: Instant,
         idle: Duration,
-        stream: BoxStream<'static, kube::Result<WatchEvent<K>>>,
+        stream: BoxStream<'static, kube::Result<Line<K>>>,
     },
     /// A fatal error was yielded: the stream ends.
     Done,
@@ -161,7 +166,7 @@ where
             State::Listing { continue_token } => {
                 ctx.sleep_backoff().await;
                 let lp = list_params(&ctx.config, continue_token.as_deref());
-                match timeout(ctx.client_timeout(), ctx.api.list(&lp)).await {
+                match timeout(ctx.client_timeout(), list_page(&ctx.api, &lp)).await {
                     Err(_elapsed) => {
                         ctx.fail(Reason::ClientTimeout);
                         let err = WatchError::ClientTimeout {
@@ -175,11 +180,17 @@ where
                         let err = WatchError::ListFailed { reason, error };
                         return failed(ctx, err, State::Listing { continue_token });
                     }
-                    Ok(Ok(list)) => {
+                    Ok(Ok(page)) => {
                         ctx.pending
-                            .extend(list.items.into_iter().map(Event::InitApply));
-                        let next_token = list.metadata.continue_.filter(|c| !c.is_empty());
-                        let rv = list.metadata.resource_version.filter(|rv| !rv.is_empty());
+                            .extend(page.items.into_iter().map(|item| match item {
+                                Ok(obj) => Event::InitApply(obj),
+                                Err(skipped) => {
+                                    tracing::debug!(%skipped, "watch: LIST item skipped");
+                                    Event::Skipped(*skipped)
+                                }
+                            }));
+                        let next_token = page.metadata.continue_.filter(|c| !c.is_empty());
+                        let rv = page.metadata.resource_version.filter(|rv| !rv.is_empty());
                         match (next_token, rv) {
                             (Some(token), _) => State::Listing {
                                 continue_token: Some(token),
@@ -200,7 +211,8 @@ where
             State::Resume { resource_version } => {
                 ctx.sleep_backoff().await;
                 let wp = watch_params(&ctx.config);
-                let opened = open_watch(&ctx.api, &wp, &resource_version);
+                let opened =
+                    open_watch(&ctx.api, &wp, &resource_version, ctx.config.max_line_bytes);
                 match timeout(ctx.client_timeout(), opened).await {
                     Err(_elapsed) => {
                         ctx.fail(Reason::ClientTimeout);
@@ -278,7 +290,34 @@ where
                     }
                     State::Resume { resource_version }
                 }
-                Ok(Some(Ok(event))) => {
+                Ok(Some(Ok(Line::Nothing))) => State::Watching {
+                    resource_version,
+                    started,
+                    idle,
+                    stream,
+                },
+                Ok(Some(Ok(Line::Skipped(skipped)))) => {
+                    // Resume after it, never into it again: the next reconnect (or a consumer
+                    // that persists this resourceVersion) starts past the bad event. Any event
+                    // but ERROR carries an object of the watched collection whose
+                    // resourceVersion is a position in it (an unknown type too); an ERROR's
+                    // object is a Status, not a position.
+                    ctx.saw_progress = true;
+                    if skipped.source != SkippedIn::Error {
+                        advance(&mut resource_version, skipped.resource_version.clone());
+                    }
+                    tracing::debug!(%skipped, "watch: line skipped");
+                    return (
+                        Ok(Event::Skipped(skipped)),
+                        State::Watching {
+                            resource_version,
+                            started,
+                            idle,
+                            stream,
+                        },
+                    );
+                }
+                Ok(Some(Ok(Line::Event(event)))) => {
                     ctx.saw_progress = true;
                     let item = match event {
                         WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
@@ -310,9 +349,6 @@ where
                         },
                     );
                 }
-                Ok(Some(Err(kube::Error::Api(status)))) => {
-                    return stream_status(ctx, status, resource_version);
-                }
                 Ok(Some(Err(error))) => {
                     let reason = reason_of(&error);
                     ctx.fail(reason);
@@ -327,27 +363,68 @@ where
     }
 }
 
+/// Fetches one LIST page like `Api::list`, but decodes its items one by one ([`decode_page`]):
+/// one bad item is one [`Event::Skipped`], not a failed page. (kube's `Client::request` would also
+/// log the whole answer at warn when it does not decode: every pod's spec, env values included.)
+async fn list_page<K>(api: &Api<K>, lp: &ListParams) -> kube::Result<Page<K>>
+where
+    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let mut req = kube::core::Request::new(api.resource_url())
+        .list(lp)
+        .map_err(kube::Error::BuildRequest)?;
+    req.extensions_mut().insert("list");
+    let text = api.clone().into_client().request_text(req).await?;
+    decode_page(&text).map_err(kube::Error::SerdeError)
+}
+
 /// Starts a watch like `Api::watch`, and says whether the answer came over HTTP/2 (through
 /// podline's transport, which fills in the [`ResponseVersion`]).
+///
+/// The body is framed and decoded here ([`LineCodec`], [`decode_frame`]) rather than by kube's
+/// `Client::request_events`, which turns any line that is not a `WatchEvent<K>` into an API error
+/// with code 0 (an undecodable object would then stop the watch, and every restart would resume
+/// into it again).
 async fn open_watch<K>(
     api: &Api<K>,
     wp: &WatchParams,
     resource_version: &str,
-) -> kube::Result<(
-    impl Stream<Item = kube::Result<WatchEvent<K>>> + use<K>,
-    bool,
-)>
+    max_line: usize,
+) -> kube::Result<(impl Stream<Item = kube::Result<Line<K>>> + use<K>, bool)>
 where
     K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let mut req = kube::core::Request::new(api.resource_url())
         .watch(wp, resource_version)
         .map_err(kube::Error::BuildRequest)?;
+    // As kube-rs does for watches: a gzipped watch is one gzip member per event, which its
+    // decompression layer reads only the first of.
+    req.headers_mut()
+        .entry(http::header::ACCEPT_ENCODING)
+        .or_insert(http::HeaderValue::from_static("identity"));
     let version = ResponseVersion::default();
     req.extensions_mut().insert("watch");
     req.extensions_mut().insert(version.clone());
-    let stream = api.clone().into_client().request_events::<K>(req).await?;
-    Ok((stream, version.is_http2()))
+    let body = api.clone().into_client().request_stream(req).await?;
+    let frames = FramedRead::new(body.compat(), LineCodec::new(max_line))
+        .map_ok(move |frame| decode_frame::<K>(frame, max_line))
+        .take_while(|item| std::future::ready(!matches!(item, Err(e) if ends_cleanly(e))))
+        .map_err(kube::Error::ReadEvents);
+    Ok((frames, version.is_http2()))
+}
+
+/// A body error that ends the stream the way a server's end does (kube-rs treats them so too):
+/// a TLS close without `close_notify`, a chunked body cut at a chunk boundary, or a read
+/// timeout. The state machine then tells a server timeout from an early end by the time.
+fn ends_cleanly(err: &std::io::Error) -> bool {
+    if err.kind() == std::io::ErrorKind::TimedOut {
+        return true;
+    }
+    crate::retry::any_cause(err, &|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof)
+            || e.to_string().contains("unexpected EOF during chunk")
+    })
 }
 
 /// A failed LIST or watch request: fatal ends the stream, 410 re-lists, anything else retries

@@ -122,6 +122,7 @@ pub async fn run(
         namespace: config.namespace.clone(),
         relist: None,
         sweep: None,
+        unidentified: false,
     };
     let result = watcher.run(pods, config.watch.clone(), &shutdown).await;
     watcher.stop_sweep();
@@ -306,6 +307,8 @@ struct Watcher {
     relist: Option<HashSet<String>>,
     /// The running sweep and the uids it must not cancel.
     sweep: Option<(Known, JoinHandle<()>)>,
+    /// The relist in progress returned a pod that did not decode and had no readable uid.
+    unidentified: bool,
 }
 
 impl Watcher {
@@ -348,6 +351,7 @@ impl Watcher {
                     metrics.event("init");
                     metrics.relist();
                     self.relist = Some(HashSet::new());
+                    self.unidentified = false;
                 }
                 Ok(Event::InitApply(pod)) => {
                     metrics.event("init_apply");
@@ -366,6 +370,15 @@ impl Watcher {
                     self.enqueue(pod, true);
                 }
                 Ok(Event::Bookmark(_)) => metrics.event("bookmark"),
+                Ok(Event::Skipped(skipped)) => {
+                    metrics.skipped(skipped.kind.as_str());
+                    tracing::warn!(
+                        object = %skipped.object_name(),
+                        kind = skipped.kind.as_str(),
+                        "pod watch skipped an object: {skipped}"
+                    );
+                    self.skipped(&skipped);
+                }
                 Err(e) if e.is_fatal() => return Err(e),
                 Err(e) => {
                     // Counted as a reconnect by reason when the watch is back.
@@ -415,11 +428,34 @@ impl Watcher {
         }
     }
 
+    /// A pod the watch could not decode: nothing of it can be written. A listed one exists, so
+    /// it is kept out of the vanished-pod sweep (by uid; one without a readable uid makes this
+    /// relist's sweep cancel nothing, as any execution may be that pod's). A deleted one is left
+    /// to the next relist's sweep, as a pod deleted while unwatched is.
+    fn skipped(&mut self, skipped: &podline_client::watch::Skipped) {
+        if !skipped.is_listed() {
+            return;
+        }
+        match (&skipped.uid, &mut self.relist) {
+            (Some(uid), Some(seen)) => {
+                seen.insert(uid.clone());
+            }
+            (None, Some(_)) => self.unidentified = true,
+            _ => {}
+        }
+    }
+
     /// A relist completed: pods missing from it vanished while nobody
     /// watched. Queued ones become deletions; for the rest, a sweep marks
     /// their unfinished executions CANCELED.
     fn relist_done(&mut self) {
         let seen = self.relist.take().unwrap_or_default();
+        if std::mem::take(&mut self.unidentified) {
+            tracing::warn!(
+                "a listed pod object had no readable uid: no pod is judged vanished after this list"
+            );
+            return;
+        }
         let owned_by_queue = self.queue.mark_vanished(&seen);
         self.stop_sweep();
         let mut known = seen;

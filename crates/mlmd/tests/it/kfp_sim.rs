@@ -404,6 +404,58 @@ async fn bad_annotations_should_be_recorded_with_what_can_be_read_and_the_stream
     assert!(sink.stats().warnings.get() >= 3);
 }
 
+/// Issue 27: a KFP pod whose `deletionTimestamp` no client decodes (the sim serves "not-a-time"
+/// for it in every LIST, GET and watch event), one in the writer's first LIST and one in watch
+/// events: kube-rs read such a line as a Status with code 0, which ended the writer's watch. Now
+/// each is skipped and counted, the writer keeps running and records the good pods, and nothing
+/// is written for the bad ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_that_does_not_decode_should_be_skipped_and_counted_and_the_writer_goes_on() {
+    require_mlmd!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MlmdServer::start(&dir.path().join("mlmd.db"), 0);
+    let (sim, kube) = sim().await;
+    sim.faults().push(
+        podline_sim::FaultRule::new(podline_sim::FaultAction::Malform {
+            name: "*-bad*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        })
+        .resource("pods"),
+    );
+    let listed = Step::new(NS, "wf-dec", "bad-listed");
+    let listed_uid = run_step(&kube, &listed, None, "Succeeded").await;
+    let (sink, task) = spawn_sink(&kube, &server.config());
+    let watched = Step::new(NS, "wf-dec", "bad-watched");
+    let watched_uid = run_step(&kube, &watched, None, "Succeeded").await;
+    let mut good = Step::new(NS, "wf-dec", "good");
+    good.component_spec = Some(component_spec("Good", &[]));
+    let good_uid = run_step(&kube, &good, None, "Succeeded").await;
+    await_recorded(
+        &kube,
+        &server.config(),
+        &[(good.pod_name.clone(), good_uid, false)],
+    )
+    .await;
+    assert!(!task.is_finished(), "the writer must keep running");
+    let metrics = sink.health().metrics().render();
+    let skipped = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("podline_record_watch_skipped_total{kind=\"object\"} "))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    // The listed pod once, the watched one in each of its events (ADDED, Running, Succeeded).
+    assert!(skipped >= 2, "{metrics}");
+    let mlmd = MlmdClient::new(&server.config()).expect("client");
+    for uid in [listed_uid, watched_uid] {
+        assert_eq!(
+            state_in_mlmd(&mlmd, &uid).await,
+            None,
+            "nothing written for {uid}"
+        );
+    }
+    task.abort();
+}
+
 /// Create `step`'s pod and move it to Running; returns its uid.
 async fn start_step(kube: &kube::Client, step: &Step) -> String {
     let pods: Api<Pod> = Api::namespaced(kube.clone(), NS);

@@ -93,13 +93,19 @@ pub enum Command {
 /// transport error at ERROR; podline logs those itself (as retries), so it is silenced below -vv.
 const KUBE_TRACE_LAYER: &str = "kube_client::client::builder=off";
 
+/// kube's `Client::request` and `request_status` log the whole answer at WARN when it does not
+/// decode (every pod of a LIST page, env values and annotations included): one undecodable pod
+/// would put them all in the log. Those lines are silenced at every verbosity but `-vvv`; the
+/// caller reports the failure itself, without the body. kube's TLS warnings stay.
+const KUBE_BODY_DUMPS: &str = "kube_client::client=error,kube_client::client::tls=warn";
+
 pub fn init_tracing(verbosity: u8, command: &Command) {
     let summarising = matches!(command, Command::Demo(_));
     let default = match verbosity {
-        0 if summarising => format!("warn,{KUBE_TRACE_LAYER}"),
-        0 => format!("warn,podline=info,{KUBE_TRACE_LAYER}"),
-        1 => format!("info,{KUBE_TRACE_LAYER}"),
-        2 => "debug,hyper=info,h2=info,rustls=info".to_string(),
+        0 if summarising => format!("warn,{KUBE_TRACE_LAYER},{KUBE_BODY_DUMPS}"),
+        0 => format!("warn,podline=info,{KUBE_TRACE_LAYER},{KUBE_BODY_DUMPS}"),
+        1 => format!("info,{KUBE_TRACE_LAYER},{KUBE_BODY_DUMPS}"),
+        2 => format!("debug,hyper=info,h2=info,rustls=info,{KUBE_BODY_DUMPS}"),
         _ => "trace".to_string(),
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame};
 
 use super::handle::FaultHandle;
-use super::plan::{FaultAction, glob_match};
+use super::plan::{FaultAction, MalformField, glob_match};
 use super::transport::{Connection, ResetStream};
 use crate::api::RequestInfo;
 use crate::status::ApiError;
@@ -130,8 +130,16 @@ pub async fn fault_layer(State(faults): State<FaultHandle>, req: Request, next: 
                 ApiError::internal("freeze: the request has no connection").into_response()
             }
         },
-        FaultAction::Malform { name } if info.verb == "watch" => {
-            wrap(next.run(req).await, Mode::Malform { name }, ctl, lines)
+        FaultAction::Malform { name, field } if info.verb == "watch" => wrap(
+            next.run(req).await,
+            Mode::Malform { name, field },
+            ctl,
+            lines,
+        ),
+        FaultAction::Malform { name, field }
+            if (info.verb == "list" || info.verb == "get") && info.subresource.is_empty() =>
+        {
+            malform_response(next.run(req).await, &name, field).await
         }
         FaultAction::Malform { .. } => next.run(req).await,
         FaultAction::CommitThenDrop => {
@@ -162,24 +170,75 @@ pub async fn fault_layer(State(faults): State<FaultHandle>, req: Request, next: 
     }
 }
 
+/// Garbles `object` per `field` if its name matches `glob`; says whether it did.
+fn garble(object: &mut serde_json::Value, glob: &str, field: MalformField) -> bool {
+    let matches = object
+        .pointer("/metadata/name")
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|name| glob_match(glob, name));
+    if !matches {
+        return false;
+    }
+    match field {
+        MalformField::Status => {
+            object["status"] = serde_json::json!({
+                "phase": "Running",
+                "containerStatuses": "garbled by the sim's malform fault",
+            });
+        }
+        MalformField::DeletionTimestamp => {
+            object["metadata"]["deletionTimestamp"] = serde_json::json!("not-a-time");
+        }
+    }
+    true
+}
+
+/// A LIST or GET answer with its object (or each of its items) whose name matches `glob`
+/// garbled per `field`. Only JSON answers are rewritten (a Table's rows or a protobuf body pass
+/// unchanged), and only successful ones.
+async fn malform_response(response: Response, glob: &str, field: MalformField) -> Response {
+    let json = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !response.status().is_success() || !json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(err) => return ApiError::internal(format!("malform: {err}")).into_response(),
+    };
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    let garbled = match value.get_mut("items").and_then(|i| i.as_array_mut()) {
+        Some(items) => items
+            .iter_mut()
+            .fold(false, |any, item| garble(item, glob, field) | any),
+        None => garble(&mut value, glob, field),
+    };
+    if !garbled {
+        return Response::from_parts(parts, Body::from(bytes));
+    }
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    let body = serde_json::to_vec(&value).unwrap_or_else(|_| bytes.to_vec());
+    Response::from_parts(parts, Body::from(body))
+}
+
 /// Rewrites the watch events (one JSON document per line) of `data` whose object name matches
-/// `glob` so that their `status` cannot be decoded as a Pod's; other lines pass unchanged.
-fn malform_events(data: &Bytes, glob: &str) -> Bytes {
+/// `glob` per `field` (see [`garble`]); other lines pass unchanged.
+fn malform_events(data: &Bytes, glob: &str, field: MalformField) -> Bytes {
     let mut out = Vec::with_capacity(data.len() + 64);
     for line in data.split_inclusive(|b| *b == b'\n') {
         let body = line.strip_suffix(b"\n").unwrap_or(line);
         let garbled = serde_json::from_slice::<serde_json::Value>(body)
             .ok()
             .and_then(|mut event| {
-                let object = event.get_mut("object")?;
-                let name = object.pointer("/metadata/name")?.as_str()?;
-                if !glob_match(glob, name) {
+                if !garble(event.get_mut("object")?, glob, field) {
                     return None;
                 }
-                object["status"] = serde_json::json!({
-                    "phase": "Running",
-                    "containerStatuses": "garbled by the sim's malform fault",
-                });
                 serde_json::to_vec(&event).ok()
             });
         match garbled {
@@ -255,6 +314,7 @@ enum Mode {
     },
     Malform {
         name: String,
+        field: MalformField,
     },
 }
 
@@ -443,8 +503,8 @@ impl HttpBody for FaultBody {
             } else {
                 this.events += 1;
             }
-            if let Mode::Malform { name } = &this.mode {
-                return Poll::Ready(Some(Ok(Frame::data(malform_events(&data, name)))));
+            if let Mode::Malform { name, field } = &this.mode {
+                return Poll::Ready(Some(Ok(Frame::data(malform_events(&data, name, *field)))));
             }
             let before = this.bytes;
             this.bytes += data.len() as u64;

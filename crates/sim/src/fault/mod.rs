@@ -11,5 +11,5 @@ pub mod plan;
 mod transport;
 
 pub use handle::FaultHandle;
-pub use plan::{FaultAction, FaultPlan, FaultRule, FaultVerb};
+pub use plan::{FaultAction, FaultPlan, FaultRule, FaultVerb, MalformField};
 pub use transport::{Connection, ResetStream};

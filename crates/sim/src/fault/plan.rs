@@ -168,13 +168,35 @@ pub enum FaultAction {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         after_ms: Option<u64>,
     },
-    /// Watch streams: each event whose object's `metadata.name` matches the glob `name` is sent
-    /// with a `status` no Pod model decodes (`containerStatuses` as a string), like an object from
-    /// a newer or buggy API server. The rest of the stream and other requests are unchanged.
+    /// Serves objects whose `metadata.name` matches the glob `name` garbled so that no client
+    /// model decodes them (`field` says how), like an object from a newer or buggy API server:
+    /// in each watch event, each LIST item and a GET of one object. Everything else is served
+    /// unchanged, and writes are not affected (the stored object stays valid).
     Malform {
         /// Glob (`*`, `?`) of the object names to garble.
         name: String,
+        /// What to garble (default `status`).
+        #[serde(default, skip_serializing_if = "MalformField::is_default")]
+        field: MalformField,
     },
+}
+
+/// What a [`FaultAction::Malform`] garbles in a served object.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MalformField {
+    /// `status.containerStatuses` as a string: the metadata still decodes, a typed Pod does not.
+    #[default]
+    Status,
+    /// `metadata.deletionTimestamp: "not-a-time"`: not even the metadata decodes (`Time` is RFC
+    /// 3339), so a client reading the object generically fails too.
+    DeletionTimestamp,
+}
+
+impl MalformField {
+    fn is_default(&self) -> bool {
+        *self == MalformField::Status
+    }
 }
 
 impl FaultAction {
@@ -402,9 +424,22 @@ mod tests {
         assert_eq!(
             plan.rules[0].action,
             FaultAction::Malform {
-                name: "bad-*".into()
+                name: "bad-*".into(),
+                field: MalformField::Status,
             }
         );
+        let plan = FaultPlan::parse(
+            "- resource: pods\n  action: {malform: {name: bad, field: deletion_timestamp}}\n",
+        )
+        .expect("malform a field");
+        assert_eq!(
+            plan.rules[0].action,
+            FaultAction::Malform {
+                name: "bad".into(),
+                field: MalformField::DeletionTimestamp,
+            }
+        );
+        assert!(FaultPlan::parse("- action: {malform: {name: x, field: spec}}\n").is_err());
         let err = FaultPlan::parse("rules:\n  - probability: 2\n    action: {latency: {ms: 1}}\n")
             .expect_err("bad probability");
         assert!(err.to_string().contains("probability 2"), "{err}");

@@ -552,3 +552,70 @@ async fn an_injected_422_is_an_invalid_status_with_causes() {
     );
     sim.shutdown().await;
 }
+
+/// Issue 27's sim side: `malform` with `field: deletion_timestamp` serves "not-a-time" as the
+/// `deletionTimestamp` of the pods it names, in a GET, in each LIST item and in each watch
+/// event; other pods and the answers to writes are unchanged.
+#[tokio::test]
+async fn malform_serves_an_undecodable_deletion_timestamp_in_gets_lists_and_watches() {
+    let sim = sim_without_kubelet().await;
+    let pods: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    sim.faults().push(
+        FaultRule::new(FaultAction::Malform {
+            name: "bad-*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        })
+        .resource("pods"),
+    );
+    // The creates' answers decode: writes are not garbled.
+    create_pods(&pods, &["bad-1", "good-1"]).await;
+    let path = "/api/v1/namespaces/default/pods";
+    let get = |name: &str| {
+        let (sim, url) = (&sim, format!("{path}/{name}"));
+        async move { raw(sim, Method::GET, &url, None, "").await }
+    };
+    assert_eq!(
+        get("bad-1").await.json()["metadata"]["deletionTimestamp"],
+        "not-a-time"
+    );
+    assert!(get("good-1").await.json()["metadata"]["deletionTimestamp"].is_null());
+    assert!(pods.get("good-1").await.is_ok());
+    assert!(
+        matches!(pods.get("bad-1").await, Err(kube::Error::SerdeError(_))),
+        "no client decodes it"
+    );
+    let list = raw(&sim, Method::GET, path, None, "").await.json();
+    let stamps: Vec<(String, serde_json::Value)> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|p| {
+            let meta = &p["metadata"];
+            (
+                meta["name"].as_str().unwrap_or_default().to_owned(),
+                meta["deletionTimestamp"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        stamps,
+        [
+            ("bad-1".to_owned(), serde_json::json!("not-a-time")),
+            ("good-1".to_owned(), serde_json::Value::Null)
+        ]
+    );
+    let (body, _) = tcp_get(
+        &sim,
+        &format!("{path}?watch=true&resourceVersion=0&timeoutSeconds=1"),
+        Duration::from_secs(3),
+    )
+    .await;
+    let garbled: Vec<&str> = body
+        .lines()
+        .filter(|l| l.contains(r#""deletionTimestamp":"not-a-time""#))
+        .collect();
+    assert_eq!(garbled.len(), 1, "{body}");
+    assert!(garbled[0].contains(r#""name":"bad-1""#), "{body}");
+    assert!(body.contains(r#""name":"good-1""#), "{body}");
+    sim.shutdown().await;
+}

@@ -753,3 +753,269 @@ async fn retry_after_should_delay_the_next_watch() {
     };
     let (_tx, ()) = tokio::join!(script, consume);
 }
+
+fn skipped(item: Result<Event<Pod>, WatchError>) -> super::super::Skipped {
+    match item {
+        Ok(Event::Skipped(s)) => s,
+        other => panic!("expected a skipped object, got {other:?}"),
+    }
+}
+
+fn send_raw(tx: &mpsc::UnboundedSender<Chunk>, bytes: &[u8]) {
+    tx.unbounded_send(Ok(Frame::data(Bytes::copy_from_slice(bytes))))
+        .unwrap();
+}
+
+/// The issue-27 case: an object no client decodes (a deletionTimestamp in year 10000) in a
+/// MODIFIED event. kube-rs read the line as a Status with code 0 and the watch ended; now it is
+/// one skipped object, the events after it arrive, and a reconnect resumes past it (from its
+/// resourceVersion), not into it again.
+#[tokio::test(start_paused = true)]
+async fn an_undecodable_object_should_be_skipped_and_resumed_past() {
+    let (mut w, mut server) = start(config());
+    let tx = list_then_watch(&mut w, &mut server).await;
+    let mut bad = pod("bad", "12");
+    bad["metadata"]["deletionTimestamp"] = json!("10000-01-01T00:00:00Z");
+    send_line(&tx, added("b", "11"));
+    send_line(&tx, json!({"type":"MODIFIED","object":bad}));
+    assert_eq!(name(&next(&mut w).await.unwrap()).as_deref(), Some("b"));
+    let s = skipped(next(&mut w).await);
+    assert_eq!(s.kind, super::super::SkipKind::Object);
+    assert_eq!(s.object_name(), "default/bad");
+    assert_eq!(s.uid.as_deref(), Some("uid-bad"));
+    assert_eq!(s.resource_version.as_deref(), Some("12"));
+    assert!(s.error.contains("deletionTimestamp"), "{}", s.error);
+    drop(tx); // ends early: the resume must start after the bad event
+    let (tx, event) = tokio::join!(
+        async { server.next_watch("12").await.stream() },
+        next(&mut w)
+    );
+    assert!(
+        matches!(event, Ok(Event::Connected { ref resource_version, .. }) if resource_version == "12"),
+        "{event:?}"
+    );
+    send_line(&tx, added("c", "13"));
+    assert_eq!(name(&next(&mut w).await.unwrap()).as_deref(), Some("c"));
+}
+
+/// A line that is not JSON (a proxy's error page, bytes that are not UTF-8) is skipped with no
+/// resourceVersion to advance; the watch goes on and resumes from the last good one.
+#[tokio::test(start_paused = true)]
+async fn a_line_that_is_not_json_should_be_skipped_and_the_watch_go_on() {
+    let (mut w, mut server) = start(config());
+    let tx = list_then_watch(&mut w, &mut server).await;
+    send_line(&tx, added("b", "11"));
+    send_raw(&tx, b"<html>502 Bad Gateway</html>\n\xff\xfe\n");
+    send_line(&tx, added("c", "12"));
+    assert_eq!(name(&next(&mut w).await.unwrap()).as_deref(), Some("b"));
+    for _ in 0..2 {
+        let s = skipped(next(&mut w).await);
+        assert_eq!(s.kind, super::super::SkipKind::NotJson, "{s}");
+        assert_eq!(s.resource_version, None);
+    }
+    assert_eq!(name(&next(&mut w).await.unwrap()).as_deref(), Some("c"));
+    drop(tx);
+    let (_tx, event) = tokio::join!(
+        async { server.next_watch("12").await.stream() },
+        next(&mut w)
+    );
+    assert!(matches!(event, Ok(Event::Connected { .. })), "{event:?}");
+}
+
+/// Metadata that does not decode (a name that is a number; metadata that is a string): skipped,
+/// identified as far as possible, and a JSON object that is not a watch event is not read as a
+/// Status with code 0 (which was fatal).
+#[tokio::test(start_paused = true)]
+async fn bad_metadata_and_non_events_should_be_skipped_not_fatal() {
+    let (mut w, mut server) = start(config());
+    let tx = list_then_watch(&mut w, &mut server).await;
+    let mut numbered = pod("x", "11");
+    numbered["metadata"]["name"] = json!(7);
+    send_line(&tx, json!({"type":"ADDED","object":numbered}));
+    send_line(
+        &tx,
+        json!({"type":"DELETED","object":{"kind":"Pod","metadata":"garbled"}}),
+    );
+    send_line(&tx, json!({"message":"not an event"}));
+    send_line(&tx, added("ok", "13"));
+    let s = skipped(next(&mut w).await);
+    assert_eq!((s.name, s.resource_version.as_deref()), (None, Some("11")));
+    let s = skipped(next(&mut w).await);
+    assert!(s.is_deletion() && s.uid.is_none(), "{s}");
+    let s = skipped(next(&mut w).await);
+    assert_eq!(s.kind, super::super::SkipKind::NotAnEvent);
+    assert_eq!(name(&next(&mut w).await.unwrap()).as_deref(), Some("ok"));
+    drop(tx);
+    let (_tx, event) = tokio::join!(
+        async { server.next_watch("13").await.stream() },
+        next(&mut w)
+    );
+    assert!(matches!(event, Ok(Event::Connected { .. })), "{event:?}");
+}
+
+/// A line over `max_line_bytes` is dropped as it arrives (here in pieces) and reported once; the
+/// next event comes through on the same stream.
+#[tokio::test(start_paused = true)]
+async fn an_oversize_line_should_be_dropped_and_the_stream_go_on() {
+    let (mut w, mut server) = start(config().max_line_bytes(512));
+    let tx = list_then_watch(&mut w, &mut server).await;
+    let mut huge = pod("huge", "11");
+    huge["metadata"]["annotations"] = json!({"big": "x".repeat(2000)});
+    let line = json!({"type":"ADDED","object":huge}).to_string();
+    for piece in line.as_bytes().chunks(300) {
+        send_raw(&tx, piece);
+    }
+    send_raw(&tx, b"\n");
+    send_line(&tx, added("after", "12"));
+    let s = skipped(next(&mut w).await);
+    assert_eq!(s.kind, super::super::SkipKind::TooLong);
+    assert!(s.error.contains(&format!("{} bytes", line.len())), "{s}");
+    assert_eq!(name(&next(&mut w).await.unwrap()).as_deref(), Some("after"));
+}
+
+/// One bad item in a LIST page is one skipped object between the others; the page, the list and
+/// the watch after it go on.
+#[tokio::test(start_paused = true)]
+async fn a_bad_list_item_should_be_skipped_and_the_list_complete() {
+    let (mut w, mut server) = start(config());
+    let mut bad = pod("bad", "2");
+    bad["status"] = json!({"containerStatuses": "garbled"});
+    let script = async {
+        server.next_list().await.json(
+            200,
+            pod_list(vec![pod("a", "1"), bad, pod("c", "3")], "9", None),
+        );
+        server.next_watch("9").await.stream()
+    };
+    let consume = async {
+        let mut seen = vec![];
+        loop {
+            let item = next(&mut w).await;
+            let stop = matches!(item, Ok(Event::Connected { .. }));
+            seen.push(match item {
+                Ok(Event::Init) => "init".to_string(),
+                Ok(Event::InitDone) => "done".to_string(),
+                Ok(Event::Connected { .. }) => "connected".to_string(),
+                Ok(Event::Skipped(s)) => {
+                    assert!(s.is_listed() && s.uid.as_deref() == Some("uid-bad"), "{s}");
+                    format!("skipped {}", s.object_name())
+                }
+                Ok(e) => name(&e).unwrap(),
+                Err(e) => panic!("unexpected error {e}"),
+            });
+            if stop {
+                break;
+            }
+        }
+        assert_eq!(
+            seen,
+            ["init", "a", "skipped default/bad", "c", "done", "connected"]
+        );
+    };
+    let (_tx, ()) = tokio::join!(script, consume);
+}
+
+/// A LIST answer that is not a list at all fails the page (not fatal): it is asked again.
+#[tokio::test(start_paused = true)]
+async fn a_list_answer_that_does_not_decode_should_retry_the_page() {
+    let (mut w, mut server) = start(config());
+    assert!(matches!(next(&mut w).await, Ok(Event::Init)));
+    let (_, err) = tokio::join!(
+        async {
+            server
+                .next_list()
+                .await
+                .json(200, json!({"metadata":{"resourceVersion": 5}}))
+        },
+        next(&mut w)
+    );
+    let err = err.unwrap_err();
+    assert!(!err.is_fatal(), "{err}");
+    assert_eq!(err.reason(), Reason::Decode);
+    let (_, item) = tokio::join!(
+        async {
+            server
+                .next_list()
+                .await
+                .json(200, pod_list(vec![pod("a", "1")], "5", None))
+        },
+        next(&mut w)
+    );
+    assert_eq!(name(&item.unwrap()).as_deref(), Some("a"));
+}
+
+/// A real ERROR event keeps its meaning: 500 resumes after a backoff, 403 ends the watch.
+#[tokio::test(start_paused = true)]
+async fn error_events_should_keep_their_status_semantics() {
+    let (mut w, mut server) = start(config());
+    let tx = list_then_watch(&mut w, &mut server).await;
+    send_line(
+        &tx,
+        json!({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcd","reason":"InternalError","code":500}}),
+    );
+    let err = next(&mut w).await.unwrap_err();
+    assert!(!err.is_fatal() && err.reason() == Reason::Http5xx, "{err}");
+    let (tx, event) = tokio::join!(
+        async { server.next_watch("10").await.stream() },
+        next(&mut w)
+    );
+    assert!(matches!(event, Ok(Event::Connected { .. })), "{event:?}");
+    send_line(
+        &tx,
+        json!({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"no","reason":"Forbidden","code":403}}),
+    );
+    let err = next(&mut w).await.unwrap_err();
+    assert!(err.is_fatal(), "{err}");
+    assert!(w.next().await.is_none());
+}
+
+/// The sim's `deletion_timestamp` malform case: `deletionTimestamp: "not-a-time"` in an ADDED
+/// event and a DELETED one. Both are skipped with their identity; the DELETED one says the object
+/// is gone; the watch resumes after the last of them.
+#[tokio::test(start_paused = true)]
+async fn a_deletion_timestamp_that_is_not_a_time_should_be_skipped_in_any_event() {
+    let (mut w, mut server) = start(config());
+    let tx = list_then_watch(&mut w, &mut server).await;
+    let mut bad = pod("bad", "11");
+    bad["metadata"]["deletionTimestamp"] = json!("not-a-time");
+    send_line(&tx, json!({"type":"ADDED","object":bad.clone()}));
+    bad["metadata"]["resourceVersion"] = json!("12");
+    send_line(&tx, json!({"type":"DELETED","object":bad}));
+    let s = skipped(next(&mut w).await);
+    assert_eq!(s.source, super::super::SkippedIn::Added);
+    assert!(
+        s.error.starts_with("metadata.deletionTimestamp: ") && !s.error.contains("not-a-time"),
+        "{}",
+        s.error
+    );
+    let s = skipped(next(&mut w).await);
+    assert!(
+        s.is_deletion() && s.uid.as_deref() == Some("uid-bad"),
+        "{s}"
+    );
+    drop(tx);
+    let (_tx, event) = tokio::join!(
+        async { server.next_watch("12").await.stream() },
+        next(&mut w)
+    );
+    assert!(matches!(event, Ok(Event::Connected { .. })), "{event:?}");
+}
+
+/// An event type the client does not know (a newer server's): skipped, and its object's
+/// resourceVersion is still a position in the stream to resume after.
+#[tokio::test(start_paused = true)]
+async fn an_unknown_event_type_should_be_skipped_and_resumed_past() {
+    let (mut w, mut server) = start(config());
+    let tx = list_then_watch(&mut w, &mut server).await;
+    send_line(&tx, json!({"type":"RENAMED","object":pod("x","14")}));
+    let s = skipped(next(&mut w).await);
+    assert_eq!(s.kind, super::super::SkipKind::NotAnEvent);
+    assert_eq!(s.resource_version.as_deref(), Some("14"));
+    assert!(s.error.contains("unknown event type"), "{s}");
+    drop(tx);
+    let (_tx, event) = tokio::join!(
+        async { server.next_watch("14").await.stream() },
+        next(&mut w)
+    );
+    assert!(matches!(event, Ok(Event::Connected { .. })), "{event:?}");
+}
