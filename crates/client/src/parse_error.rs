@@ -235,7 +235,10 @@ mod tests {
         let full = err.to_string();
         let told = yaml(&err);
         eprintln!("{text:?}: {told}");
-        assert!(!told.contains(MARKER), "{text:?} (kube's text: {full}): {told}");
+        assert!(
+            !told.contains(MARKER),
+            "{text:?} (kube's text: {full}): {told}"
+        );
         told
     }
 
@@ -262,16 +265,31 @@ mod tests {
     #[test]
     fn a_yaml_unknown_field_should_be_named_with_the_expected_ones() {
         let told = yaml_error(&format!("name: \"{MARKER}\"\nnmae: x\n"));
-        assert!(told.contains("unknown field `nmae`") && told.contains("`name`"), "{told}");
+        assert!(
+            told.contains("unknown field `nmae`") && told.contains("`name`"),
+            "{told}"
+        );
     }
 
     #[test]
     fn json_errors_should_keep_the_position_and_drop_every_value() {
         for (text, want) in [
-            (format!(r#"{{"name": ["{MARKER}"]}}"#), "invalid type: sequence"),
-            (format!(r#"{{"name": "a", "count": "{MARKER}"}}"#), "invalid type: string"),
-            (format!(r#"{{"name": "a", "count": 4294967296{MARKER}}}"#), "line 1 column"),
-            (format!(r#"{{"name": "{MARKER}", "tags": [1]}}"#), "invalid type: integer `…`"),
+            (
+                format!(r#"{{"name": ["{MARKER}"]}}"#),
+                "invalid type: sequence",
+            ),
+            (
+                format!(r#"{{"name": "a", "count": "{MARKER}"}}"#),
+                "invalid type: string",
+            ),
+            (
+                format!(r#"{{"name": "a", "count": 4294967296{MARKER}}}"#),
+                "line 1 column",
+            ),
+            (
+                format!(r#"{{"name": "{MARKER}", "tags": [1]}}"#),
+                "invalid type: integer `…`",
+            ),
             (format!(r#"{{"name": "{MARKER}\""#), "EOF"),
         ] {
             let err = serde_json::from_str::<Doc>(&text).unwrap_err();

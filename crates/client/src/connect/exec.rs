@@ -255,8 +255,8 @@ fn read_answer(command: &str, stdout: &[u8]) -> Result<Credential, ExecError> {
         client_key_data: Option<String>,
     }
     let text = std::str::from_utf8(stdout).map_err(|_| answer("not UTF-8 text".into()))?;
-    let parsed: Answer = serde_saphyr::from_str(text)
-        .map_err(|err| answer(crate::parse_error::yaml(&err)))?;
+    let parsed: Answer =
+        serde_saphyr::from_str(text).map_err(|err| answer(crate::parse_error::yaml(&err)))?;
     let Some(status) = parsed.status else {
         return Err(answer("it has no status".into()));
     };
@@ -444,7 +444,11 @@ mod tests {
         let Err(err) = plugin.run().await else {
             panic!("a hanging plugin gave a credential");
         };
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
         let told = err.to_string();
         assert!(matches!(err, ExecError::Timeout { .. }), "{told}");
         assert!(told.contains("plugin") && told.contains("300ms"), "{told}");

@@ -272,7 +272,10 @@ mod tests {
             assert!(!shown.contains("untagged"), "{shown}");
         }
         assert!(parse_tasks("t.yaml", "").is_err());
-        assert!(parse_tasks("t.json", "[{\"image\": \"a\"},]").is_ok(), "YAML-only JSON");
+        assert!(
+            parse_tasks("t.json", "[{\"image\": \"a\"},]").is_ok(),
+            "YAML-only JSON"
+        );
         assert!(parse_tasks("t.yaml", "[]").is_err());
         assert!(parse_tasks("t.yaml", "image: a\n").is_err());
     }

@@ -109,18 +109,21 @@ mod tests {
             format!(
                 "spec:\n  containers:\n  - name: c\n    env:\n    - name: A\n      value: [{MARKER}]\n"
             ),
-            format!(
-                "spec:\n  containers:\n  - name: c\n    env: {MARKER}\n"
-            ),
+            format!("spec:\n  containers:\n  - name: c\n    env: {MARKER}\n"),
             format!(
                 r#"{{"spec": {{"containers": [{{"name": "c", "env": [{{"name": "A", "value": ["{MARKER}"]}}]}}]}}}}"#
             ),
             format!(r#"{{"spec": {{"containers": [{{"name": "c", "env": "{MARKER}"}}]}}}}"#),
-            format!(r#"{{"spec": {{"containers": [{{"name": "c", "env": [{{"name": "A", "value": "{MARKER}"#),
+            format!(
+                r#"{{"spec": {{"containers": [{{"name": "c", "env": [{{"name": "A", "value": "{MARKER}"#
+            ),
         ] {
             let err = parse_template("pod.yaml", &text).unwrap_err().to_string();
             assert!(!err.contains(MARKER), "{text:?}: {err}");
-            assert!(err.starts_with("pod.yaml: ") && err.contains("line "), "{text:?}: {err}");
+            assert!(
+                err.starts_with("pod.yaml: ") && err.contains("line "),
+                "{text:?}: {err}"
+            );
         }
     }
 
