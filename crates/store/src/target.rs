@@ -48,12 +48,11 @@ impl DbTarget {
                 url: trimmed.to_owned(),
             });
         }
-        if let Some(rest) = strip_scheme(trimmed, &["postgresql:", "postgres:"]) {
+        if strip_scheme(trimmed, &["postgresql:", "postgres:"]).is_some() {
             // `postgres:/user:pass@host/db` (a `/` missing) would otherwise be a SQLite file
-            // named after the password; shown with the password hidden.
-            let shown = malformed_postgres_shown(trimmed, rest);
+            // named after the password; shown with the password hidden ([`Redacted`]).
             return Err(StoreError::InvalidTarget {
-                value: shown,
+                value: Redacted::new(trimmed).to_string(),
                 reason: "a malformed PostgreSQL URL: expected postgres://user[:password]@host[:port]/database".to_owned(),
             });
         }
@@ -239,6 +238,11 @@ impl<'a> Redacted<'a> {
 impl fmt::Display for Redacted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let value = self.0;
+        if strip_scheme(value, &["postgresql://", "postgres://"]).is_none()
+            && let Some(rest) = strip_scheme(value, &["postgresql:", "postgres:"])
+        {
+            return f.write_str(&malformed_postgres_shown(value, rest));
+        }
         let Some(scheme_end) = value.find("://").map(|at| at + 3) else {
             return write_keyword_params(value, f);
         };
@@ -518,6 +522,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("postgres:/app:***@db/podline"), "{msg}");
+        assert_eq!(
+            Redacted::new("postgres:/app:Zq9pw@db/podline").to_string(),
+            "postgres:/app:***@db/podline"
+        );
     }
 
     #[test]

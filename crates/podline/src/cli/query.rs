@@ -503,6 +503,7 @@ mod tests {
             PhaseTransition::new("Running", second),
         ];
         let text = render_pod(&pod, Output::Table).unwrap();
+        let text = &text[text.find("Timeline:").unwrap()..];
         let at = |what: &str| {
             text.find(&format!("  {what}"))
                 .unwrap_or_else(|| panic!("{what} missing in\n{text}"))
