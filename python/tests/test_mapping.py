@@ -145,7 +145,6 @@ def test_run_request_maps_every_parameter_to_a_flag() -> None:
         "-n jobs",
         "--image python:3.12",
         "--name load --exact-name",
-        "--env A=1",
         "--label dag_id=etl",
         "--annotation team=data",
         "--node-selector disk=ssd",
@@ -160,6 +159,21 @@ def test_run_request_maps_every_parameter_to_a_flag() -> None:
     ]:
         assert part in joined, part
     assert argv[-4:] == ["--", "python", "-c", "print(1)"]
+    # Env values never reach the command line (any local user can read it): the template
+    # carries them, replacing a template variable of the same name.
+    assert "--env" not in argv and "A=1" not in joined
+    template = {"spec": {"containers": [{"name": "c", "env": [{"name": "A", "value": "0"},
+                                                               {"name": "B", "value": "2"}]}]}}
+    pod = req.with_env(template)
+    assert pod["spec"]["containers"][0]["env"] == [
+        {"name": "B", "value": "2"},
+        {"name": "A", "value": "1"},
+    ]
+    assert template["spec"]["containers"][0]["env"][0]["value"] == "0"  # not changed in place
+    multiline = _mapping.RunRequest(image="x", env=[("KEY", "-----BEGIN\nabc\n-----END")])
+    assert multiline.with_env({})["spec"]["containers"] == [
+        {"name": "base", "env": [{"name": "KEY", "value": "-----BEGIN\nabc\n-----END"}]}
+    ]
     # Arguments without cmds go into the template (the image's entrypoint runs), not after --.
     args_only = _mapping.RunRequest(image="x", arguments=["a"], reattach=False, task_id="t")
     argv = args_only.argv("podline", Path("p"), Path("r"))

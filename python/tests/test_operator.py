@@ -3,6 +3,7 @@ instance's context to podline's command line."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
@@ -93,7 +94,10 @@ def test_the_pod_is_labelled_like_airflows_and_named_after_the_task() -> None:
     assert argv[argv.index("--on-finish") + 1] == "delete-succeeded"
     assert argv[argv.index("--limits") + 1] == "memory=1Gi"
     assert argv[argv.index("--delete-grace") + 1] == "10s"
-    assert "MODE=full" in argv
+    assert "MODE=full" not in argv and "--env" not in argv
+    assert {"name": "MODE", "value": "full"} in req.with_env(op._template())["spec"][
+        "containers"
+    ][0]["env"]
     assert op._template()["spec"]["terminationGracePeriodSeconds"] == 10
     # Another try of the same task instance keeps the reattach key.
     assert op.task_instance_key(context(try_number=4, map_index=2)).podline_task_id() == (
@@ -146,3 +150,21 @@ def test_the_pod_name_comes_from_the_parameter_then_the_template_then_the_task(
     bad = PodlineOperator(task_id="t", image="b", pod_template_file=str(tmp_path / "bad.yaml"))
     with pytest.raises(AirflowException, match="expected a Pod manifest"):
         bad.run_request(key)
+
+
+def test_a_killed_tasks_temporary_directory_is_removed_by_the_next_task(tmp_path: Path) -> None:
+    import subprocess
+
+    from podline.airflow import sweep_stale_directories
+
+    done = subprocess.Popen(["true"])
+    done.wait()
+    dead = tmp_path / f"podline-airflow-{done.pid}-abc"
+    dead.mkdir()
+    (dead / "pod.json").write_text("{}")
+    live = tmp_path / f"podline-airflow-{os.getpid()}-def"
+    live.mkdir()
+    other = tmp_path / "podline-airflow-notapid"
+    other.mkdir()
+    assert sweep_stale_directories(str(tmp_path)) == [str(dead)]
+    assert not dead.exists() and live.exists() and other.exists()

@@ -265,8 +265,29 @@ class RunRequest:
     active_deadline: int | None = None
     termination_grace_period: int | None = None
 
+    def with_env(self, template: Mapping[str, Any]) -> dict[str, Any]:
+        """``template`` with ``env`` in its main (first) container, each variable replacing one of
+        the same name, as ``--env`` would. Env values go to podline in the pod template file
+        (``--pod-template``, in the run's private temporary directory), never on the command
+        line, where any local user could read them (``ps``, ``/proc``) for the whole run. A pod
+        template carries any value (a multi-line PEM key too), which ``--env-file`` lines cannot.
+        """
+        import copy
+
+        pod: dict[str, Any] = copy.deepcopy(dict(template))
+        if not self.env:
+            return pod
+        containers = pod.setdefault("spec", {}).setdefault("containers", [{"name": "base"}])
+        main = containers[0]
+        names = {k for k, _ in self.env}
+        env = [e for e in (main.get("env") or []) if e.get("name") not in names]
+        env += [{"name": k, "value": v} for k, v in self.env]
+        main["env"] = env
+        return pod
+
     def argv(self, binary: str, template: Path, result_file: Path) -> list[str]:
-        """The command line: ``podline run`` with a flag per parameter, then ``-- cmds args``."""
+        """The command line: ``podline run`` with a flag per parameter, then ``-- cmds args``.
+        Env values are not in it: they go into the pod template (:meth:`with_env`)."""
         argv = [binary, "run", "--pod-template", str(template), "--result-file", str(result_file)]
         if self.config_file:
             argv += ["--kubeconfig", self.config_file]
@@ -280,8 +301,6 @@ class RunRequest:
             argv += ["--name", self.name]
             if not self.random_name_suffix:
                 argv.append("--exact-name")
-        for k, v in self.env:
-            argv += ["--env", f"{k}={v}"]
         for k, v in self.labels.items():
             argv += ["--label", f"{k}={v}"]
         for k, v in self.annotations.items():

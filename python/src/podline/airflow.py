@@ -312,9 +312,14 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
         key = self.task_instance_key(context)
         request = self.run_request(key)
         binary = find_binary()
-        with tempfile.TemporaryDirectory(prefix="podline-airflow-") as tmp:
+        sweep_stale_directories()
+        with tempfile.TemporaryDirectory(prefix=f"{_TMP_PREFIX}{os.getpid()}-") as tmp:
             template = Path(tmp) / "pod.json"
-            template.write_text(json.dumps(self._template()))
+            # The env values are in the template, not on podline's command line; the file is
+            # the owner's only (as is the directory).
+            fd = os.open(template, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(json.dumps(request.with_env(self._template())))
             result_path = Path(tmp) / "result.json"
             argv = request.argv(binary, template, result_path)
             self.log.info("podline: %s", " ".join(_redact(argv)))
@@ -408,7 +413,9 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
             )
         if not result.get("succeeded"):
             report = str(result.get("failureReport") or "").rstrip()
-            head = f"pod {result.get('namespace')}/{result.get('pod')} failed"
+            pod = f"{result.get('namespace')}/{result.get('pod')}"
+            # A pod never created (rejected, retries exhausted) has no uid: it did not fail.
+            head = f"pod {pod} failed" if result.get("uid") else f"pod {pod} was not created"
             if container_code is not None:
                 head += f": exit code {container_code}"
             raise AirflowException(f"{head}\n{report}" if report else head)
@@ -444,6 +451,49 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
         except subprocess.TimeoutExpired:
             self.log.warning("podline did not stop within %ss; killing it", wait)
             process.kill()
+
+
+#: The temporary directory of a run: ``podline-airflow-<pid of the task process>-<random>``.
+_TMP_PREFIX = "podline-airflow-"
+
+
+def sweep_stale_directories(parent: str | None = None) -> list[str]:
+    """Removes the temporary directories (pod template with env values, result file) of task
+    processes that died without cleaning up (SIGKILL, OOM: a ``with`` block cannot run then),
+    and returns their paths. Only this user's directories whose process no longer exists are
+    removed; a directory of a live process (or of a pid reused since) is left alone."""
+    import re
+    import shutil
+
+    parent = parent or tempfile.gettempdir()
+    pattern = re.compile(re.escape(_TMP_PREFIX) + r"([0-9]+)-")
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if not match:
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(
+                follow_symlinks=False
+            ).st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        pid = int(match.group(1))
+        try:
+            os.kill(pid, 0)
+            continue  # alive (or another user's process with that pid)
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.path)
+    return removed
 
 
 def _pump(stream: IO[bytes], prefix: str, lines: queue.Queue[tuple[str, str] | None]) -> None:
