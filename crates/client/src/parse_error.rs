@@ -117,6 +117,22 @@ fn yaml_kind(err: &serde_saphyr::Error) -> String {
     }
 }
 
+/// Whether the YAML reader refused the document for having more nodes than
+/// [`MAX_YAML_NODES`] (the error may come wrapped with its position).
+pub fn is_node_limit(err: &serde_saphyr::Error) -> bool {
+    use serde_saphyr::Error as E;
+    match err {
+        E::WithSnippet { error, .. } => is_node_limit(error),
+        #[allow(deprecated)] // `msg` is the deprecated field; the inner error is what we read
+        E::AliasError { error, .. } => is_node_limit(error),
+        E::Budget {
+            breach: serde_saphyr::budget::BudgetBreach::Nodes { .. },
+            ..
+        } => true,
+        _ => false,
+    }
+}
+
 /// The YAML reader's resource limits, named: a file that breaks one is refused as a whole.
 fn budget(breach: &serde_saphyr::budget::BudgetBreach) -> String {
     use serde_saphyr::budget::BudgetBreach as B;
