@@ -70,7 +70,7 @@ with DAG("podline_outcomes", schedule=None, start_date=START, catchup=False) as 
         task_id="quiet",
         image="busybox:1.36",
         cmds=["sh", "-c", "echo $WORD"],
-        env_vars={"WORD": "hush-hush"},  # the logged command line shows env values as ***
+        env_vars={"WORD": "hush-hush"},  # never on the command line: in the pod template
         get_logs=False,
     )
 
