@@ -168,3 +168,15 @@ def test_a_killed_tasks_temporary_directory_is_removed_by_the_next_task(tmp_path
     other.mkdir()
     assert sweep_stale_directories(str(tmp_path)) == [str(dead)]
     assert not dead.exists() and live.exists() and other.exists()
+
+
+def test_a_pod_never_created_is_not_called_failed() -> None:
+    op = PodlineOperator(task_id="t", image="busybox")
+    op._killed = False
+    op._exit_code = 3
+    not_created = {"namespace": "default", "pod": "t-abc", "succeeded": False}
+    with pytest.raises(AirflowException, match="pod default/t-abc was not created"):
+        op._outcome(not_created)
+    failed = dict(not_created, uid="u1")
+    with pytest.raises(AirflowException, match="pod default/t-abc failed"):
+        op._outcome(failed)
