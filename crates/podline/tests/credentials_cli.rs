@@ -267,3 +267,100 @@ async fn env_values_should_reach_the_pod_without_argv() {
         "{env:?}"
     );
 }
+
+/// podline runs the exec plugin itself (kube's runner is unbounded and quotes the output): a
+/// plugin that answers the sim's token as an ExecCredential runs a task, and a token that
+/// expires is fetched again from the plugin (the plugin runs more than once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_plugins_token_should_run_a_task_and_be_refreshed() {
+    let sim = start_sim(test_config()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("get-token");
+    let count = dir.path().join("runs");
+    std::fs::write(
+        &plugin,
+        format!(
+            "#!/bin/sh\necho run >> {}\necho '{{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"{}\",\"expirationTimestamp\":\"2000-01-01T00:00:00Z\"}}}}'\n",
+            count.display(),
+            sim.token()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let token_line = format!("    token: {}\n", sim.token());
+    let config = sim.kubeconfig_yaml().replace(
+        &token_line,
+        &format!(
+            "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      interactiveMode: Never\n",
+            plugin.display()
+        ),
+    );
+    assert!(!config.contains(sim.token()), "{config}");
+    let path = write(dir.path(), "config", &config);
+    let out = tokio::task::spawn_blocking(move || {
+        podline(&[
+            "run",
+            "--kubeconfig",
+            &path,
+            "--image",
+            "busybox",
+            "--",
+            "true",
+        ])
+        .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let runs = std::fs::read_to_string(&count).unwrap().lines().count();
+    assert!(
+        runs > 1,
+        "the expired token was not refreshed: {runs} run(s)"
+    );
+}
+
+/// A plugin that never answers (waiting for a login nobody can give) is stopped at the run's
+/// create deadline, with an error naming the command and the bound, and nothing is created.
+#[test]
+fn a_hanging_exec_plugin_should_be_stopped_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("slow-login");
+    std::fs::write(
+        &plugin,
+        format!("#!/bin/sh\necho {MARKER}\nexec sleep 600\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let config = kubeconfig(&format!(
+        "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      interactiveMode: Never\n",
+        plugin.display()
+    ));
+    let path = write(dir.path(), "config", &config);
+    let started = std::time::Instant::now();
+    let out = podline(&[
+        "run",
+        "--kubeconfig",
+        &path,
+        "--create-deadline",
+        "2s",
+        "--image",
+        "i",
+        "--",
+        "true",
+    ])
+    .output()
+    .unwrap();
+    let shown = assert_hidden("a hanging plugin", &out);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        shown.contains("slow-login") && shown.contains("did not answer within 2s"),
+        "{shown}"
+    );
+}

@@ -88,6 +88,10 @@ pub struct ConnectOptions {
     /// connection gets no longer to come up than a live one has to answer a PING. Check a
     /// user's value with [`crate::timeouts::connect_timeout`].
     pub connect_timeout: Option<Duration>,
+    /// Bounds each run of the kubeconfig's exec credential plugin (`exec`); `None`: the client
+    /// timeout. `podline run` passes its create deadline when that is shorter, so a plugin that
+    /// hangs never holds a run past the time it was given to create its pod.
+    pub exec_timeout: Option<Duration>,
 }
 
 impl Default for ConnectOptions {
@@ -99,6 +103,7 @@ impl Default for ConnectOptions {
             client_timeout: DEFAULT_CLIENT_TIMEOUT,
             http2_ping: Http2Ping::default(),
             connect_timeout: None,
+            exec_timeout: None,
         }
     }
 }
@@ -161,7 +166,11 @@ async fn finish(loaded: Loaded, opts: &ConnectOptions) -> Result<Connected, Conn
             "TLS certificate verification is OFF (insecure-skip-tls-verify in the kubeconfig)"
         );
     }
-    let exec = exec_credential(&mut config, opts.client_timeout).await?;
+    let exec = exec_credential(
+        &mut config,
+        opts.exec_timeout.unwrap_or(opts.client_timeout),
+    )
+    .await?;
     let client = client_with_ca(
         config,
         opts.client_timeout,

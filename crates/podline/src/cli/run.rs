@@ -592,7 +592,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         args.namespace.namespace.clone(),
         podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT,
     ) {
-        Ok(options) => options,
+        Ok(mut options) => {
+            // An exec credential plugin gets no longer than the create was given.
+            options.exec_timeout = Some(
+                args.create_deadline
+                    .min(podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT),
+            );
+            options
+        }
         Err(err) => return usage(err),
     };
     let liveness_config =
