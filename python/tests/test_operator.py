@@ -266,3 +266,34 @@ def test_without_the_provider_the_import_says_what_to_install(
     monkeypatch.setattr(_kpo_surface.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(_kpo_surface.ProviderMissing, match=r"pip install 'podline\[airflow\]'"):
         _kpo_surface._kpo_source_path()
+
+
+def test_a_killed_tasks_temporary_directory_is_removed_by_the_next_task(tmp_path: Path) -> None:
+    import os
+
+    from podline.airflow import sweep_stale_directories
+
+    done = subprocess.Popen(["true"])
+    done.wait()
+    dead = tmp_path / f"podline-airflow-{done.pid}-abc"
+    dead.mkdir()
+    (dead / "kubeconfig").write_text("token")
+    live = tmp_path / f"podline-airflow-{os.getpid()}-def"
+    live.mkdir()
+    other = tmp_path / "podline-airflow-notapid"
+    other.mkdir()
+    assert sweep_stale_directories(str(tmp_path)) == [str(dead)]
+    assert not dead.exists() and live.exists() and other.exists()
+
+
+def test_a_pod_never_created_is_not_called_failed() -> None:
+    op = PodlineOperator(task_id="t", image="busybox")
+    op._killed = False
+    op._exit_code = 3
+    op._skip_codes = set()
+    not_created = {"namespace": "default", "pod": "t-abc", "succeeded": False}
+    with pytest.raises(AirflowException, match="pod default/t-abc was not created"):
+        op._outcome(not_created)
+    failed = dict(not_created, uid="u1")
+    with pytest.raises(AirflowException, match="pod default/t-abc failed"):
+        op._outcome(failed)

@@ -24,6 +24,8 @@
 //!   without one share the first's dial), HTTP/1.1 where the server offers no h2. [`ping`]: the PING interval and timeout (5 s + 10 s by default), parsed
 //!   like the timeouts. [`proxy`]: the kubeconfig's `proxy-url` (`http://` CONNECT tunnels and
 //!   `socks5://`).
+//! - [`parse_error`]: a parse error of a user's file (kubeconfig, pod template, tasks file, an
+//!   exec plugin's answer) told by position and kind, never quoting the file's credentials.
 //! - [`finalizer`]: podline's pod finalizer ([`finalizer::RECORD_FINALIZER`]) and the careful
 //!   patches that add it (never to a pod being deleted) and remove it (testing the entry first).
 //! - [`watch`]: [`watch::watch`] is LIST+WATCH that resumes from the last resourceVersion, bounds
@@ -70,6 +72,7 @@ pub mod dial;
 pub mod error;
 pub mod finalizer;
 mod flight;
+pub mod parse_error;
 pub mod ping;
 pub mod proxy;
 pub mod reason;

@@ -97,11 +97,15 @@ pub enum TransportError {
 /// Builds the client: the transport (see the module doc) under kube's auth and URI layers.
 /// `ca` says where the trusted CA certificates came from, for the message of a rejected server
 /// certificate.
+///
+/// `exec` is the auth layer of an exec credential plugin's token, run by podline
+/// ([`crate::connect`]); without it, kube's auth layer for the kubeconfig's credentials.
 pub(crate) fn build(
     config: &kube::Config,
     timeouts: TransportTimeouts,
     ping: Http2Ping,
     ca: &str,
+    exec: Option<crate::connect::ExecTokenLayer>,
 ) -> Result<kube::client::ClientBuilder<Stack>, TransportError> {
     let peer = Arc::new(Peer {
         server: without_userinfo(&config.cluster_url),
@@ -149,7 +153,10 @@ pub(crate) fn build(
     let answered = peer.clone();
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
-        .option_layer(config.auth_layer()?)
+        .option_layer(match exec {
+            Some(exec) => Some(tower::util::Either::Right(exec)),
+            None => config.auth_layer()?.map(tower::util::Either::Left),
+        })
         .layer(config.extra_headers_layer()?)
         .layer(tower::timeout::TimeoutLayer::new(timeouts.headers))
         .layer(tower::layer::layer_fn(NoteVersion))

@@ -208,34 +208,57 @@ impl TaskResult {
 
     /// A readable multi-line failure report: phase, reason, exit codes, termination messages,
     /// last Warning events.
+    ///
+    /// Its first line says what happened without judging it: a main container that exited with
+    /// a code is told as such (a wrapper may treat that code as a skip, not a failure), and a
+    /// pod that was never created is not called a failed pod. Every text the pod or the API
+    /// server controls (names, reasons, messages, events) is written with its control
+    /// characters escaped ([`printable`]): the report goes to terminals and task logs.
     pub fn failure_report(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "task failed: pod {}/{}", self.namespace, self.pod);
+        let pod = format!("{}/{}", printable(&self.namespace), printable(&self.pod));
+        let main_code = self
+            .containers
+            .iter()
+            .find(|c| c.name == self.main_container)
+            .and_then(|c| c.exit_code)
+            .filter(|code| *code != 0);
+        if self.uid.is_none() && self.phase.is_empty() {
+            if self.pod.is_empty() {
+                let _ = writeln!(out, "task not run: no pod was created");
+            } else {
+                let _ = writeln!(out, "task not run: pod {pod} was not created");
+            }
+        } else if let Some(code) = main_code {
+            let _ = writeln!(out, "task exited with code {code}: pod {pod}");
+        } else {
+            let _ = writeln!(out, "task failed: pod {pod}");
+        }
         if let Some(error) = &self.error {
-            let _ = writeln!(out, "  error:  {error}");
+            let _ = writeln!(out, "  error:  {}", printable(error));
         }
         if !self.phase.is_empty() {
-            let _ = write!(out, "  phase:  {}", self.phase);
+            let _ = write!(out, "  phase:  {}", printable(&self.phase));
             if let Some(reason) = &self.reason {
-                let _ = write!(out, " ({reason})");
+                let _ = write!(out, " ({})", printable(reason));
             }
             out.push('\n');
         }
         if let Some(message) = &self.message {
-            let _ = writeln!(out, "  message: {message}");
+            let _ = writeln!(out, "  message: {}", printable(message));
         }
         for c in &self.containers {
-            let _ = write!(out, "  container {}:", c.name);
+            let _ = write!(out, "  container {}:", printable(&c.name));
             if let Some(code) = c.exit_code {
                 let _ = write!(out, " exit code {code}");
             }
             if let Some(reason) = &c.reason {
-                let _ = write!(out, " reason {reason}");
+                let _ = write!(out, " reason {}", printable(reason));
             }
             out.push('\n');
             if let Some(message) = c.message.as_deref().filter(|m| !m.is_empty()) {
                 for line in message.lines() {
-                    let _ = writeln!(out, "    | {line}");
+                    let _ = writeln!(out, "    | {}", printable(line));
                 }
             }
         }
@@ -247,7 +270,12 @@ impl TaskResult {
                 } else {
                     String::new()
                 };
-                let _ = writeln!(out, "    {}: {}{times}", w.reason, w.message);
+                let _ = writeln!(
+                    out,
+                    "    {}: {}{times}",
+                    printable(&w.reason),
+                    printable(&w.message)
+                );
             }
         }
         if self.deleted {
@@ -255,6 +283,29 @@ impl TaskResult {
         }
         out
     }
+}
+
+/// `text` with every control character (C0 with newline and ESC, DEL, C1) written as a visible
+/// escape (`\n`, `\t`, `\r`, else `\u{1b}`), so pod-controlled text cannot move the cursor,
+/// recolour or inject lines where the report is shown (as `podline show` and kubectl since
+/// CVE-2021-25743 do).
+fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for ch in text.chars() {
+        match ch {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            ch if ch.is_control() => {
+                let _ = write!(out, "{}", ch.escape_unicode());
+            }
+            ch => out.push(ch),
+        }
+    }
+    out
 }
 
 fn container_result(cs: &ContainerStatus) -> ContainerResult {
@@ -392,5 +443,60 @@ mod tests {
             assert!(report.contains(want), "missing {want:?} in\n{report}");
         }
         assert!(!report.contains("Old happened"));
+        assert!(
+            report.starts_with("task exited with code 1: pod ns/p\n"),
+            "{report}"
+        );
+    }
+
+    /// The report goes to terminals and task logs: pod-controlled text (termination message,
+    /// reasons, events) is escaped, never written raw.
+    #[test]
+    fn failure_report_should_escape_pod_controlled_text() {
+        let mut r = TaskResult {
+            pod: "p".into(),
+            namespace: "ns".into(),
+            main_container: "task".into(),
+            ..Default::default()
+        };
+        let mut pod = finished_pod(1);
+        if let Some(status) = pod.status.as_mut() {
+            status.reason = Some("Evil\u{1b}]0;title\u{7}".into());
+            status.message = Some("msg\u{1b}[2J\u{9b}31m".into());
+            if let Some(term) = status
+                .container_statuses
+                .as_mut()
+                .and_then(|c| c.first_mut())
+                .and_then(|c| c.state.as_mut())
+                .and_then(|s| s.terminated.as_mut())
+            {
+                term.message = Some("line\u{1b}[31mred\rback\nsecond".into());
+            }
+        }
+        r.absorb_pod(&pod);
+        r.error = Some("pod failed: \u{1b}[1mbold".into());
+        let report = r.failure_report();
+        assert!(
+            !report.chars().any(|c| c.is_control() && c != '\n'),
+            "{report:?}"
+        );
+        assert!(report.contains("line\\u{1b}[31mred\\rback"), "{report}");
+        assert!(report.contains("| second"), "{report}");
+    }
+
+    /// A pod that was never created is not called a failed pod.
+    #[test]
+    fn failure_report_of_a_pod_never_created_should_say_so() {
+        let r = TaskResult {
+            pod: "p".into(),
+            namespace: "ns".into(),
+            error: Some("create rejected".into()),
+            ..Default::default()
+        };
+        let report = r.failure_report();
+        assert!(
+            report.starts_with("task not run: pod ns/p was not created\n"),
+            "{report}"
+        );
     }
 }

@@ -48,6 +48,14 @@ impl DbTarget {
                 url: trimmed.to_owned(),
             });
         }
+        if strip_scheme(trimmed, &["postgresql:", "postgres:"]).is_some() {
+            // `postgres:/user:pass@host/db` (a `/` missing) would otherwise be a SQLite file
+            // named after the password; shown with the password hidden ([`Redacted`]).
+            return Err(StoreError::InvalidTarget {
+                value: Redacted::new(trimmed).to_string(),
+                reason: "a malformed PostgreSQL URL: expected postgres://user[:password]@host[:port]/database".to_owned(),
+            });
+        }
         if let Some(rest) = strip_scheme(trimmed, &["sqlite://", "sqlite:"]) {
             if rest.is_empty() {
                 return Err(invalid("the SQLite URL names no file"));
@@ -184,6 +192,16 @@ impl Backend {
     }
 }
 
+/// A `postgres:` value without `//`, redacted as the URL it was meant to be: `rest` read as
+/// what follows `postgres://` (its user info and password parameters hidden).
+fn malformed_postgres_shown(value: &str, rest: &str) -> String {
+    let scheme = &value[..value.len() - rest.len()];
+    let slashes = rest.len() - rest.trim_start_matches('/').len();
+    let redacted = Redacted::new(&format!("postgres://{}", &rest[slashes..])).to_string();
+    let tail = redacted.strip_prefix("postgres://").unwrap_or_default();
+    format!("{scheme}{}{tail}", &rest[..slashes])
+}
+
 fn strip_scheme<'a>(value: &'a str, schemes: &[&str]) -> Option<&'a str> {
     schemes.iter().find_map(|scheme| {
         value
@@ -220,6 +238,11 @@ impl<'a> Redacted<'a> {
 impl fmt::Display for Redacted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let value = self.0;
+        if strip_scheme(value, &["postgresql://", "postgres://"]).is_none()
+            && let Some(rest) = strip_scheme(value, &["postgresql:", "postgres:"])
+        {
+            return f.write_str(&malformed_postgres_shown(value, rest));
+        }
         let Some(scheme_end) = value.find("://").map(|at| at + 3) else {
             return write_keyword_params(value, f);
         };
@@ -477,6 +500,32 @@ mod tests {
         ] {
             assert_eq!(DbTarget::parse(value).unwrap().backend(), Backend::Postgres);
         }
+    }
+
+    /// `postgres:/` (a `/` missing) is refused, not opened as a SQLite file, and the password
+    /// is hidden in the message.
+    #[test]
+    fn a_malformed_postgres_url_should_be_refused_redacted() {
+        for value in [
+            "postgres:/app:Zq9pw@db/podline",
+            "postgres:app:Zq9pw@db/podline",
+            "postgresql:/app:Zq9pw@db/podline",
+            "POSTGRES:/db/podline?password=Zq9pw",
+        ] {
+            let err = DbTarget::parse(value).unwrap_err();
+            let msg = err.to_string();
+            assert!(matches!(err, StoreError::InvalidTarget { .. }), "{value}");
+            assert!(!msg.contains("Zq9pw"), "{value}: {msg}");
+            assert!(msg.contains("malformed PostgreSQL URL"), "{value}: {msg}");
+        }
+        let msg = DbTarget::parse("postgres:/app:Zq9pw@db/podline")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("postgres:/app:***@db/podline"), "{msg}");
+        assert_eq!(
+            Redacted::new("postgres:/app:Zq9pw@db/podline").to_string(),
+            "postgres:/app:***@db/podline"
+        );
     }
 
     #[test]

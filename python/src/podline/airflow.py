@@ -283,7 +283,8 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
         binary = find_binary()
         # A private directory (0700) with private files (0600), removed at the end: the pod
         # (env values) and a connection's kubeconfig (credentials) never reach a command line.
-        with tempfile.TemporaryDirectory(prefix="podline-airflow-") as tmp:
+        sweep_stale_directories()
+        with tempfile.TemporaryDirectory(prefix=f"{_TMP_PREFIX}{os.getpid()}-") as tmp:
             pod_file = _write_private(Path(tmp) / "pod.json", json.dumps(pod))
             kubeconfig = access.kubeconfig_path
             if access.kubeconfig_text is not None:
@@ -393,7 +394,9 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
             )
         if not result.get("succeeded"):
             report = str(result.get("failureReport") or "").rstrip()
-            head = f"pod {result.get('namespace')}/{result.get('pod')} failed"
+            pod_name = f"{result.get('namespace')}/{result.get('pod')}"
+            # A pod never created (rejected, retries exhausted) has no uid: it did not fail.
+            head = f"pod {pod_name} " + ("failed" if result.get("uid") else "was not created")
             if container_code is not None:
                 head += f": exit code {container_code}"
             raise AirflowException(f"{head}\n{report}" if report else head)
@@ -514,6 +517,49 @@ def _write_private(path: Path, text: str) -> Path:
         f.write(text)
     return path
 
+
+
+#: The temporary directory of a run: ``podline-airflow-<pid of the task process>-<random>``.
+_TMP_PREFIX = "podline-airflow-"
+
+
+def sweep_stale_directories(parent: str | None = None) -> list[str]:
+    """Removes the temporary directories (pod file, a connection's kubeconfig, result file) of
+    task processes that died without cleaning up (SIGKILL, OOM: a ``with`` block cannot run
+    then), and returns their paths. Only this user's directories whose process no longer exists
+    are removed; a directory of a live process (or of a pid reused since) is left alone."""
+    import re
+    import shutil
+
+    parent = parent or tempfile.gettempdir()
+    pattern = re.compile(re.escape(_TMP_PREFIX) + r"([0-9]+)-")
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if not match:
+            continue
+        try:
+            if (
+                not entry.is_dir(follow_symlinks=False)
+                or entry.stat(follow_symlinks=False).st_uid != os.getuid()
+            ):
+                continue
+        except OSError:
+            continue
+        try:
+            os.kill(int(match.group(1)), 0)
+            continue  # alive (or another user's process with that pid)
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.path)
+    return removed
 
 def _pump(stream: IO[bytes], prefix: str, lines: queue.Queue[tuple[str, str] | None]) -> None:
     """Reads `stream` line by line into `lines`, then None at end of file."""

@@ -31,15 +31,20 @@
 //!   (`details.retryAfterSeconds`), because kube drops headers when it builds `Error::Api`.
 //! - TLS verification stays on; only a kubeconfig's `insecure-skip-tls-verify: true` turns it off,
 //!   and that is logged as a warning. Tokens are never logged.
+//! - an exec credential plugin (`users[].user.exec`) is run by podline, not by kube: each run
+//!   bounded by the client timeout, its output never quoted in a message, its token refreshed
+//!   before it expires (`exec`).
 //!
 //! The layer stack is assembled in [`client_from_config`] only.
 //!
 //! One job per file: `kubeconfig` finds and loads the configuration (kubectl's order, the
-//! context, the CA and proxy it names), `stack` assembles the client's layers, `retry_after`
+//! context, the CA and proxy it names), `exec` runs exec credential plugins, `stack` assembles
+//! the client's layers, `retry_after`
 //! is the layer that keeps a `Retry-After` header, `source` and `error` say where the
 //! configuration came from and what went wrong; this module ties them into [`connect`].
 
 mod error;
+mod exec;
 mod kubeconfig;
 mod retry_after;
 mod source;
@@ -50,7 +55,10 @@ use std::time::Duration;
 
 use kube::config::Kubeconfig;
 
-pub use error::ConnectError;
+pub use error::{ConnectError, KubeconfigText};
+pub use exec::ExecError;
+pub(crate) use exec::ExecTokenLayer;
+use exec::{Credential, ExecPlugin};
 use kubeconfig::{Loaded, config_from_kubeconfig, load};
 pub use kubeconfig::{Lookup, load_config};
 pub use retry_after::copy_retry_after;
@@ -80,6 +88,10 @@ pub struct ConnectOptions {
     /// connection gets no longer to come up than a live one has to answer a PING. Check a
     /// user's value with [`crate::timeouts::connect_timeout`].
     pub connect_timeout: Option<Duration>,
+    /// Bounds each run of the kubeconfig's exec credential plugin (`exec`); `None`: the client
+    /// timeout. `podline run` passes its create deadline when that is shorter, so a plugin that
+    /// hangs never holds a run past the time it was given to create its pod.
+    pub exec_timeout: Option<Duration>,
 }
 
 impl Default for ConnectOptions {
@@ -91,6 +103,7 @@ impl Default for ConnectOptions {
             client_timeout: DEFAULT_CLIENT_TIMEOUT,
             http2_ping: Http2Ping::default(),
             connect_timeout: None,
+            exec_timeout: None,
         }
     }
 }
@@ -153,12 +166,18 @@ async fn finish(loaded: Loaded, opts: &ConnectOptions) -> Result<Connected, Conn
             "TLS certificate verification is OFF (insecure-skip-tls-verify in the kubeconfig)"
         );
     }
+    let exec = exec_credential(
+        &mut config,
+        opts.exec_timeout.unwrap_or(opts.client_timeout),
+    )
+    .await?;
     let client = client_with_ca(
         config,
         opts.client_timeout,
         opts.http2_ping,
         opts.connect_timeout,
         &ca,
+        exec,
     )?;
     tracing::debug!(%source, cluster = %cluster_url, %namespace, "kubernetes client ready");
     Ok(Connected {
@@ -167,6 +186,35 @@ async fn finish(loaded: Loaded, opts: &ConnectOptions) -> Result<Connected, Conn
         cluster_url,
         source,
     })
+}
+
+/// Runs the configuration's exec credential plugin, if kube would use one, in podline's bounded
+/// way (see `exec`): a client certificate goes into the configuration for TLS, a token into the
+/// auth layer returned (which refreshes it). The plugin is taken out of the configuration either
+/// way, so kube never runs it.
+async fn exec_credential(
+    config: &mut kube::Config,
+    timeout: Duration,
+) -> Result<Option<ExecTokenLayer>, ConnectError> {
+    use base64::Engine as _;
+    let Some(plugin) = ExecPlugin::take(&mut config.auth_info, timeout) else {
+        return Ok(None);
+    };
+    match plugin.run().await.map_err(ConnectError::ExecPlugin)? {
+        Credential::Token { header, expires } => {
+            Ok(Some(ExecTokenLayer::new(plugin, header, expires)))
+        }
+        Credential::Certificate { certificate, key } => {
+            // kube reads the kubeconfig's `*-data` fields as base64 of the PEM.
+            let encode = |pem: String| base64::engine::general_purpose::STANDARD.encode(pem);
+            let auth = &mut config.auth_info;
+            auth.client_certificate = None;
+            auth.client_key = None;
+            auth.client_certificate_data = Some(encode(certificate));
+            auth.client_key_data = Some(encode(key).into());
+            Ok(None)
+        }
+    }
 }
 
 #[cfg(test)]

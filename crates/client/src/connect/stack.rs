@@ -29,16 +29,18 @@ pub fn client_from_config(
     } else {
         "the system's trusted root certificates"
     };
-    client_with_ca(config, client_timeout, ping, None, ca)
+    client_with_ca(config, client_timeout, ping, None, ca, None)
 }
 
-/// [`client_from_config`], naming where the CA certificates came from (`ca`) in TLS errors.
+/// [`client_from_config`], naming where the CA certificates came from (`ca`) in TLS errors,
+/// with podline's auth layer for an exec plugin's token (`exec`) in place of kube's.
 pub(super) fn client_with_ca(
     config: kube::Config,
     client_timeout: Duration,
     ping: Http2Ping,
     connect_timeout: Option<Duration>,
     ca: &str,
+    exec: Option<super::ExecTokenLayer>,
 ) -> Result<kube::Client, ConnectError> {
     let attempt = connect_timeout.unwrap_or(ping.timeout);
     let timeouts = TransportTimeouts {
@@ -49,7 +51,8 @@ pub(super) fn client_with_ca(
         io: client_timeout + READ_TIMEOUT_MARGIN,
         headers: client_timeout + READ_TIMEOUT_MARGIN,
     };
-    let builder = transport::build(&config, timeouts, ping, ca).map_err(ConnectError::Transport)?;
+    let builder =
+        transport::build(&config, timeouts, ping, ca, exec).map_err(ConnectError::Transport)?;
     Ok(builder
         .with_layer(&tower::layer::layer_fn(retry_after_into_status))
         .build())

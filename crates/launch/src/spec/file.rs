@@ -18,8 +18,7 @@ pub fn parse_tasks(path: &str, text: &str) -> Result<Vec<TaskSpec>, SpecError> {
         path: path.to_owned(),
         message,
     };
-    let document: serde_json::Value = serde_saphyr::from_str(text)
-        .map_err(|e| file_error(format!("not a list of tasks: {e}")))?;
+    let document = read_document(text).map_err(file_error)?;
     let tasks = match document {
         serde_json::Value::Array(tasks) => tasks,
         serde_json::Value::Object(mut map) if map.len() == 1 && map.contains_key("tasks") => {
@@ -59,6 +58,35 @@ pub fn parse_tasks(path: &str, text: &str) -> Result<Vec<TaskSpec>, SpecError> {
         .collect()
 }
 
+/// The file's document: JSON when it looks like JSON (read without the YAML reader's node
+/// limit), else YAML. An error gives the position and kind, never text of the file: a tasks
+/// file holds env values ([`podline_client::parse_error`]).
+fn read_document(text: &str) -> Result<serde_json::Value, String> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') || trimmed.starts_with('{') {
+        // JSON is YAML too, and a JSON file that serde_json cannot read (a trailing comma,
+        // comments) may still be fine YAML; a file that is neither gets serde_json's position.
+        return serde_json::from_str(text).or_else(|json| {
+            serde_saphyr::from_str(text).map_err(|_| {
+                format!(
+                    "not a list of tasks: {}",
+                    podline_client::parse_error::json(&json)
+                )
+            })
+        });
+    }
+    serde_saphyr::from_str(text).map_err(|err| match &err {
+        err if podline_client::parse_error::is_node_limit(err) => format!(
+            "too large for a YAML tasks file: it has more than {} YAML nodes (values, lists and mappings; a task of image, command and taskId is about 8), the YAML reader's limit. Write the file as JSON (a list of tasks, read without this limit), or split it and run each part with its own `podline run -f`",
+            podline_client::parse_error::MAX_YAML_NODES
+        ),
+        _ => format!(
+            "not a list of tasks: {}",
+            podline_client::parse_error::yaml(&err)
+        ),
+    })
+}
+
 /// One task of a tasks file, read and checked; the error is (field, what is wrong).
 fn read_task(value: serde_json::Value) -> Result<TaskSpec, (String, String)> {
     let serde_json::Value::Object(fields) = value else {
@@ -90,9 +118,11 @@ fn read_task(value: serde_json::Value) -> Result<TaskSpec, (String, String)> {
     }
 }
 
-/// serde's message, with a hint for the common YAML trap: an unquoted `true`, `5` or `null`
-/// where a string is expected (`command: [true]`).
+/// serde's message without the values it quotes ([`podline_client::parse_error::serde_message`]:
+/// `invalid type: integer `5`` would print an env value), with a hint for the common YAML
+/// trap: an unquoted `true`, `5` or `null` where a string is expected (`command: [true]`).
 fn explain_serde(message: &str) -> String {
+    let message = &podline_client::parse_error::serde_message(message);
     if message.contains("invalid type") && message.contains("expected a string") {
         format!(
             "{message} (quote it, e.g. \"true\" or \"5\": YAML reads unquoted true, 5 or null as a boolean, number or null)"
@@ -239,7 +269,58 @@ mod tests {
             assert!(!shown.contains("untagged"), "{shown}");
         }
         assert!(parse_tasks("t.yaml", "").is_err());
+        assert!(
+            parse_tasks("t.json", "[{\"image\": \"a\"},]").is_ok(),
+            "YAML-only JSON"
+        );
         assert!(parse_tasks("t.yaml", "[]").is_err());
         assert!(parse_tasks("t.yaml", "image: a\n").is_err());
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod secrecy_and_size_tests {
+    use super::*;
+
+    const MARKER: &str = "Zq9EnvMarker";
+
+    /// A tasks file holds env values: no error quotes one, whatever is wrong where.
+    #[test]
+    fn no_error_should_quote_a_value_of_the_file() {
+        for text in [
+            format!("- image: a\n  env: [[K, \"{MARKER}\"]]\n\t- image: b\n"),
+            format!("- image: a\n  env: [[K, {MARKER}, x]]\n"),
+            format!("- image: a\n  env: [[K, {MARKER}], [{MARKER}]]\n"),
+            "- image: a\n  env: [[K, 987654321]]\n".to_owned(),
+            format!("- image: a\n  env: {{K: \"{MARKER}\"}}\n"),
+            format!("- image: a\n  env: \"{MARKER}\"\n"),
+            format!(r#"[{{"image": "a", "env": [["K", ["{MARKER}"]]]}}]"#),
+            format!(r#"[{{"image": "a", "env": [["K", "{MARKER}"#),
+            format!("- image: a\n  env: [[K, \"{MARKER}\"]]\n  imgae: {MARKER}\n"),
+        ] {
+            let err = parse_tasks("t.yaml", &text).unwrap_err().to_string();
+            assert!(
+                !err.contains(MARKER) && !err.contains("987654321"),
+                "{text:?}: {err}"
+            );
+            assert!(err.starts_with("t.yaml: "), "{text:?}: {err}");
+        }
+    }
+
+    /// Past the YAML reader's node limit the message names the limit and the two ways on;
+    /// the same tasks as JSON are read.
+    #[test]
+    fn a_yaml_file_past_the_node_limit_should_say_so_and_json_should_run_more() {
+        let tasks = 90_000; // three nodes each: 270,000
+        let yaml = "- image: a\n".repeat(tasks);
+        let err = parse_tasks("big.yaml", &yaml).unwrap_err().to_string();
+        assert!(
+            err.contains("250000 YAML nodes") && err.contains("JSON") && err.contains("split"),
+            "{err}"
+        );
+        assert!(!err.contains("budget breached"), "{err}");
+        let json = format!("[{}]", vec![r#"{"image":"a"}"#; tasks].join(","));
+        assert_eq!(parse_tasks("big.json", &json).unwrap().len(), tasks);
     }
 }

@@ -52,11 +52,15 @@ pub fn parse_resources(flag: &'static str, s: &str) -> Result<BTreeMap<String, S
 
 /// Parses a pod template from YAML or JSON text (JSON is valid YAML, but serde_json gives
 /// better messages for JSON files, so it is tried first when the text looks like JSON).
+///
+/// An error names the position and the kind of error, never text of the file: a template holds
+/// env values, and the parsers' own messages quote the lines around the error and the values
+/// they found ([`podline_client::parse_error`]).
 pub fn parse_template(path: &str, text: &str) -> Result<Pod, SpecError> {
     let parsed = if text.trim_start().starts_with('{') {
-        serde_json::from_str::<Pod>(text).map_err(|e| e.to_string())
+        serde_json::from_str::<Pod>(text).map_err(|e| podline_client::parse_error::json(&e))
     } else {
-        serde_saphyr::from_str::<Pod>(text).map_err(|e| e.to_string())
+        serde_saphyr::from_str::<Pod>(text).map_err(|e| podline_client::parse_error::yaml(&e))
     };
     parsed.map_err(|message| SpecError::TemplateParse {
         path: path.to_owned(),
@@ -91,6 +95,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("bad.yaml"), "{err}");
+    }
+
+    /// A template holds env values: a parse error gives the position and kind, never a line
+    /// of the file or a value (serde-saphyr's own message quotes the lines around the error).
+    #[test]
+    fn a_template_parse_error_should_quote_nothing_of_the_file() {
+        const MARKER: &str = "Zq9EnvMarker";
+        for text in [
+            format!(
+                "spec:\n  containers:\n  - name: c\n    env:\n    - name: A\n\t  value: {MARKER}\n"
+            ),
+            format!(
+                "spec:\n  containers:\n  - name: c\n    env:\n    - name: A\n      value: [{MARKER}]\n"
+            ),
+            format!("spec:\n  containers:\n  - name: c\n    env: {MARKER}\n"),
+            format!(
+                r#"{{"spec": {{"containers": [{{"name": "c", "env": [{{"name": "A", "value": ["{MARKER}"]}}]}}]}}}}"#
+            ),
+            format!(r#"{{"spec": {{"containers": [{{"name": "c", "env": "{MARKER}"}}]}}}}"#),
+            format!(
+                r#"{{"spec": {{"containers": [{{"name": "c", "env": [{{"name": "A", "value": "{MARKER}"#
+            ),
+        ] {
+            let err = parse_template("pod.yaml", &text).unwrap_err().to_string();
+            assert!(!err.contains(MARKER), "{text:?}: {err}");
+            assert!(
+                err.starts_with("pod.yaml: ") && err.contains("line "),
+                "{text:?}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Connecting to the cluster, with the binary's words for what the client crate reports
 //! without naming a flag: where `--kubeconfig` and `--context` come in.
 
-use podline_client::connect::{ConfigSource, ConnectError, ConnectOptions, Connected};
+use podline_client::connect::{
+    ConfigSource, ConnectError, ConnectOptions, Connected, KubeconfigText,
+};
 use podline_client::error::Chain;
 
 /// [`podline_client::connect::connect`], with errors that name the flags a user can pass.
@@ -21,7 +23,7 @@ fn told(err: ConnectError) -> anyhow::Error {
         } => anyhow::anyhow!(
             "cannot use kubeconfig from --kubeconfig {}: {}",
             path.display(),
-            Chain(error)
+            KubeconfigText(error)
         ),
         ConnectError::ContextWithoutKubeconfig(context) => anyhow::anyhow!(
             "--context {context} was given, but no kubeconfig was found (--kubeconfig, KUBECONFIG, ~/.kube/config)"

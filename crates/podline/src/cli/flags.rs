@@ -76,6 +76,7 @@ impl ClusterFlags {
             client_timeout,
             http2_ping: self.http2_ping(client_timeout)?,
             connect_timeout: self.connect_timeout(client_timeout)?,
+            exec_timeout: None,
         })
     }
 }

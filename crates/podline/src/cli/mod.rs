@@ -19,6 +19,7 @@ pub mod signal;
 pub mod sim;
 pub mod ui;
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -112,9 +113,20 @@ pub fn init_tracing(verbosity: u8, command: &Command) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR"),
+        ))
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
+}
+
+/// Whether log lines may carry ANSI colour: only on a terminal (a task log, a file or a pipe
+/// would keep the escape codes as text), and never when `NO_COLOR` is set to anything but the
+/// empty string (<https://no-color.org>).
+fn colour(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    terminal && no_color.is_none_or(|value| value.is_empty())
 }
 
 /// Runs the chosen subcommand.
@@ -129,5 +141,18 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Show(args) => query::show(args).await,
         Command::Ui(args) => ui::run(args).await,
         Command::Gc(args) => gc::run(args).await,
+    }
+}
+
+#[cfg(test)]
+mod colour_tests {
+    use super::colour;
+
+    #[test]
+    fn colour_should_need_a_terminal_and_no_no_color() {
+        assert!(colour(true, None));
+        assert!(colour(true, Some("".into())));
+        assert!(!colour(true, Some("1".into())));
+        assert!(!colour(false, None));
     }
 }

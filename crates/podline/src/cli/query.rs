@@ -268,7 +268,9 @@ pub fn render_pod(pod: &PodRecord, output: Output) -> anyhow::Result<String> {
     let _ = writeln!(out, "\nTimeline:");
     let start = pod.transitions.first().map(|t| t.at);
     let mut events = pod.lifecycle_events();
-    events.sort_by_key(|(at, _)| *at);
+    // Seconds are the wire's precision: transitions of one second are told in the order a pod
+    // lives them, not as stored (by phase name: Failed before Pending before Running).
+    events.sort_by_key(|(at, what)| (*at, lifecycle_rank(what)));
     for (at, what) in events {
         let offset =
             start.map_or_else(String::new, |s| format!("+{}", human(at.duration_since(s))));
@@ -381,6 +383,21 @@ fn table(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
     out
 }
 
+/// Where an event of [`PodRecord::lifecycle_events`] comes in a pod's life, for events of the
+/// same second: created (Pending), scheduled, running, ended, deletion asked, deleted. An
+/// unknown phase goes with Running (it is seen while the pod lives).
+fn lifecycle_rank(what: &str) -> u8 {
+    match what {
+        "Pending" => 0,
+        "Scheduled" => 1,
+        "Running" | "Unknown" => 2,
+        "Succeeded" | "Failed" => 3,
+        "Deletion requested" => 4,
+        _ if what.starts_with("Deleted") => 5,
+        _ => 2,
+    }
+}
+
 /// `text` safe to print on a terminal: every control character (C0 including newline and ESC,
 /// DEL, C1) is written as a visible escape (`\n`, `\t`, `\r`, else `\u{1b}`), so a pod's
 /// image, message, reason or label cannot move the cursor, recolour, retitle or inject lines
@@ -469,6 +486,36 @@ mod tests {
         assert!(text.contains("+5.0s"), "{text}");
         assert!(text.contains("Phase:      Failed (Error)"), "{text}");
         assert!(text.contains("terminated"), "{text}");
+    }
+
+    /// Transitions of one second, stored by phase name (Failed, Pending, Running), are shown in
+    /// the order the pod lived them, the Scheduled condition in its place.
+    #[test]
+    fn show_should_order_same_second_transitions_by_the_lifecycle() {
+        let mut pod = record();
+        let second = t("2026-01-01T00:00:00Z");
+        pod.scheduled_at = Some(second);
+        pod.deleted_at = None;
+        pod.deletion_requested_at = Some(second);
+        pod.transitions = vec![
+            PhaseTransition::new("Failed", second),
+            PhaseTransition::new("Pending", second),
+            PhaseTransition::new("Running", second),
+        ];
+        let text = render_pod(&pod, Output::Table).unwrap();
+        let text = &text[text.find("Timeline:").unwrap()..];
+        let at = |what: &str| {
+            text.find(&format!("  {what}"))
+                .unwrap_or_else(|| panic!("{what} missing in\n{text}"))
+        };
+        let order = [
+            at("Pending"),
+            at("Scheduled"),
+            at("Running"),
+            at("Failed"),
+            at("Deletion requested"),
+        ];
+        assert!(order.is_sorted(), "{order:?}\n{text}");
     }
 
     #[test]

@@ -107,12 +107,33 @@ impl ResultFile {
         let mut tmp = self.path.clone().into_os_string();
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
-        std::fs::write(&tmp, text)
+        write_exclusively(&tmp, text.as_bytes())
             .with_context(|| format!("--result-file: cannot write {}", tmp.display()))?;
         std::fs::rename(&tmp, &self.path)
             .with_context(|| format!("--result-file: cannot write {}", self.path.display()))?;
         Ok(())
     }
+}
+
+/// Writes `text` to a new file at `path`, created exclusively (`O_CREAT|O_EXCL`, which never
+/// follows a symbolic link: a link planted at `path` makes this fail instead of writing through
+/// it) and readable by the owner only. A leftover of an earlier run (a plain file, or a link) is
+/// unlinked first; unlinking removes a link itself, never its target.
+fn write_exclusively(path: &Path, text: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => return Err(err),
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text)?;
+    file.sync_all()
 }
 
 /// The name of the one live (not finished, not being deleted) pod labelled with `task_id`, if
@@ -131,4 +152,29 @@ async fn live_pod(client: &kube::Client, namespace: &str, task_id: &str) -> Opti
         return None;
     }
     first.metadata.name
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod write_tests {
+    use super::*;
+
+    /// A link planted at `FILE.tmp` (e.g. by another user of a shared directory) is not
+    /// followed: its target keeps its content, the result lands in FILE.
+    #[test]
+    fn a_link_at_the_temporary_name_should_not_be_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let path = dir.path().join("result.json");
+        std::os::unix::fs::symlink(&victim, dir.path().join("result.json.tmp")).unwrap();
+        let file = ResultFile::new(&path);
+        file.write(&serde_json::json!({"stage": "started"}))
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(std::fs::read_to_string(&path).unwrap().contains("started"));
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "{mode:o}");
+    }
 }

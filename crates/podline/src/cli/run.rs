@@ -60,9 +60,18 @@ pub struct RunArgs {
     /// Use --name as is (fails if the name is taken by another pod).
     #[arg(long, requires = "name")]
     pub exact_name: bool,
-    /// Environment variable for the main container (repeatable). Values are never logged.
+    /// Environment variable for the main container (repeatable). Values are never logged, but
+    /// a command line is visible to every local user (`ps`, /proc) for the whole run: pass
+    /// secret values with --env-file, --env-from-secret or a --pod-template instead.
     #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
+    /// Read environment variables for the main container from FILE (`-`: standard input), one
+    /// KEY=VALUE a line, as `docker run --env-file` and `kubectl create configmap
+    /// --from-env-file` read them: the value is the rest of the line, verbatim (no quotes
+    /// removed); blank lines and lines starting with # are skipped. Repeatable; --env wins over
+    /// a file. Keeps values off the command line.
+    #[arg(long = "env-file", value_name = "FILE")]
+    pub env_file: Vec<PathBuf>,
     /// Import every key of this Secret as environment variables (repeatable).
     #[arg(long = "env-from-secret", value_name = "SECRET")]
     pub env_from_secret: Vec<String>,
@@ -90,7 +99,8 @@ pub struct RunArgs {
     /// Image pull policy of the main container: Always, IfNotPresent or Never.
     #[arg(long, value_name = "POLICY", value_parser = parse_pull_policy)]
     pub image_pull_policy: Option<PullPolicy>,
-    /// Base pod manifest (YAML or JSON); flags override its fields.
+    /// Base pod manifest (YAML or JSON; `-`: standard input); flags override its fields. The
+    /// way to pass a whole pod, env values included, without a command line.
     #[arg(long, value_name = "FILE")]
     pub pod_template: Option<PathBuf>,
     /// What to do with the pod at the end: delete, delete-succeeded or keep. A pod still
@@ -132,13 +142,14 @@ pub struct RunArgs {
     /// the Airflow operator; stdout keeps the container's logs. Single tasks only.
     #[arg(help_heading = "Lifecycle", long, value_name = "FILE", conflicts_with_all = ["count", "file"])]
     pub result_file: Option<PathBuf>,
-    /// Run the task N times (summary instead of logs).
-    #[arg(help_heading = "Many tasks", long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Run the task N times (summary instead of logs), 1 to 100000.
+    #[arg(help_heading = "Many tasks", long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_TASKS as i64))]
     pub count: u32,
-    /// How many tasks run at once with --count or -f.
-    #[arg(help_heading = "Many tasks", long, value_name = "M", env = "PODLINE_PARALLEL", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    /// How many tasks run at once with --count or -f, 1 to 1000.
+    #[arg(help_heading = "Many tasks", long, value_name = "M", env = "PODLINE_PARALLEL", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=MAX_PARALLEL as i64))]
     pub parallel: u32,
-    /// A YAML or JSON list of tasks to run (fields: image, command, env, labels, taskId...).
+    /// A YAML or JSON list of tasks to run (fields: image, command, env, labels, taskId...);
+    /// `-`: standard input. At most 100000 tasks.
     #[arg(
         help_heading = "Many tasks",
         short = 'f',
@@ -181,6 +192,18 @@ pub struct RunArgs {
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
+
+/// The most tasks one `run` takes (`--count`, `-f`): its summary holds a result per task
+/// (about half a KiB each), so this bounds the memory of a run to tens of MB. More tasks: run
+/// several `podline run`s (each its own run label and summary).
+pub const MAX_TASKS: u32 = 100_000;
+
+/// The most tasks in flight at once (`--parallel`): each holds a pod watch entry, a log-free
+/// task and its API calls; a thousand already exceeds what one API server client should ask.
+pub const MAX_PARALLEL: u32 = 1_000;
+
+/// Where a `-` file argument reads: standard input, once per run.
+const STDIN: &str = "-";
 
 fn spec_err(e: podline_launch::SpecError) -> String {
     e.to_string()
@@ -271,18 +294,30 @@ impl RunArgs {
     fn task_spec(&self) -> anyhow::Result<TaskSpec> {
         let template = match &self.pod_template {
             // The library's message starts with the path; the flag is named here.
+            Some(path) if is_stdin(path) => {
+                let text = read_stdin("--pod-template")?;
+                Some(
+                    spec::parse_template("(standard input)", &text)
+                        .map_err(|e| anyhow::anyhow!("--pod-template {e}"))?,
+                )
+            }
             Some(path) => {
                 Some(spec::load_template(path).map_err(|e| anyhow::anyhow!("--pod-template {e}"))?)
             }
             None => None,
         };
+        let mut env = Vec::new();
+        for path in &self.env_file {
+            env.extend(read_env_file(path)?);
+        }
+        env.extend(self.env.iter().cloned());
         Ok(TaskSpec {
             name: self.name.clone(),
             exact_name: self.exact_name,
             namespace: self.namespace.namespace.clone(),
             image: self.image.clone(),
             command: self.command.clone(),
-            env: self.env.clone(),
+            env,
             env_from_secrets: self.env_from_secret.clone(),
             labels: self.labels.iter().cloned().collect(),
             annotations: self.annotations.iter().cloned().collect(),
@@ -296,6 +331,32 @@ impl RunArgs {
             task_id: self.task_id.clone(),
             run: None,
         })
+    }
+
+    /// At most one of --pod-template, -f and --env-file reads standard input (it can be read
+    /// once), and with --count/-f no --label names the run label podline sets itself.
+    fn check_inputs(&self, many: bool) -> anyhow::Result<()> {
+        let readers: Vec<&str> = [
+            (
+                "--pod-template",
+                self.pod_template.iter().any(|p| is_stdin(p)),
+            ),
+            ("-f", self.file.iter().any(|p| is_stdin(p))),
+            ("--env-file", self.env_file.iter().any(|p| is_stdin(p))),
+        ]
+        .into_iter()
+        .filter_map(|(flag, reads)| reads.then_some(flag))
+        .collect();
+        if readers.len() > 1 || self.env_file.iter().filter(|p| is_stdin(p)).count() > 1 {
+            anyhow::bail!(
+                "{} read standard input (`-`), which can be read once: give at most one of them `-`, the others files",
+                readers.join(" and ")
+            );
+        }
+        if many && self.labels.iter().any(|(k, _)| k == spec::RUN_LABEL) {
+            anyhow::bail!("{}", run_label_refused("--label"));
+        }
+        Ok(())
     }
 
     /// The launcher configuration from the knobs.
@@ -340,6 +401,68 @@ impl RunArgs {
             ..LaunchConfig::default()
         })
     }
+}
+
+/// Why a run label of the user's cannot be kept with --count/-f: podline labels every pod of
+/// the invocation with its own run id, printed in the summary, which `podline runs` groups by.
+fn run_label_refused(what: &str) -> String {
+    format!(
+        "{what} {}=... cannot be used with --count or -f: podline sets this label to the run id of the invocation (it groups the pods for `podline runs` and the summary); use another label key for your own grouping",
+        spec::RUN_LABEL
+    )
+}
+
+fn is_stdin(path: &std::path::Path) -> bool {
+    path.as_os_str() == STDIN
+}
+
+/// All of standard input, for the one flag given `-`.
+fn read_stdin(flag: &str) -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| anyhow::anyhow!("{flag} -: cannot read standard input: {e}"))?;
+    Ok(text)
+}
+
+/// `--env-file`: KEY=VALUE lines (see the flag's help). An error names the file and the line
+/// number, never the line: it may hold a secret.
+fn read_env_file(path: &std::path::Path) -> anyhow::Result<Vec<(String, String)>> {
+    let (shown, text) = if is_stdin(path) {
+        ("-".to_owned(), read_stdin("--env-file")?)
+    } else {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("--env-file {}: cannot read: {e}", path.display()))?;
+        (path.display().to_string(), text)
+    };
+    parse_env_file(&text).map_err(|e| anyhow::anyhow!("--env-file {shown}: {e}"))
+}
+
+/// The entries of an env file's text (see [`read_env_file`]).
+fn parse_env_file(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut env = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let number = index + 1;
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let Some((key, value)) = trimmed.split_once('=') else {
+            return Err(format!(
+                "line {number} is not KEY=VALUE (the line is not shown: it may hold a secret)"
+            ));
+        };
+        let key = key.trim_end();
+        if key.is_empty() || key.contains(char::is_whitespace) {
+            return Err(format!(
+                "line {number}: the name before = is empty or has spaces (expected KEY=VALUE; the line is not shown: it may hold a secret)"
+            ));
+        }
+        env.push((key.to_owned(), value.to_owned()));
+    }
+    Ok(env)
 }
 
 /// Builds a client like kubectl (the client crate's `connect`): --kubeconfig, KUBECONFIG,
@@ -412,18 +535,45 @@ impl Specs {
 /// Runs `podline run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let many = args.count > 1 || args.file.is_some();
-    let config = match args.launch_config(many) {
+    let config = match args
+        .check_inputs(many)
+        .and_then(|()| args.launch_config(many))
+    {
         Ok(c) => c,
         Err(err) => return usage(err),
     };
     let specs = if let Some(path) = &args.file {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) => return usage(anyhow::anyhow!("-f {}: cannot read: {e}", path.display())),
+        let (shown, read) = if is_stdin(path) {
+            ("(standard input)".to_owned(), read_stdin("-f"))
+        } else {
+            (
+                path.display().to_string(),
+                std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("-f {}: cannot read: {e}", path.display())),
+            )
         };
-        match podline_launch::spec::parse_tasks(&path.display().to_string(), &text) {
+        let text = match read {
+            Ok(t) => t,
+            Err(e) => return usage(e),
+        };
+        match podline_launch::spec::parse_tasks(&shown, &text) {
+            Ok(specs) if specs.len() > MAX_TASKS as usize => {
+                return usage(anyhow::anyhow!(
+                    "-f {shown}: {} tasks, more than the {MAX_TASKS} one run takes (its summary holds a result per task); split the file and run each part with its own `podline run -f`",
+                    specs.len()
+                ));
+            }
+            Ok(specs) if specs.iter().any(|s| s.labels.contains_key(spec::RUN_LABEL)) => {
+                return usage(anyhow::anyhow!(
+                    "-f {shown}: {}",
+                    run_label_refused("a task's labels")
+                ));
+            }
             Ok(mut specs) => {
-                let base = args.task_spec()?;
+                let base = match args.task_spec() {
+                    Ok(base) => base,
+                    Err(err) => return usage(err),
+                };
                 for s in &mut specs {
                     s.namespace = s.namespace.clone().or(base.namespace.clone());
                 }
@@ -443,7 +593,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         args.namespace.namespace.clone(),
         podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT,
     ) {
-        Ok(options) => options,
+        Ok(mut options) => {
+            // An exec credential plugin gets no longer than the create was given.
+            options.exec_timeout = Some(
+                args.create_deadline
+                    .min(podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT),
+            );
+            options
+        }
         Err(err) => return usage(err),
     };
     let liveness_config =
@@ -718,6 +875,99 @@ mod tests {
             );
             assert!(!err.contains(&format!("{flag} {flag}")), "{flag}: {err}");
         }
+    }
+
+    /// `--env-file`: KEY=VALUE lines, the value verbatim; an error names the line by number,
+    /// never its text (it may hold a secret).
+    #[test]
+    fn env_files_should_parse_and_never_quote_a_line() {
+        let env = parse_env_file("# comment\n\nA=1\r\nB= x=y \"q\"\n  C=\nD=Zq9\n").unwrap();
+        assert_eq!(
+            env,
+            [
+                ("A".into(), "1".into()),
+                ("B".into(), " x=y \"q\"".into()),
+                ("C".into(), String::new()),
+                ("D".into(), "Zq9".into()),
+            ]
+        );
+        for bad in ["A=1\nZq9Secret\n", "=Zq9Secret\n", "A B=Zq9Secret\n"] {
+            let err = parse_env_file(bad).unwrap_err();
+            assert!(!err.contains("Zq9Secret") && err.contains("line "), "{err}");
+        }
+        // --env wins over a file, as in docker.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("env");
+        std::fs::write(&file, "A=from-file\nB=2\n").unwrap();
+        let file = file.display().to_string();
+        let a = parse(&["--image", "i", "--env-file", &file, "--env", "A=flag"]).unwrap();
+        let spec = a.task_spec().unwrap();
+        let built = spec.build_pod("default").unwrap();
+        let env: Vec<(String, Option<String>)> = built.pod.spec.unwrap().containers[0]
+            .env
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name, e.value))
+            .collect();
+        assert!(env.contains(&("A".into(), Some("flag".into()))), "{env:?}");
+        assert!(env.contains(&("B".into(), Some("2".into()))), "{env:?}");
+        assert!(
+            !env.contains(&("A".into(), Some("from-file".into()))),
+            "{env:?}"
+        );
+    }
+
+    /// `--count` and `--parallel` are bounded at parse time, the error naming the range.
+    #[test]
+    fn count_and_parallel_should_be_bounded_at_parse_time() {
+        assert_eq!(parse(&["--count", "100000"]).unwrap().count, MAX_TASKS);
+        assert_eq!(
+            parse(&["--parallel", "1000"]).unwrap().parallel,
+            MAX_PARALLEL
+        );
+        for (flag, value) in [
+            ("--count", "100001"),
+            ("--count", "4294967295"),
+            ("--parallel", "1001"),
+            ("--parallel", "4294967295"),
+        ] {
+            let err = parse(&[flag, value]).unwrap_err();
+            assert!(
+                err.contains(flag) && err.contains("1..="),
+                "{flag} {value}: {err}"
+            );
+        }
+    }
+
+    /// Standard input can be read once; the run label is podline's with --count.
+    #[test]
+    fn inputs_should_be_checked_before_anything_runs() {
+        let a = parse(&["--pod-template", "-", "--env-file", "-"]).unwrap();
+        let err = a.check_inputs(false).unwrap_err().to_string();
+        assert!(err.contains("--pod-template and --env-file"), "{err}");
+        let a = parse(&["-f", "-", "--env-file", "e"]).unwrap();
+        a.check_inputs(true).unwrap();
+        let a = parse(&["--count", "2", "--label", "podline.io/run=x"]).unwrap();
+        let err = a.check_inputs(true).unwrap_err().to_string();
+        assert!(
+            err.contains("podline.io/run") && err.contains("--count"),
+            "{err}"
+        );
+        // One task keeps the user's run label.
+        let a = parse(&["--image", "i", "--label", "podline.io/run=x"]).unwrap();
+        a.check_inputs(false).unwrap();
+        let built = a.task_spec().unwrap().build_pod("default").unwrap();
+        let labels = built.pod.metadata.labels.unwrap();
+        assert_eq!(labels.get("podline.io/run").map(String::as_str), Some("x"));
+    }
+
+    /// `--help` says what `--env` costs.
+    #[test]
+    fn env_help_should_say_argv_is_visible_to_local_users() {
+        let err = parse(&["--help"]).unwrap_err();
+        assert!(err.contains("visible to every local user"), "{err}");
+        assert!(err.contains("--env-file"), "{err}");
     }
 
     #[test]
