@@ -46,19 +46,14 @@
 pub mod api;
 mod app;
 pub mod audit;
-pub mod cluster;
 mod config;
 mod counts;
-mod disruption;
 mod error;
 pub mod fault;
-mod gc;
-pub mod kubelet;
-pub mod logs;
-mod node_lifecycle;
 pub mod server;
 mod status;
-mod version;
+
+pub use podline_sim_core::{cluster, kubelet, logs};
 
 pub use api::{AppState, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_REQUEST_BODY};
 pub use app::app;

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use super::body::JsonBody;
 use super::decode::{Expected, decode_as};
 use super::{AppState, RequestInfo};
-use crate::cluster::Write;
+use podline_sim_core::cluster::Write;
 use crate::status::ApiError;
 
 /// A Binding as the registry reads it: every field may be missing (Go's zero values), and

@@ -12,7 +12,7 @@
 use serde_json::Value;
 
 use super::body::JsonBody;
-use super::kinds::ApiKind;
+use podline_sim_core::kinds::ApiKind;
 use crate::status::ApiError;
 
 /// Where built-in kinds are registered, as kube-apiserver names its scheme in errors.

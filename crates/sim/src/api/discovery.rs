@@ -7,7 +7,7 @@ use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::version::{GIT_VERSION, GO_VERSION, KUBE_VERSION};
+use podline_sim_core::version::{GIT_VERSION, GO_VERSION, KUBE_VERSION};
 
 const ALL_VERBS: [&str; 8] = [
     "create",

@@ -14,7 +14,7 @@ use super::discovery;
 use super::request_info::RequestInfo;
 use super::state::AppState;
 use crate::audit::{AuditEntry, StoredName};
-use crate::status::ApiError;
+use crate::status::{ApiError, ErrorResponse};
 
 /// `/healthz`, `/livez`, `/readyz` (always ok) and `/version`, outside authentication: what
 /// kube-apiserver's `system:public-info-viewer` role lets anyone read, so a probe or a

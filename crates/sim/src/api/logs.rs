@@ -10,9 +10,9 @@ use http::{HeaderValue, StatusCode, header};
 use jiff::Timestamp;
 
 use super::query::{self, LogParams};
-use super::validation::Causes;
+use podline_sim_core::validation::Causes;
 use super::{AppState, RequestInfo};
-use crate::logs::LogQuery;
+use podline_sim_core::logs::LogQuery;
 use crate::status::ApiError;
 
 /// Serves a pod's container log.

@@ -15,16 +15,17 @@ use serde_json::json;
 use super::apply::{self, Writer};
 use super::body::{JsonBody, read_raw_body};
 use super::filter::Filter;
-use super::kinds::ApiKind;
-use super::part::Part;
+use podline_sim_core::kinds::ApiKind;
+use podline_sim_core::part::Part;
 use super::query::{self, ListParams, WriteParams, continue_token};
 use super::request_info::RequestInfo;
 use super::respond::{json_response, page_not_found};
 use super::state::AppState;
-use super::validation::Causes;
+use podline_sim_core::validation::Causes;
 use super::{delete, patch, watch};
-use crate::cluster::{Stored, WorkflowTaskResult, Write};
-use crate::status::ApiError;
+use podline_sim_core::delete::{arrange_removal, delete_object, no_new_finalizers, update_write};
+use podline_sim_core::cluster::{Stored, WorkflowTaskResult, Write};
+use crate::status::{ApiError, ErrorResponse};
 
 /// Routes a resource request to its kind's handler; 404 for unknown resources.
 pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
@@ -56,7 +57,7 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
         }
         _ => Err(ApiError::path_not_found()),
     };
-    result.unwrap_or_else(IntoResponse::into_response)
+    result.unwrap_or_else(ErrorResponse::into_response)
 }
 
 /// Whether the sim serves this API group version (else its paths are not found by the mux, and
@@ -166,8 +167,8 @@ async fn handle<K: ApiKind>(
             }
             let ns = key_namespace::<K>(&info);
             let cluster = state.cluster();
-            let (deleted, pending) = delete::delete_object::<K>(cluster, &ns, &info.name, &opts)?;
-            delete::arrange_removal(cluster, &ns, &info.name, pending);
+            let (deleted, pending) = delete_object::<K>(cluster, &ns, &info.name, &opts)?;
+            arrange_removal(cluster, &ns, &info.name, pending);
             Ok(delete::delete_response(&deleted))
         }
         ("", "deletecollection") if K::RESOURCE != "namespaces" => {
@@ -458,9 +459,9 @@ fn create<K: ApiKind>(
     if K::NAMESPACED && !state.cluster().namespace_exists(&info.namespace) {
         return Err(ApiError::not_found("", "namespaces", &info.namespace));
     }
-    if K::NAMESPACED && super::namespaces::is_terminating(state.cluster(), &info.namespace) {
+    if K::NAMESPACED && podline_sim_core::controllers::namespace::is_terminating(state.cluster(), &info.namespace) {
         let name = obj.meta().name.clone().unwrap_or_default();
-        return Err(super::namespaces::terminating_forbidden::<K>(
+        return Err(podline_sim_core::controllers::namespace::terminating_forbidden::<K>(
             &name,
             &info.namespace,
         ));
@@ -596,7 +597,7 @@ fn replace<K: ApiKind>(
         } else {
             obj = with_update_fields(obj, Some(&current), writer)?;
         }
-        if let Some(message) = delete::no_new_finalizers(obj.meta(), current.meta()) {
+        if let Some(message) = no_new_finalizers(obj.meta(), current.meta()) {
             let mut causes = Causes::default();
             causes.forbidden("metadata.finalizers", &message);
             return Err(invalid::<K>(&name, causes));
@@ -604,7 +605,7 @@ fn replace<K: ApiKind>(
         if serde_json::to_value(&obj).ok() == serde_json::to_value(&current).ok() {
             Ok((Write::Unchanged, Some(stored.json())))
         } else {
-            Ok((delete::update_write(obj), None))
+            Ok((update_write(obj), None))
         }
     })?;
     match (event, unchanged) {

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use serde_json::json;
 
-use super::kinds::ApiKind;
+use podline_sim_core::kinds::ApiKind;
 
 /// kube-apiserver's answer to a path no handler serves (an unknown group, version or
 /// non-resource path): Go's `http.NotFound`, plain text, not a Status.

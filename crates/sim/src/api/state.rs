@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use crate::audit::Audit;
-use crate::cluster::Cluster;
+use podline_sim_core::cluster::Cluster;
 use crate::counts::Counter;
 
 /// kube-apiserver's default `--request-timeout` (60 s), which bounds reading a request body.

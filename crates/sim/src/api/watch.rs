@@ -21,11 +21,11 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use super::filter::Filter;
-use super::kinds::ApiKind;
+use podline_sim_core::kinds::ApiKind;
 use super::query::{self, ListParams};
 use super::respond::json_response;
 use super::{AppState, RequestInfo};
-use crate::cluster::{
+use podline_sim_core::cluster::{
     ChangeKind, Cluster, Facts, Stored, TooOld, WatchEvent, WatchFrom, event_line, watch_line,
 };
 use crate::status::ApiError;

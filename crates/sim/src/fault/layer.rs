@@ -23,7 +23,7 @@ use super::handle::FaultHandle;
 use super::plan::{FaultAction, glob_match};
 use super::transport::{Connection, ResetStream};
 use crate::api::RequestInfo;
-use crate::status::ApiError;
+use crate::status::{ApiError, ErrorResponse};
 
 /// Bytes sent when a reset fires between events: the connection is cut in the middle of them,
 /// so the client sees the start of an event and then a reset.

@@ -362,7 +362,7 @@ fn controllers_scale(selected: &[&Pod]) -> Result<i32, String> {
 }
 
 /// The number of a `[0-9]+%` string (None for anything else).
-pub(crate) fn parse_percent(s: &str) -> Option<u64> {
+pub fn parse_percent(s: &str) -> Option<u64> {
     let digits = s.strip_suffix('%')?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -473,7 +473,7 @@ fn selects(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) 
 
 /// What the eviction API may do with a pod the budgets allow to go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Allowed {
+pub enum Allowed {
     /// No budget covers it, or a disruption was taken from its budget: delete it.
     Delete,
     /// It is unhealthy and its budget lets unhealthy pods go without taking a disruption:
@@ -486,7 +486,7 @@ pub(crate) enum Allowed {
 /// an unhealthy pod may go if the budget's policy says so, else one disruption is taken from
 /// the budget (its `disruptionsAllowed` and `disruptedPods`, in one write; nothing with
 /// `dry_run`) or the eviction is refused with 429.
-pub(crate) fn take(cluster: &Cluster, pod: &Pod, dry_run: bool) -> Result<Allowed, ApiError> {
+pub fn take(cluster: &Cluster, pod: &Pod, dry_run: bool) -> Result<Allowed, ApiError> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
     let (budgets, _) = cluster
