@@ -36,10 +36,7 @@ pub type PendingRemoval = Option<(String, i64)>;
 
 /// The wording of `rest.BeforeDelete`'s precondition checks: the resource in the message and in
 /// `details.kind` is the Kind (`Pod`, `Lease.coordination.k8s.io`).
-pub fn check_preconditions<K: ApiKind>(
-    opts: &DeleteOptions,
-    current: &K,
-) -> Result<(), ApiError> {
+pub fn check_preconditions<K: ApiKind>(opts: &DeleteOptions, current: &K) -> Result<(), ApiError> {
     let Some(pre) = &opts.preconditions else {
         return Ok(());
     };
@@ -319,12 +316,7 @@ pub fn deleted_json<K: ApiKind>(deleted: &Deleted<K>) -> Option<Bytes> {
 
 /// Arranges the end of a graceful pod deletion when no kubelet runs: the store removes the pod
 /// when its grace period ends.
-pub fn arrange_removal(
-    cluster: &Cluster,
-    namespace: &str,
-    name: &str,
-    pending: PendingRemoval,
-) {
+pub fn arrange_removal(cluster: &Cluster, namespace: &str, name: &str, pending: PendingRemoval) {
     if let Some((uid, grace)) = pending
         && !cluster.kubelet_enabled()
     {

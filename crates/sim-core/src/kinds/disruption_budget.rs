@@ -12,9 +12,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::ApiKind;
+use crate::cluster::{Cluster, Table};
 use crate::part::Part;
 use crate::validation::{Causes, qualified_name_errors, validate_meta};
-use crate::cluster::{Cluster, Table};
 
 /// The values of `spec.unhealthyPodEvictionPolicy`.
 pub(crate) const EVICTION_POLICIES: [&str; 2] = ["AlwaysAllow", "IfHealthyBudget"];

@@ -17,8 +17,8 @@ use serde::Deserialize;
 use super::body::JsonBody;
 use super::decode::{Expected, decode_as};
 use super::{AppState, RequestInfo};
-use podline_sim_core::cluster::Write;
 use crate::status::ApiError;
+use podline_sim_core::cluster::Write;
 
 /// A Binding as the registry reads it: every field may be missing (Go's zero values), and
 /// validation, not decoding, reports what is required.

@@ -12,8 +12,8 @@
 use serde_json::Value;
 
 use super::body::JsonBody;
-use podline_sim_core::kinds::ApiKind;
 use crate::status::ApiError;
+use podline_sim_core::kinds::ApiKind;
 
 /// Where built-in kinds are registered, as kube-apiserver names its scheme in errors.
 const SCHEME: &str = "pkg/api/legacyscheme/scheme.go:30";

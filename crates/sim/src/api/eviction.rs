@@ -18,12 +18,12 @@ use serde::Deserialize;
 use super::binding::update_condition;
 use super::body::JsonBody;
 use super::decode::{Expected, decode_as};
-use podline_sim_core::kinds::ApiKind;
 use super::{AppState, RequestInfo};
-use podline_sim_core::delete;
+use crate::status::ApiError;
 use podline_sim_core::cluster::{Cluster, Write};
 use podline_sim_core::controllers::disruption;
-use crate::status::ApiError;
+use podline_sim_core::delete;
+use podline_sim_core::kinds::ApiKind;
 
 /// How often an eviction whose delete lost a race is tried again (the registry retries
 /// conflicts 20 times, 500 ms apart; the sim's writes are quick, so it retries at once).

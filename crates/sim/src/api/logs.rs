@@ -10,10 +10,10 @@ use http::{HeaderValue, StatusCode, header};
 use jiff::Timestamp;
 
 use super::query::{self, LogParams};
-use podline_sim_core::validation::Causes;
 use super::{AppState, RequestInfo};
-use podline_sim_core::logs::LogQuery;
 use crate::status::ApiError;
+use podline_sim_core::logs::LogQuery;
+use podline_sim_core::validation::Causes;
 
 /// Serves a pod's container log.
 pub async fn pod_log(

@@ -2,7 +2,7 @@
 //! (list, watch, get, create, update, patch, delete) over any [`ApiKind`].
 
 use axum::extract::{Request, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 use jiff::Timestamp;
@@ -15,17 +15,17 @@ use serde_json::json;
 use super::apply::{self, Writer};
 use super::body::{JsonBody, read_raw_body};
 use super::filter::Filter;
-use podline_sim_core::kinds::ApiKind;
-use podline_sim_core::part::Part;
 use super::query::{self, ListParams, WriteParams, continue_token};
 use super::request_info::RequestInfo;
 use super::respond::{json_response, page_not_found};
 use super::state::AppState;
-use podline_sim_core::validation::Causes;
 use super::{delete, patch, watch};
-use podline_sim_core::delete::{arrange_removal, delete_object, no_new_finalizers, update_write};
-use podline_sim_core::cluster::{Stored, WorkflowTaskResult, Write};
 use crate::status::{ApiError, ErrorResponse};
+use podline_sim_core::cluster::{Stored, WorkflowTaskResult, Write};
+use podline_sim_core::delete::{arrange_removal, delete_object, no_new_finalizers, update_write};
+use podline_sim_core::kinds::ApiKind;
+use podline_sim_core::part::Part;
+use podline_sim_core::validation::Causes;
 
 /// Routes a resource request to its kind's handler; 404 for unknown resources.
 pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
@@ -459,12 +459,19 @@ fn create<K: ApiKind>(
     if K::NAMESPACED && !state.cluster().namespace_exists(&info.namespace) {
         return Err(ApiError::not_found("", "namespaces", &info.namespace));
     }
-    if K::NAMESPACED && podline_sim_core::controllers::namespace::is_terminating(state.cluster(), &info.namespace) {
-        let name = obj.meta().name.clone().unwrap_or_default();
-        return Err(podline_sim_core::controllers::namespace::terminating_forbidden::<K>(
-            &name,
+    if K::NAMESPACED
+        && podline_sim_core::controllers::namespace::is_terminating(
+            state.cluster(),
             &info.namespace,
-        ));
+        )
+    {
+        let name = obj.meta().name.clone().unwrap_or_default();
+        return Err(
+            podline_sim_core::controllers::namespace::terminating_forbidden::<K>(
+                &name,
+                &info.namespace,
+            ),
+        );
     }
     let dry_run = is_dry_run(query)?;
     let generate = obj

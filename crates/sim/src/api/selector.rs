@@ -9,9 +9,9 @@
 use std::collections::BTreeSet;
 
 use super::query::{go_parse_int, go_quote};
-use podline_sim_core::validation::{label_value_errors, qualified_name_errors};
-use podline_sim_core::cluster::{Facts, Kind};
 use crate::status::ApiError;
+use podline_sim_core::cluster::{Facts, Kind};
+use podline_sim_core::validation::{label_value_errors, qualified_name_errors};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum LabelReq {

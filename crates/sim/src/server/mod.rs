@@ -46,12 +46,12 @@ pub use tls::TlsMaterial;
 
 use crate::api::{AppState, BodyLimits, Transport};
 use crate::app::app;
-use podline_sim_core::cluster::{Cluster, HistoryLimits, PodHistory};
 use crate::config::SimConfig;
 use crate::counts::RequestCounts;
 use crate::error::SimError;
 pub use crate::fault::ResetStream;
 use crate::fault::{Connection, FaultHandle};
+use podline_sim_core::cluster::{Cluster, HistoryLimits, PodHistory};
 use podline_sim_core::kubelet::{Kubelet, KubeletHandle};
 
 /// The HTTP/2 streams a client may open at once: kube-apiserver leaves
