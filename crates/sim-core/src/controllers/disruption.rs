@@ -38,6 +38,7 @@ use tokio::task::JoinHandle;
 
 use crate::cluster::{ChangeKind, Cluster, WatchFrom, WeakCluster, Write};
 use crate::status::ApiError;
+use crate::validation::parse_percent;
 
 /// How long an eviction's entry in `disruptedPods` keeps the pod out of the healthy count
 /// (the controller's `DeletionTimeout`).
@@ -359,16 +360,6 @@ fn controllers_scale(selected: &[&Pod]) -> Result<i32, String> {
         }
     }
     Ok(0)
-}
-
-/// The number of a `[0-9]+%` string (None for anything else).
-pub fn parse_percent(s: &str) -> Option<u64> {
-    let digits = s.strip_suffix('%')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    // More digits than a u64 holds: certainly more than 100%.
-    Some(digits.parse().unwrap_or(u64::MAX))
 }
 
 /// `GetScaledValueFromIntOrPercent(value, total, roundUp=true)`.

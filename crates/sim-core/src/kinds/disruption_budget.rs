@@ -97,7 +97,7 @@ fn validate_int_or_percent(causes: &mut Causes, field: &str, value: &IntOrString
             causes.invalid(field, &n.to_string(), "must be greater than or equal to 0");
         }
         IntOrString::Int(_) => {}
-        IntOrString::String(s) => match crate::controllers::disruption::parse_percent(s) {
+        IntOrString::String(s) => match crate::validation::parse_percent(s) {
             None => causes.invalid(
                 field,
                 &go_int_or_string(value),
