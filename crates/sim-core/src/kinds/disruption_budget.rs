@@ -5,7 +5,8 @@
 //!
 //! Why it exists: `kubectl drain` and every client that evicts pods must handle the 429 a budget
 //! answers; without budgets the sim could never send it. The status is the disruption
-//! controller's (`crate::controllers::disruption`); the 429 is the eviction API's (`eviction.rs`).
+//! controller's (`crate::controllers::disruption`); the 429 is the eviction API's
+//! (podline-sim's `api/eviction.rs`).
 
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;

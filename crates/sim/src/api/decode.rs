@@ -9,11 +9,11 @@
 //! The parse errors are worded like Go's `encoding/json` for the common cases (an unexpected
 //! end, an invalid character); Go's wording of some rarer syntax errors differs.
 
+use podline_sim_core::kinds::ApiKind;
 use serde_json::Value;
 
 use super::body::JsonBody;
 use crate::status::ApiError;
-use podline_sim_core::kinds::ApiKind;
 
 /// Where built-in kinds are registered, as kube-apiserver names its scheme in errors.
 const SCHEME: &str = "pkg/api/legacyscheme/scheme.go:30";

@@ -2,16 +2,16 @@
 //! the store (preconditions, graceful pod deletion, finalizers, propagation) is
 //! [`podline_sim_core::delete`], which the controllers share.
 
+use axum::response::Response;
 use bytes::Bytes;
 use http::StatusCode;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
-
-use super::respond::json_response;
-use crate::status::ErrorResponse;
-use axum::response::Response;
 use podline_sim_core::delete::{Deleted, arrange_removal, delete_object, deleted_json};
 use podline_sim_core::kinds::ApiKind;
 use podline_sim_core::status::ApiError;
+
+use super::respond::json_response;
+use crate::status::ErrorResponse;
 
 /// The answer to a DELETE: pods always answer the object; other kinds a Success Status once gone,
 /// and the object while it waits for finalizers.

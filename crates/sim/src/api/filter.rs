@@ -1,11 +1,12 @@
 //! [`Filter`]: the selectors of a list or watch (namespace, labels, fields), parsed once.
 
+use podline_sim_core::cluster::Facts;
+use podline_sim_core::kinds::ApiKind;
+
 use super::query::ListParams;
 use super::request_info::RequestInfo;
 use super::selector::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
-use podline_sim_core::cluster::Facts;
-use podline_sim_core::kinds::ApiKind;
 
 /// Parsed selectors of a list or watch.
 pub struct Filter {

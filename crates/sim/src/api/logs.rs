@@ -8,12 +8,12 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use http::{HeaderValue, StatusCode, header};
 use jiff::Timestamp;
+use podline_sim_core::logs::LogQuery;
+use podline_sim_core::validation::Causes;
 
 use super::query::{self, LogParams};
 use super::{AppState, RequestInfo};
 use crate::status::ApiError;
-use podline_sim_core::logs::LogQuery;
-use podline_sim_core::validation::Causes;
 
 /// Serves a pod's container log.
 pub async fn pod_log(

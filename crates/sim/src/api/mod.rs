@@ -3,9 +3,9 @@
 //! the front every request passes first (health probes, bearer auth, classification, counting,
 //! audit).
 //!
-//! The API sits on the object store ([`podline_sim_core::cluster`]) and knows nothing of the layers above
-//! it: [`crate::app`] assembles the whole router (the fault layer between the front and the
-//! handlers), and the server it is served on is reached only through [`Transport`].
+//! The API sits on the object store ([`podline_sim_core::cluster`]) and knows nothing of the
+//! layers above it: [`crate::app`] assembles the whole router (the fault layer between the front
+//! and the handlers), and the server it is served on is reached only through [`Transport`].
 
 mod apply;
 mod binding;

@@ -10,6 +10,11 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
+use podline_sim_core::cluster::{Stored, WorkflowTaskResult, Write};
+use podline_sim_core::delete::{arrange_removal, delete_object, no_new_finalizers, update_write};
+use podline_sim_core::kinds::ApiKind;
+use podline_sim_core::part::Part;
+use podline_sim_core::validation::Causes;
 use serde_json::json;
 
 use super::apply::{self, Writer};
@@ -21,11 +26,6 @@ use super::respond::{json_response, page_not_found};
 use super::state::AppState;
 use super::{delete, patch, watch};
 use crate::status::{ApiError, ErrorResponse};
-use podline_sim_core::cluster::{Stored, WorkflowTaskResult, Write};
-use podline_sim_core::delete::{arrange_removal, delete_object, no_new_finalizers, update_write};
-use podline_sim_core::kinds::ApiKind;
-use podline_sim_core::part::Part;
-use podline_sim_core::validation::Causes;
 
 /// Routes a resource request to its kind's handler; 404 for unknown resources.
 pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {

@@ -8,10 +8,11 @@
 
 use std::collections::BTreeSet;
 
-use super::query::{go_parse_int, go_quote};
-use crate::status::ApiError;
 use podline_sim_core::cluster::{Facts, Kind};
 use podline_sim_core::validation::{label_value_errors, qualified_name_errors};
+
+use super::query::{go_parse_int, go_quote};
+use crate::status::ApiError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum LabelReq {

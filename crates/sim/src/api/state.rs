@@ -6,10 +6,10 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use podline_sim_core::cluster::Cluster;
 
 use crate::audit::Audit;
 use crate::counts::Counter;
-use podline_sim_core::cluster::Cluster;
 
 /// kube-apiserver's default `--request-timeout` (60 s), which bounds reading a request body.
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
