@@ -23,7 +23,7 @@ pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 /// The garbage collector's finalizer of an owner deleted with `propagationPolicy: Orphan`.
 pub const ORPHAN_FINALIZER: &str = "orphan";
 
-/// What a delete did.
+/// What a delete did. Public for the API's DELETE answer (podline-sim's `api/delete.rs`).
 pub enum Deleted<K> {
     /// The object is gone; its last state.
     Gone(Arc<K>),
@@ -32,10 +32,13 @@ pub enum Deleted<K> {
 }
 
 /// A pod's uid and grace period when its removal waits for the kubelet (or, without one, a timer).
+/// Public because [`delete_object`] returns it for its caller (the API or a controller) to
+/// hand to [`arrange_removal`].
 pub type PendingRemoval = Option<(String, i64)>;
 
 /// The wording of `rest.BeforeDelete`'s precondition checks: the resource in the message and in
-/// `details.kind` is the Kind (`Pod`, `Lease.coordination.k8s.io`).
+/// `details.kind` is the Kind (`Pod`, `Lease.coordination.k8s.io`). Public for the API's pod
+/// subresources that delete or bind under preconditions (binding, eviction).
 pub fn check_preconditions<K: ApiKind>(opts: &DeleteOptions, current: &K) -> Result<(), ApiError> {
     let Some(pre) = &opts.preconditions else {
         return Ok(());
@@ -151,14 +154,14 @@ fn apply_policy(meta: &mut ObjectMeta, policy: Option<&str>) {
 
 /// Whether a write leaving `meta` so must remove the object instead (the registry's
 /// `shouldDeleteDuringUpdate`): being deleted, no finalizers left, and no grace period pending.
-pub fn should_delete_during_update(meta: &ObjectMeta) -> bool {
+pub(crate) fn should_delete_during_update(meta: &ObjectMeta) -> bool {
     meta.deletion_timestamp.is_some()
         && meta.finalizers.as_ref().is_none_or(Vec::is_empty)
         && meta.deletion_grace_period_seconds.unwrap_or(0) == 0
 }
 
 /// The write that stores `obj` after an update: a delete when its last finalizer went (see
-/// [`should_delete_during_update`]).
+/// `should_delete_during_update`). Public for the API's PUT and PATCH handlers.
 pub fn update_write<K: ApiKind>(obj: K) -> Write<K> {
     if should_delete_during_update(obj.meta()) {
         Write::Delete(obj)
@@ -168,7 +171,8 @@ pub fn update_write<K: ApiKind>(obj: K) -> Write<K> {
 }
 
 /// The update validation of `ValidateObjectMetaUpdate` about deletion: no finalizer may be added
-/// to an object being deleted. Returns the cause's message.
+/// to an object being deleted. Returns the cause's message. Public for the API's update
+/// handlers, which validate.
 pub fn no_new_finalizers(new: &ObjectMeta, old: &ObjectMeta) -> Option<String> {
     old.deletion_timestamp.as_ref()?;
     let old_set: std::collections::BTreeSet<&str> = old
@@ -197,7 +201,8 @@ pub fn no_new_finalizers(new: &ObjectMeta, old: &ObjectMeta) -> Option<String> {
 /// Deletes `namespace/name` of kind `K` as kube-apiserver's registry does (see the module docs).
 /// A pod deleted gracefully (bound, not terminal, grace > 0) is answered as pending with its
 /// removal returned for the caller to arrange; a grace-0 delete writes the deletionTimestamp
-/// (MODIFIED) and then removes the object (DELETED), like the real two-step delete.
+/// (MODIFIED) and then removes the object (DELETED), like the real two-step delete. Public for
+/// the API's DELETE, deletecollection and eviction, which delete as the controllers do.
 pub fn delete_object<K: ApiKind>(
     cluster: &Cluster,
     namespace: &str,
@@ -306,7 +311,7 @@ pub fn delete_object<K: ApiKind>(
     }
 }
 
-/// The JSON of what a delete left (for `deletecollection`'s list).
+/// The JSON of what a delete left (for `deletecollection`'s list, which the API builds).
 pub fn deleted_json<K: ApiKind>(deleted: &Deleted<K>) -> Option<Bytes> {
     match deleted {
         Deleted::Gone(obj) => serde_json::to_vec(&**obj).ok().map(Bytes::from),
@@ -315,7 +320,7 @@ pub fn deleted_json<K: ApiKind>(deleted: &Deleted<K>) -> Option<Bytes> {
 }
 
 /// Arranges the end of a graceful pod deletion when no kubelet runs: the store removes the pod
-/// when its grace period ends.
+/// when its grace period ends. Public for the API's deletes (see [`PendingRemoval`]).
 pub fn arrange_removal(cluster: &Cluster, namespace: &str, name: &str, pending: PendingRemoval) {
     if let Some((uid, grace)) = pending
         && !cluster.kubelet_enabled()

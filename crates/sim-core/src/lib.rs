@@ -20,7 +20,7 @@
 //!   kubelet follows. [`cluster::Kind`] is what a stored kind must provide.
 //! - [`kinds`]: one unit per resource kind behind [`kinds::ApiKind`] (its table and its
 //!   admission: defaults and validation on create, what an update may change); pods
-//!   ([`kinds::pod`]: defaults, QoS class, what a pod update may change) and disruption budgets
+//!   (`kinds/pod`: defaults, QoS class, what a pod update may change) and disruption budgets
 //!   have modules of their own. Their kubectl printer columns are the API's
 //!   (`podline-sim`'s `api/table.rs`).
 //! - [`delete`]: deletion as kube-apiserver's generic registry does it (preconditions, graceful

@@ -246,7 +246,7 @@ impl std::fmt::Display for ApiError {
 impl std::error::Error for ApiError {}
 
 /// One cause as kube-apiserver words it in an Invalid message: `field: message`.
-pub fn cause_line(cause: &StatusCause) -> String {
+pub(crate) fn cause_line(cause: &StatusCause) -> String {
     format!(
         "{}: {}",
         cause.field.as_deref().unwrap_or_default(),

@@ -172,7 +172,7 @@ fn validate_labels(causes: &mut Causes, labels: &BTreeMap<String, String>) {
 
 /// The number of a `[0-9]+%` string (None for anything else): an `IntOrString` percentage, as
 /// the budget's validation and the disruption controller's scaling both read it.
-pub fn parse_percent(s: &str) -> Option<u64> {
+pub(crate) fn parse_percent(s: &str) -> Option<u64> {
     let digits = s.strip_suffix('%')?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;

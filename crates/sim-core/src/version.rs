@@ -1,5 +1,6 @@
 //! The Kubernetes release the sim answers like, in one place: `/version`, the OpenAPI
-//! documents' `info.version` and the simulated node's kubelet version all say it.
+//! documents' `info.version` and the simulated node's kubelet version all say it. Public for
+//! the API (`/version`, OpenAPI) in podline-sim; the kubelet here reads it too.
 
 /// The Kubernetes version the sim reports (`major`, `minor`): the kube-apiserver release it
 /// answers like.

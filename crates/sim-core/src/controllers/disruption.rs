@@ -462,7 +462,8 @@ fn selects(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) 
     pairs && terms
 }
 
-/// What the eviction API may do with a pod the budgets allow to go.
+/// What the eviction API may do with a pod the budgets allow to go. Public for that API
+/// (podline-sim's `api/eviction.rs`), which acts on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Allowed {
     /// No budget covers it, or a disruption was taken from its budget: delete it.
@@ -476,7 +477,8 @@ pub enum Allowed {
 /// budgets of its namespace that select it; none allows it; more than one is a 500; with one,
 /// an unhealthy pod may go if the budget's policy says so, else one disruption is taken from
 /// the budget (its `disruptionsAllowed` and `disruptedPods`, in one write; nothing with
-/// `dry_run`) or the eviction is refused with 429.
+/// `dry_run`) or the eviction is refused with 429. Public for the eviction API, which calls it
+/// before it deletes.
 pub fn take(cluster: &Cluster, pod: &Pod, dry_run: bool) -> Result<Allowed, ApiError> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let pod_name = pod.metadata.name.clone().unwrap_or_default();

@@ -28,7 +28,8 @@ const RECHECK: Duration = Duration::from_millis(100);
 /// Namespaces that can't be deleted, as on a cluster.
 const PROTECTED: [&str; 3] = ["default", "kube-system", "kube-public"];
 
-/// Whether `namespace` exists and is Terminating (being deleted).
+/// Whether `namespace` exists and is Terminating (being deleted). Public for the API's create,
+/// which refuses objects into such a namespace.
 pub fn is_terminating(cluster: &Cluster, namespace: &str) -> bool {
     cluster
         .namespace_table()
@@ -40,7 +41,8 @@ pub fn is_terminating(cluster: &Cluster, namespace: &str) -> bool {
         })
 }
 
-/// The NamespaceLifecycle admission's refusal of a create into a Terminating namespace.
+/// The NamespaceLifecycle admission's refusal of a create into a Terminating namespace (the
+/// API's create answers it).
 pub fn terminating_forbidden<K: ApiKind>(name: &str, namespace: &str) -> ApiError {
     let resource = if K::GROUP.is_empty() {
         K::RESOURCE.to_owned()
