@@ -82,7 +82,7 @@
 //! The cluster (state, kinds, kubelet, logs, controllers) is the crate `podline-sim-core`,
 //! which cannot name this crate (Cargo forbids the cycle) and speaks no HTTP
 //! (`crates/sim-core/tests/no_http.rs`). This crate's modules depend one way
-//! (`tests/sim/layering.rs` keeps it so): the vocabulary (`status`, `error`, [`audit`],
+//! (`tests/sim/layering.rs` keeps it so): the vocabulary (`status`, `error`, [`Verb`], [`audit`],
 //! `counts`) under [`api`] (handlers); [`fault`] (a layer over the handlers) on the API; `app`
 //! (the router) on both; [`server`] (transport) and `config` on top. Nothing names a module above
 //! it: the API reaches its server through [`api::Transport`], the fault layer a request's
@@ -119,6 +119,7 @@ mod error;
 pub mod fault;
 pub mod server;
 mod status;
+mod verb;
 
 pub use podline_sim_core::{cluster, kubelet, logs};
 
@@ -136,3 +137,4 @@ pub use fault::{FaultAction, FaultHandle, FaultPlan, FaultRule, FaultVerb};
 pub use kubelet::KubeletConfig;
 pub use server::Sim;
 pub use status::ApiError;
+pub use verb::Verb;

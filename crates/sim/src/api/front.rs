@@ -64,7 +64,9 @@ pub(crate) async fn classify_and_count(
     if !info.is_resource {
         return next.run(req).await;
     }
-    state.counts().record(&info.verb, &info.resource_path());
+    state
+        .counts()
+        .record(info.verb.as_str(), &info.resource_path());
     let audited = state.audit().is_watched().then(|| info.clone());
     req.extensions_mut().insert(info);
     let response = next.run(req).await;

@@ -37,7 +37,7 @@ use axum::routing::get;
 pub(crate) use body::read_raw_body;
 pub(crate) use front::{authenticate, classify_and_count, probes};
 pub use query::query_flag;
-pub use request_info::RequestInfo;
+pub use request_info::{RequestInfo, Verb};
 pub use selector::{FieldSelector, LabelSelector};
 pub use state::{
     AppState, BodyLimits, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_REQUEST_BODY, Transport,

@@ -21,7 +21,7 @@ use super::apply::{self, Writer};
 use super::body::{JsonBody, read_raw_body};
 use super::filter::Filter;
 use super::query::{self, ListParams, WriteParams, continue_token};
-use super::request_info::RequestInfo;
+use super::request_info::{RequestInfo, Verb};
 use super::respond::{json_response, page_not_found};
 use super::state::AppState;
 use super::{delete, patch, watch};
@@ -87,8 +87,8 @@ async fn handle<K: ApiKind>(
         return Err(ApiError::path_not_found());
     }
     let is_pod = K::RESOURCE == "pods";
-    if info.name.is_empty() && matches!(info.verb.as_str(), "update" | "patch") {
-        return Err(ApiError::method_not_allowed(&info.verb));
+    if info.name.is_empty() && matches!(info.verb, Verb::Update | Verb::Patch) {
+        return Err(ApiError::method_not_allowed(info.verb.as_str()));
     }
     let query = req.uri().query().map(str::to_owned);
     let user_agent = req
@@ -104,9 +104,9 @@ async fn handle<K: ApiKind>(
     let validation = super::decode::FieldValidation::parse(
         query::Query::new(query.as_deref()).get("fieldValidation"),
     );
-    match (info.subresource.as_str(), info.verb.as_str()) {
-        ("log", "get") if is_pod => super::logs::pod_log(&state, &info, query.as_deref()).await,
-        ("binding", "create") if is_pod => {
+    match (info.subresource.as_str(), info.verb) {
+        ("log", Verb::Get) if is_pod => super::logs::pod_log(&state, &info, query.as_deref()).await,
+        ("binding", Verb::Create) if is_pod => {
             let dry_run = is_dry_run(query.as_deref())?;
             let body = read_body(&state, req).await?;
             super::binding::bind(
@@ -117,17 +117,17 @@ async fn handle<K: ApiKind>(
                 dry_run,
             )
         }
-        ("eviction", "create") if is_pod => {
+        ("eviction", Verb::Create) if is_pod => {
             let params: WriteParams = query::parse(query.as_deref())?;
             let dry_run: Vec<String> = params.dry_run.into_iter().collect();
             let body = read_body(&state, req).await?;
             super::eviction::evict(&state, &info, &body, &dry_run)
         }
-        ("", "list") => list::<K>(&state, &info, query.as_deref()),
-        ("", "watch") => watch::watch::<K>(&state, &info, query.as_deref()),
-        ("", "get") => get::<K>(&state, &info, query.as_deref()),
-        ("status", "get") if K::HAS_STATUS => get::<K>(&state, &info, query.as_deref()),
-        ("", "create") => {
+        ("", Verb::List) => list::<K>(&state, &info, query.as_deref()),
+        ("", Verb::Watch) => watch::watch::<K>(&state, &info, query.as_deref()),
+        ("", Verb::Get) => get::<K>(&state, &info, query.as_deref()),
+        ("status", Verb::Get) if K::HAS_STATUS => get::<K>(&state, &info, query.as_deref()),
+        ("", Verb::Create) => {
             let body = read_create_body::<K>(&state, req).await?;
             let (obj, warnings) = super::decode::decode_validated::<K>(&body, validation)?;
             let created = create::<K>(
@@ -139,27 +139,27 @@ async fn handle<K: ApiKind>(
             );
             created.map(|r| with_warnings(r, &warnings))
         }
-        ("", "update") => {
+        ("", Verb::Update) => {
             let body = read_body(&state, req).await?;
             update::<K>(&state, &info, body, writer(Part::Main, false), validation)
         }
-        ("status", "update") if K::HAS_STATUS => {
+        ("status", Verb::Update) if K::HAS_STATUS => {
             let body = read_body(&state, req).await?;
             update::<K>(&state, &info, body, writer(Part::Status, false), validation)
         }
-        ("", "patch") => {
+        ("", Verb::Patch) => {
             let body = read_raw_body(&state, req).await?;
             let apply = body.media_type == APPLY_PATCH;
             let writer = writer(Part::Main, apply);
             patch_object::<K>(&state, &info, query.as_deref(), body, writer)
         }
-        ("status", "patch") if K::HAS_STATUS => {
+        ("status", Verb::Patch) if K::HAS_STATUS => {
             let body = read_raw_body(&state, req).await?;
             let apply = body.media_type == APPLY_PATCH;
             let writer = writer(Part::Status, apply);
             patch_object::<K>(&state, &info, query.as_deref(), body, writer)
         }
-        ("", "delete") => {
+        ("", Verb::Delete) => {
             let body = read_raw_body(&state, req).await?;
             let opts = delete_options(query.as_deref(), &body)?;
             if K::RESOURCE == "namespaces" {
@@ -171,16 +171,16 @@ async fn handle<K: ApiKind>(
             arrange_removal(cluster, &ns, &info.name, pending);
             Ok(delete::delete_response(&deleted))
         }
-        ("", "deletecollection") if K::RESOURCE != "namespaces" => {
+        ("", Verb::DeleteCollection) if K::RESOURCE != "namespaces" => {
             let body = read_raw_body(&state, req).await?;
             let opts = delete_options(query.as_deref(), &body)?;
             delete::delete_collection::<K>(&state, &info, query.as_deref(), &opts)
         }
-        ("finalize", "update") if K::RESOURCE == "namespaces" => {
+        ("finalize", Verb::Update) if K::RESOURCE == "namespaces" => {
             let body = read_body(&state, req).await?;
             super::namespaces::finalize(&state, &info.name, &body.bytes)
         }
-        ("", _) | ("status", _) => Err(ApiError::method_not_allowed(&info.verb)),
+        ("", _) | ("status", _) => Err(ApiError::method_not_allowed(info.verb.as_str())),
         _ => Err(ApiError::path_not_found()),
     }
 }
@@ -195,8 +195,8 @@ async fn legacy_binding(
     if info.namespace.is_empty() || !info.name.is_empty() || !info.subresource.is_empty() {
         return Err(ApiError::path_not_found());
     }
-    if info.verb != "create" {
-        return Err(ApiError::method_not_allowed(&info.verb));
+    if info.verb != Verb::Create {
+        return Err(ApiError::method_not_allowed(info.verb.as_str()));
     }
     let dry_run = is_dry_run(req.uri().query())?;
     let body = read_body(&state, req).await?;
