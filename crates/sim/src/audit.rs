@@ -11,6 +11,8 @@ use std::sync::Arc;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+use crate::verb::Verb;
+
 /// How many entries a slow subscriber may fall behind before it misses some (and is told so by
 /// [`broadcast::error::RecvError::Lagged`]).
 const CAPACITY: usize = 16_384;
@@ -18,8 +20,9 @@ const CAPACITY: usize = 16_384;
 /// One answered resource request.
 #[derive(Debug, Clone)]
 pub struct AuditEntry {
-    /// `create`, `get`, `list`, `watch`, `update`, `patch`, `delete` or `deletecollection`.
-    pub verb: String,
+    /// The request's verb (`create`, `get`, `list`, `watch`, `update`, `patch`, `delete` or
+    /// `deletecollection`; [`Verb::as_str`] spells it).
+    pub verb: Verb,
     /// The resource as fault rules name it (`pods`, `pods/log`).
     pub resource: String,
     /// The namespace ("" for cluster-scoped and all-namespace requests).

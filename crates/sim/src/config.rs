@@ -3,10 +3,11 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use podline_sim_core::cluster::DEFAULT_WATCH_BUFFER;
+use podline_sim_core::kubelet::KubeletConfig;
+
 use crate::api::{DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_REQUEST_BODY};
-use crate::cluster::DEFAULT_WATCH_BUFFER;
 use crate::fault::FaultPlan;
-use crate::kubelet::KubeletConfig;
 
 /// How the real kube-apiserver's watch cache behaves by default: about 75 s of events.
 pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(75);

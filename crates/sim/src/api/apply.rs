@@ -15,9 +15,9 @@ use std::collections::BTreeSet;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, Time};
+use podline_sim_core::part::Part;
 use serde_json::{Map, Value};
 
-use super::part::Part;
 use crate::status::ApiError;
 
 /// One field as a path of fieldsV1 keys (`f:spec`, `k:{"name":"main"}`, `f:image`); a path

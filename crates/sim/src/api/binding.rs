@@ -6,18 +6,18 @@
 //! writes storage directly). The answer is `201` with a Success Status. A pod already bound, being
 //! deleted or gated is a 409 on `pods/binding`; the Binding's `metadata.uid` and
 //! `resourceVersion` are preconditions on the pod. The simulated kubelet runs a pod bound to its
-//! node whoever bound it (see `kubelet/mod.rs`).
+//! node whoever bound it (see podline-sim-core's `kubelet/mod.rs`).
 
 use axum::response::Response;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use podline_sim_core::cluster::Write;
 use serde::Deserialize;
 
 use super::body::JsonBody;
 use super::decode::{Expected, decode_as};
 use super::{AppState, RequestInfo};
-use crate::cluster::Write;
 use crate::status::ApiError;
 
 /// A Binding as the registry reads it: every field may be missing (Go's zero values), and

@@ -21,7 +21,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 use super::state::AppState;
-use crate::status::ApiError;
+use crate::status::{ApiError, ErrorResponse};
 
 /// The control routes.
 pub fn routes() -> Router<AppState> {
@@ -48,7 +48,7 @@ async fn ground_truth(State(state): State<AppState>) -> Response {
 
 /// The ledger as JSON: `{"pods": [{uid, namespace, name, labels, transitions: [{phase, at}],
 /// exitCodes, deletedAt}]}`, times in RFC 3339 (second precision, like k8s `Time`).
-pub fn ground_truth_json(pods: &[crate::cluster::PodHistory]) -> serde_json::Value {
+pub fn ground_truth_json(pods: &[podline_sim_core::cluster::PodHistory]) -> serde_json::Value {
     let pods: Vec<serde_json::Value> = pods
         .iter()
         .map(|p| {

@@ -9,10 +9,10 @@
 //! The parse errors are worded like Go's `encoding/json` for the common cases (an unexpected
 //! end, an invalid character); Go's wording of some rarer syntax errors differs.
 
+use podline_sim_core::kinds::ApiKind;
 use serde_json::Value;
 
 use super::body::JsonBody;
-use super::kinds::ApiKind;
 use crate::status::ApiError;
 
 /// Where built-in kinds are registered, as kube-apiserver names its scheme in errors.

@@ -5,9 +5,8 @@
 use axum::Json;
 use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
+use podline_sim_core::version::{GIT_VERSION, GO_VERSION, KUBE_VERSION};
 use serde_json::{Value, json};
-
-use crate::version::{GIT_VERSION, GO_VERSION, KUBE_VERSION};
 
 const ALL_VERBS: [&str; 8] = [
     "create",

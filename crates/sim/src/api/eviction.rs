@@ -7,21 +7,23 @@
 //! DELETE with those options would delete it (graceful for a running pod, two writes for an
 //! unbound one). The answer is `201` with a Success Status. A running pod covered by a
 //! PodDisruptionBudget goes only if the budget allows a disruption, which the eviction takes
-//! from it (`crate::disruption::take`); else the answer is kube-apiserver's 429 (`Cannot evict
-//! pod as it would violate the pod's disruption budget.`, the budget's counts in its cause).
+//! from it (`podline_sim_core::controllers::disruption::take`); else the answer is
+//! kube-apiserver's 429 (`Cannot evict pod as it would violate the pod's disruption budget.`,
+//! the budget's counts in its cause).
 
 use axum::response::Response;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta};
+use podline_sim_core::cluster::{Cluster, Write};
+use podline_sim_core::controllers::disruption;
+use podline_sim_core::delete;
+use podline_sim_core::kinds::ApiKind;
 use serde::Deserialize;
 
 use super::binding::update_condition;
 use super::body::JsonBody;
 use super::decode::{Expected, decode_as};
-use super::kinds::ApiKind;
-use super::{AppState, RequestInfo, delete};
-use crate::cluster::{Cluster, Write};
-use crate::disruption;
+use super::{AppState, RequestInfo};
 use crate::status::ApiError;
 
 /// How often an eviction whose delete lost a race is tried again (the registry retries

@@ -1,10 +1,11 @@
 //! [`Filter`]: the selectors of a list or watch (namespace, labels, fields), parsed once.
 
-use super::kinds::ApiKind;
+use podline_sim_core::cluster::Facts;
+use podline_sim_core::kinds::ApiKind;
+
 use super::query::ListParams;
 use super::request_info::RequestInfo;
 use super::selector::{FieldSelector, LabelSelector};
-use crate::cluster::Facts;
 use crate::status::ApiError;
 
 /// Parsed selectors of a list or watch.

@@ -6,7 +6,7 @@
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use http::header;
 
@@ -14,7 +14,7 @@ use super::discovery;
 use super::request_info::RequestInfo;
 use super::state::AppState;
 use crate::audit::{AuditEntry, StoredName};
-use crate::status::ApiError;
+use crate::status::{ApiError, ErrorResponse};
 
 /// `/healthz`, `/livez`, `/readyz` (always ok) and `/version`, outside authentication: what
 /// kube-apiserver's `system:public-info-viewer` role lets anyone read, so a probe or a
@@ -64,7 +64,9 @@ pub(crate) async fn classify_and_count(
     if !info.is_resource {
         return next.run(req).await;
     }
-    state.counts().record(&info.verb, &info.resource_path());
+    state
+        .counts()
+        .record(info.verb.as_str(), &info.resource_path());
     let audited = state.audit().is_watched().then(|| info.clone());
     req.extensions_mut().insert(info);
     let response = next.run(req).await;

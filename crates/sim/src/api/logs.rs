@@ -8,11 +8,11 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use http::{HeaderValue, StatusCode, header};
 use jiff::Timestamp;
+use podline_sim_core::logs::LogQuery;
+use podline_sim_core::validation::Causes;
 
 use super::query::{self, LogParams};
-use super::validation::Causes;
 use super::{AppState, RequestInfo};
-use crate::logs::LogQuery;
 use crate::status::ApiError;
 
 /// Serves a pod's container log.

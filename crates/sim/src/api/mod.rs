@@ -3,31 +3,25 @@
 //! the front every request passes first (health probes, bearer auth, classification, counting,
 //! audit).
 //!
-//! The API sits on the object store ([`crate::cluster`]) and knows nothing of the layers above
-//! it: [`crate::app`] assembles the whole router (the fault layer between the front and the
-//! handlers), and the server it is served on is reached only through [`Transport`].
+//! The API sits on the object store ([`podline_sim_core::cluster`]) and knows nothing of the
+//! layers above it: [`crate::app`] assembles the whole router (the fault layer between the front
+//! and the handlers), and the server it is served on is reached only through [`Transport`].
 
 mod apply;
 mod binding;
 mod body;
 mod control;
 mod decode;
-pub(crate) mod delete;
+mod delete;
 mod discovery;
-mod disruption_budgets;
 mod eviction;
 mod filter;
 mod front;
-pub(crate) mod kinds;
 mod logs;
-pub(crate) mod namespaces;
+mod namespaces;
 pub mod openapi;
-mod part;
 mod patch;
-mod pods;
 mod protobuf;
-mod qos;
-mod quantity;
 pub(crate) mod query;
 mod request_info;
 mod resources;
@@ -35,7 +29,6 @@ mod respond;
 mod selector;
 mod state;
 mod table;
-mod validation;
 mod watch;
 
 use axum::Router;
@@ -44,7 +37,7 @@ use axum::routing::get;
 pub(crate) use body::read_raw_body;
 pub(crate) use front::{authenticate, classify_and_count, probes};
 pub use query::query_flag;
-pub use request_info::RequestInfo;
+pub use request_info::{RequestInfo, Verb};
 pub use selector::{FieldSelector, LabelSelector};
 pub use state::{
     AppState, BodyLimits, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_REQUEST_BODY, Transport,

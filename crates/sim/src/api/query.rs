@@ -304,7 +304,7 @@ pub mod continue_token {
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use serde::{Deserialize, Serialize};
 
-    use crate::cluster::Key;
+    use podline_sim_core::cluster::Key;
 
     #[derive(Serialize, Deserialize)]
     struct Token {

@@ -4,14 +4,15 @@
 
 use http::Method;
 
+pub use crate::verb::Verb;
+
 /// What an API request is about.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequestInfo {
     /// Whether the path is a resource path (`/api/v1/...` or `/apis/g/v/...` with a resource).
     pub is_resource: bool,
-    /// `create`, `get`, `list`, `watch`, `update`, `patch`, `delete`, `deletecollection`, or the
-    /// lowercase HTTP method for non-resource paths.
-    pub verb: String,
+    /// The verb ([`Verb::NonResource`] for non-resource paths).
+    pub verb: Verb,
     /// API group ("" for core).
     pub group: String,
     /// API version.
@@ -38,10 +39,7 @@ impl RequestInfo {
 
     /// Parses a request.
     pub fn parse(method: &Method, path: &str, query: Option<&str>) -> Self {
-        let non_resource = || RequestInfo {
-            verb: method.as_str().to_ascii_lowercase(),
-            ..RequestInfo::default()
-        };
+        let non_resource = RequestInfo::default;
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
         let (group, version, mut rest) = match parts.as_slice() {
             ["api", version, rest @ ..] => ("", *version, rest),
@@ -103,26 +101,25 @@ impl RequestInfo {
         info.verb = match *method {
             Method::GET | Method::HEAD => {
                 if legacy_watch || (info.name.is_empty() && watch_param) {
-                    "watch"
+                    Verb::Watch
                 } else if info.name.is_empty() {
-                    "list"
+                    Verb::List
                 } else {
-                    "get"
+                    Verb::Get
                 }
             }
-            Method::POST => "create",
-            Method::PUT => "update",
-            Method::PATCH => "patch",
+            Method::POST => Verb::Create,
+            Method::PUT => Verb::Update,
+            Method::PATCH => Verb::Patch,
             Method::DELETE => {
                 if info.name.is_empty() {
-                    "deletecollection"
+                    Verb::DeleteCollection
                 } else {
-                    "delete"
+                    Verb::Delete
                 }
             }
-            _ => "unknown",
-        }
-        .to_owned();
+            _ => Verb::Unknown,
+        };
         info
     }
 }
@@ -134,28 +131,28 @@ mod tests {
     #[test]
     fn parses_namespaced_pod_paths() {
         let info = RequestInfo::parse(&Method::GET, "/api/v1/namespaces/ns1/pods/p1/log", None);
-        assert_eq!(info.verb, "get");
+        assert_eq!(info.verb, Verb::Get);
         assert_eq!(info.resource_path(), "pods/log");
         assert_eq!(info.namespace, "ns1");
         assert_eq!(info.name, "p1");
         let info = RequestInfo::parse(&Method::GET, "/api/v1/pods", Some("watch=true&x=1"));
-        assert_eq!(info.verb, "watch");
+        assert_eq!(info.verb, Verb::Watch);
         assert_eq!(info.namespace, "");
         let info = RequestInfo::parse(&Method::GET, "/api/v1/namespaces/ns1/pods", None);
-        assert_eq!(info.verb, "list");
+        assert_eq!(info.verb, Verb::List);
         // kube-apiserver's parameter codec: only `0` and `false` (any case) are false.
         for (query, verb) in [
-            ("watch=maybe", "watch"),
-            ("watch=TRUE", "watch"),
-            ("watch=", "watch"),
-            ("watch=False", "list"),
-            ("watch=0", "list"),
+            ("watch=maybe", Verb::Watch),
+            ("watch=TRUE", Verb::Watch),
+            ("watch=", Verb::Watch),
+            ("watch=False", Verb::List),
+            ("watch=0", Verb::List),
         ] {
             let info = RequestInfo::parse(&Method::GET, "/api/v1/pods", Some(query));
             assert_eq!(info.verb, verb, "{query}");
         }
         let info = RequestInfo::parse(&Method::POST, "/api/v1/namespaces/ns1/pods", None);
-        assert_eq!(info.verb, "create");
+        assert_eq!(info.verb, Verb::Create);
     }
 
     #[test]
@@ -185,5 +182,17 @@ mod tests {
         );
         let info = RequestInfo::parse(&Method::GET, "/version", None);
         assert!(!info.is_resource);
+        assert_eq!(info.verb, Verb::NonResource);
+        let info = RequestInfo::parse(&Method::OPTIONS, "/api/v1/pods", None);
+        assert_eq!(info.verb, Verb::Unknown);
+        let info = RequestInfo::parse(&Method::DELETE, "/api/v1/namespaces/a/pods", None);
+        assert_eq!(info.verb, Verb::DeleteCollection);
+    }
+
+    #[test]
+    fn verbs_are_spelled_as_kube_apiserver_spells_them() {
+        assert_eq!(Verb::DeleteCollection.to_string(), "deletecollection");
+        assert_eq!(Verb::Watch.as_str(), "watch");
+        assert!(Verb::Create == "create" && Verb::Create != "get");
     }
 }

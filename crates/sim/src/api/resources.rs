@@ -2,7 +2,7 @@
 //! (list, watch, get, create, update, patch, delete) over any [`ApiKind`].
 
 use axum::extract::{Request, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 use jiff::Timestamp;
@@ -10,21 +10,22 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
+use podline_sim_core::cluster::{Stored, WorkflowTaskResult, Write};
+use podline_sim_core::delete::{arrange_removal, delete_object, no_new_finalizers, update_write};
+use podline_sim_core::kinds::ApiKind;
+use podline_sim_core::part::Part;
+use podline_sim_core::validation::Causes;
 use serde_json::json;
 
 use super::apply::{self, Writer};
 use super::body::{JsonBody, read_raw_body};
 use super::filter::Filter;
-use super::kinds::ApiKind;
-use super::part::Part;
 use super::query::{self, ListParams, WriteParams, continue_token};
-use super::request_info::RequestInfo;
+use super::request_info::{RequestInfo, Verb};
 use super::respond::{json_response, page_not_found};
 use super::state::AppState;
-use super::validation::Causes;
 use super::{delete, patch, watch};
-use crate::cluster::{Stored, WorkflowTaskResult, Write};
-use crate::status::ApiError;
+use crate::status::{ApiError, ErrorResponse};
 
 /// Routes a resource request to its kind's handler; 404 for unknown resources.
 pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
@@ -56,7 +57,7 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
         }
         _ => Err(ApiError::path_not_found()),
     };
-    result.unwrap_or_else(IntoResponse::into_response)
+    result.unwrap_or_else(ErrorResponse::into_response)
 }
 
 /// Whether the sim serves this API group version (else its paths are not found by the mux, and
@@ -86,8 +87,8 @@ async fn handle<K: ApiKind>(
         return Err(ApiError::path_not_found());
     }
     let is_pod = K::RESOURCE == "pods";
-    if info.name.is_empty() && matches!(info.verb.as_str(), "update" | "patch") {
-        return Err(ApiError::method_not_allowed(&info.verb));
+    if info.name.is_empty() && matches!(info.verb, Verb::Update | Verb::Patch) {
+        return Err(ApiError::method_not_allowed(info.verb.as_str()));
     }
     let query = req.uri().query().map(str::to_owned);
     let user_agent = req
@@ -103,9 +104,9 @@ async fn handle<K: ApiKind>(
     let validation = super::decode::FieldValidation::parse(
         query::Query::new(query.as_deref()).get("fieldValidation"),
     );
-    match (info.subresource.as_str(), info.verb.as_str()) {
-        ("log", "get") if is_pod => super::logs::pod_log(&state, &info, query.as_deref()).await,
-        ("binding", "create") if is_pod => {
+    match (info.subresource.as_str(), info.verb) {
+        ("log", Verb::Get) if is_pod => super::logs::pod_log(&state, &info, query.as_deref()).await,
+        ("binding", Verb::Create) if is_pod => {
             let dry_run = is_dry_run(query.as_deref())?;
             let body = read_body(&state, req).await?;
             super::binding::bind(
@@ -116,17 +117,17 @@ async fn handle<K: ApiKind>(
                 dry_run,
             )
         }
-        ("eviction", "create") if is_pod => {
+        ("eviction", Verb::Create) if is_pod => {
             let params: WriteParams = query::parse(query.as_deref())?;
             let dry_run: Vec<String> = params.dry_run.into_iter().collect();
             let body = read_body(&state, req).await?;
             super::eviction::evict(&state, &info, &body, &dry_run)
         }
-        ("", "list") => list::<K>(&state, &info, query.as_deref()),
-        ("", "watch") => watch::watch::<K>(&state, &info, query.as_deref()),
-        ("", "get") => get::<K>(&state, &info, query.as_deref()),
-        ("status", "get") if K::HAS_STATUS => get::<K>(&state, &info, query.as_deref()),
-        ("", "create") => {
+        ("", Verb::List) => list::<K>(&state, &info, query.as_deref()),
+        ("", Verb::Watch) => watch::watch::<K>(&state, &info, query.as_deref()),
+        ("", Verb::Get) => get::<K>(&state, &info, query.as_deref()),
+        ("status", Verb::Get) if K::HAS_STATUS => get::<K>(&state, &info, query.as_deref()),
+        ("", Verb::Create) => {
             let body = read_create_body::<K>(&state, req).await?;
             let (obj, warnings) = super::decode::decode_validated::<K>(&body, validation)?;
             let created = create::<K>(
@@ -138,27 +139,27 @@ async fn handle<K: ApiKind>(
             );
             created.map(|r| with_warnings(r, &warnings))
         }
-        ("", "update") => {
+        ("", Verb::Update) => {
             let body = read_body(&state, req).await?;
             update::<K>(&state, &info, body, writer(Part::Main, false), validation)
         }
-        ("status", "update") if K::HAS_STATUS => {
+        ("status", Verb::Update) if K::HAS_STATUS => {
             let body = read_body(&state, req).await?;
             update::<K>(&state, &info, body, writer(Part::Status, false), validation)
         }
-        ("", "patch") => {
+        ("", Verb::Patch) => {
             let body = read_raw_body(&state, req).await?;
             let apply = body.media_type == APPLY_PATCH;
             let writer = writer(Part::Main, apply);
             patch_object::<K>(&state, &info, query.as_deref(), body, writer)
         }
-        ("status", "patch") if K::HAS_STATUS => {
+        ("status", Verb::Patch) if K::HAS_STATUS => {
             let body = read_raw_body(&state, req).await?;
             let apply = body.media_type == APPLY_PATCH;
             let writer = writer(Part::Status, apply);
             patch_object::<K>(&state, &info, query.as_deref(), body, writer)
         }
-        ("", "delete") => {
+        ("", Verb::Delete) => {
             let body = read_raw_body(&state, req).await?;
             let opts = delete_options(query.as_deref(), &body)?;
             if K::RESOURCE == "namespaces" {
@@ -166,20 +167,20 @@ async fn handle<K: ApiKind>(
             }
             let ns = key_namespace::<K>(&info);
             let cluster = state.cluster();
-            let (deleted, pending) = delete::delete_object::<K>(cluster, &ns, &info.name, &opts)?;
-            delete::arrange_removal(cluster, &ns, &info.name, pending);
+            let (deleted, pending) = delete_object::<K>(cluster, &ns, &info.name, &opts)?;
+            arrange_removal(cluster, &ns, &info.name, pending);
             Ok(delete::delete_response(&deleted))
         }
-        ("", "deletecollection") if K::RESOURCE != "namespaces" => {
+        ("", Verb::DeleteCollection) if K::RESOURCE != "namespaces" => {
             let body = read_raw_body(&state, req).await?;
             let opts = delete_options(query.as_deref(), &body)?;
             delete::delete_collection::<K>(&state, &info, query.as_deref(), &opts)
         }
-        ("finalize", "update") if K::RESOURCE == "namespaces" => {
+        ("finalize", Verb::Update) if K::RESOURCE == "namespaces" => {
             let body = read_body(&state, req).await?;
             super::namespaces::finalize(&state, &info.name, &body.bytes)
         }
-        ("", _) | ("status", _) => Err(ApiError::method_not_allowed(&info.verb)),
+        ("", _) | ("status", _) => Err(ApiError::method_not_allowed(info.verb.as_str())),
         _ => Err(ApiError::path_not_found()),
     }
 }
@@ -194,8 +195,8 @@ async fn legacy_binding(
     if info.namespace.is_empty() || !info.name.is_empty() || !info.subresource.is_empty() {
         return Err(ApiError::path_not_found());
     }
-    if info.verb != "create" {
-        return Err(ApiError::method_not_allowed(&info.verb));
+    if info.verb != Verb::Create {
+        return Err(ApiError::method_not_allowed(info.verb.as_str()));
     }
     let dry_run = is_dry_run(req.uri().query())?;
     let body = read_body(&state, req).await?;
@@ -458,12 +459,19 @@ fn create<K: ApiKind>(
     if K::NAMESPACED && !state.cluster().namespace_exists(&info.namespace) {
         return Err(ApiError::not_found("", "namespaces", &info.namespace));
     }
-    if K::NAMESPACED && super::namespaces::is_terminating(state.cluster(), &info.namespace) {
-        let name = obj.meta().name.clone().unwrap_or_default();
-        return Err(super::namespaces::terminating_forbidden::<K>(
-            &name,
+    if K::NAMESPACED
+        && podline_sim_core::controllers::namespace::is_terminating(
+            state.cluster(),
             &info.namespace,
-        ));
+        )
+    {
+        let name = obj.meta().name.clone().unwrap_or_default();
+        return Err(
+            podline_sim_core::controllers::namespace::terminating_forbidden::<K>(
+                &name,
+                &info.namespace,
+            ),
+        );
     }
     let dry_run = is_dry_run(query)?;
     let generate = obj
@@ -596,7 +604,7 @@ fn replace<K: ApiKind>(
         } else {
             obj = with_update_fields(obj, Some(&current), writer)?;
         }
-        if let Some(message) = delete::no_new_finalizers(obj.meta(), current.meta()) {
+        if let Some(message) = no_new_finalizers(obj.meta(), current.meta()) {
             let mut causes = Causes::default();
             causes.forbidden("metadata.finalizers", &message);
             return Err(invalid::<K>(&name, causes));
@@ -604,7 +612,7 @@ fn replace<K: ApiKind>(
         if serde_json::to_value(&obj).ok() == serde_json::to_value(&current).ok() {
             Ok((Write::Unchanged, Some(stored.json())))
         } else {
-            Ok((delete::update_write(obj), None))
+            Ok((update_write(obj), None))
         }
     })?;
     match (event, unchanged) {

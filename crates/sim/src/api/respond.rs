@@ -4,9 +4,8 @@
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
+use podline_sim_core::kinds::ApiKind;
 use serde_json::json;
-
-use super::kinds::ApiKind;
 
 /// kube-apiserver's answer to a path no handler serves (an unknown group, version or
 /// non-resource path): Go's `http.NotFound`, plain text, not a Status.

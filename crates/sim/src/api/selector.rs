@@ -8,9 +8,10 @@
 
 use std::collections::BTreeSet;
 
+use podline_sim_core::cluster::{Facts, Kind};
+use podline_sim_core::validation::{label_value_errors, qualified_name_errors};
+
 use super::query::{go_parse_int, go_quote};
-use super::validation::{label_value_errors, qualified_name_errors};
-use crate::cluster::{Facts, Kind};
 use crate::status::ApiError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,9 +6,9 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use podline_sim_core::cluster::Cluster;
 
 use crate::audit::Audit;
-use crate::cluster::Cluster;
 use crate::counts::Counter;
 
 /// kube-apiserver's default `--request-timeout` (60 s), which bounds reading a request body.

@@ -21,14 +21,14 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use super::filter::Filter;
-use super::kinds::ApiKind;
 use super::query::{self, ListParams};
 use super::respond::json_response;
 use super::{AppState, RequestInfo};
-use crate::cluster::{
+use crate::status::ApiError;
+use podline_sim_core::cluster::{
     ChangeKind, Cluster, Facts, Stored, TooOld, WatchEvent, WatchFrom, event_line, watch_line,
 };
-use crate::status::ApiError;
+use podline_sim_core::kinds::ApiKind;
 
 /// How long before `timeoutSeconds` the last bookmark is sent, like the real server.
 const FINAL_BOOKMARK_LEAD: Duration = Duration::from_secs(2);

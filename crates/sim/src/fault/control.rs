@@ -11,7 +11,7 @@ use axum::{Extension, Json, Router};
 use super::handle::FaultHandle;
 use super::plan::FaultPlan;
 use crate::api::{AppState, read_raw_body};
-use crate::status::ApiError;
+use crate::status::{ApiError, ErrorResponse};
 
 /// The `/_sim/faults` routes, editing the rules of `faults`.
 pub fn routes(faults: FaultHandle) -> Router<AppState> {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame};
 
@@ -23,7 +23,7 @@ use super::handle::FaultHandle;
 use super::plan::{FaultAction, MalformField, glob_match};
 use super::transport::{Connection, ResetStream};
 use crate::api::RequestInfo;
-use crate::status::ApiError;
+use crate::status::{ApiError, ErrorResponse};
 
 /// Bytes sent when a reset fires between events: the connection is cut in the middle of them,
 /// so the client sees the start of an event and then a reset.

@@ -46,13 +46,13 @@ pub use tls::TlsMaterial;
 
 use crate::api::{AppState, BodyLimits, Transport};
 use crate::app::app;
-use crate::cluster::{Cluster, HistoryLimits, PodHistory};
 use crate::config::SimConfig;
 use crate::counts::RequestCounts;
 use crate::error::SimError;
 pub use crate::fault::ResetStream;
 use crate::fault::{Connection, FaultHandle};
-use crate::kubelet::{Kubelet, KubeletHandle};
+use podline_sim_core::cluster::{Cluster, HistoryLimits, PodHistory};
+use podline_sim_core::kubelet::{Kubelet, KubeletHandle};
 
 /// The HTTP/2 streams a client may open at once: kube-apiserver leaves
 /// `--http2-max-streams-per-connection` at 0, and its server then makes Go's default of 250
@@ -434,9 +434,7 @@ impl Sim {
         cluster.set_watch_buffer(cfg.watch_buffer);
         let history_pruner = cluster.spawn_history_pruner(HISTORY_PRUNE_EVERY);
         // kube-controller-manager's part; each ends by itself with the cluster.
-        drop(crate::gc::spawn(&cluster));
-        drop(crate::node_lifecycle::spawn(&cluster));
-        drop(crate::disruption::spawn(&cluster));
+        podline_sim_core::controllers::spawn_all(&cluster);
         let state = AppState::new(cluster.clone(), cfg.token.clone(), cfg.bookmark_interval);
         let faults = FaultHandle::new(cfg.faults.clone());
         state.set_body_limits(BodyLimits {

@@ -161,7 +161,7 @@ const ARGO: &[Resource] = &[Resource {
 
 /// The documents: (file name, document) for each group version.
 pub fn documents() -> Vec<(&'static str, Value)> {
-    let kube_version = crate::version::GIT_VERSION;
+    let kube_version = podline_sim_core::version::GIT_VERSION;
     let core = core_schemas();
     let coordination = coordination_schemas();
     let argo = argo_schemas();

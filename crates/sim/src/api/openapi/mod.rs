@@ -206,7 +206,11 @@ mod tests {
         for (gv, source) in SOURCES {
             let doc: serde_json::Value = serde_json::from_str(source).expect(gv);
             assert_eq!(doc["openapi"], "3.0.0", "{gv}");
-            assert_eq!(doc["info"]["version"], crate::version::GIT_VERSION, "{gv}");
+            assert_eq!(
+                doc["info"]["version"],
+                podline_sim_core::version::GIT_VERSION,
+                "{gv}"
+            );
             assert!(
                 doc["components"]["schemas"]
                     .as_object()

@@ -5,16 +5,17 @@
 //!
 //! Why it exists: `kubectl drain` and every client that evicts pods must handle the 429 a budget
 //! answers; without budgets the sim could never send it. The status is the disruption
-//! controller's (`crate::disruption`); the 429 is the eviction API's (`eviction.rs`).
+//! controller's (`crate::controllers::disruption`); the 429 is the eviction API's
+//! (podline-sim's `api/eviction.rs`).
 
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::kinds::ApiKind;
-use super::part::Part;
-use super::validation::{Causes, qualified_name_errors, validate_meta};
+use super::ApiKind;
 use crate::cluster::{Cluster, Table};
+use crate::part::Part;
+use crate::validation::{Causes, qualified_name_errors, validate_meta};
 
 /// The values of `spec.unhealthyPodEvictionPolicy`.
 pub(crate) const EVICTION_POLICIES: [&str; 2] = ["AlwaysAllow", "IfHealthyBudget"];
@@ -97,7 +98,7 @@ fn validate_int_or_percent(causes: &mut Causes, field: &str, value: &IntOrString
             causes.invalid(field, &n.to_string(), "must be greater than or equal to 0");
         }
         IntOrString::Int(_) => {}
-        IntOrString::String(s) => match crate::disruption::parse_percent(s) {
+        IntOrString::String(s) => match crate::validation::parse_percent(s) {
             None => causes.invalid(
                 field,
                 &go_int_or_string(value),
@@ -121,7 +122,7 @@ fn validate_selector(causes: &mut Causes, field: &str, selector: &LabelSelector)
         for error in qualified_name_errors(key) {
             causes.invalid(&format!("{field}.matchLabels"), &format!("{key:?}"), &error);
         }
-        for error in super::validation::label_value_errors(value) {
+        for error in crate::validation::label_value_errors(value) {
             causes.invalid(
                 &format!("{field}.matchLabels"),
                 &format!("{value:?}"),

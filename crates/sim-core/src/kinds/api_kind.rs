@@ -1,12 +1,15 @@
 //! [`ApiKind`]: how the generic resource handlers reach each kind's table and its admission
-//! rules (defaults and validation on create, what an update may change).
+//! rules (defaults and validation on create, what an update may change), and its impls for the
+//! kinds without a unit of their own.
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceStatus, Node, Pod};
 
-use super::part::Part;
-use super::validation::{Causes, validate_meta};
 use crate::cluster::{Cluster, Committed, Kind, Stored, Table, WorkflowTaskResult, Write};
+use crate::part::Part;
+use crate::validation::{Causes, validate_meta};
+
+use super::pod;
 
 /// A kind served by the generic handlers.
 pub trait ApiKind: Kind {
@@ -73,7 +76,7 @@ impl ApiKind for Namespace {
         let mut causes = Causes::default();
         validate_meta(&mut causes, self.meta());
         if let Some(name) = self.metadata.name.as_deref()
-            && !super::validation::is_dns1123_label(name)
+            && !crate::validation::is_dns1123_label(name)
             && causes.is_empty()
         {
             causes.invalid(
@@ -143,10 +146,10 @@ impl ApiKind for Lease {
         cluster.lease_table()
     }
     fn admit_create(&mut self) -> Causes {
-        super::validation::validate_lease(self)
+        crate::validation::validate_lease(self)
     }
     fn admit_update(&mut self, _old: &Self, _part: Part) -> Causes {
-        super::validation::validate_lease(self)
+        crate::validation::validate_lease(self)
     }
 }
 
@@ -184,10 +187,10 @@ impl ApiKind for Pod {
         cluster.write_pod(namespace, name, decide)
     }
     fn admit_create(&mut self) -> Causes {
-        super::pods::default_pod(self);
-        super::validation::validate_pod(self)
+        pod::default_pod(self);
+        crate::validation::validate_pod(self)
     }
     fn admit_update(&mut self, old: &Self, part: Part) -> Causes {
-        super::pods::admit_pod_update(self, old, part)
+        pod::admit_pod_update(self, old, part)
     }
 }

@@ -1,10 +1,13 @@
 //! Pod specifics: create-time defaults (as the real server fills them), what an update may
-//! change (deletion is in `delete.rs`, namespace deletion in `namespaces.rs`).
+//! change (deletion is in [`crate::delete`], namespace deletion in
+//! [`crate::controllers::namespace`]).
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, ResourceRequirements, Toleration};
 
-use super::part::Part;
-use super::validation::Causes;
+use crate::part::Part;
+use crate::validation::Causes;
+
+mod qos;
 
 /// Default grace period of a pod without `terminationGracePeriodSeconds`.
 pub const DEFAULT_GRACE_SECONDS: i64 = 30;
@@ -56,7 +59,7 @@ pub fn default_pod(pod: &mut Pod) {
     // A new pod's status is the server's: Pending, whatever the client sent.
     pod.status = Some(PodStatus {
         phase: Some("Pending".to_owned()),
-        qos_class: Some(super::qos::pod_qos(pod).to_owned()),
+        qos_class: Some(qos::pod_qos(pod).to_owned()),
         ..PodStatus::default()
     });
 }
@@ -77,7 +80,7 @@ fn default_resources(resources: &mut ResourceRequirements) {
         .flatten()
     {
         for q in quantities.values_mut() {
-            q.0 = super::quantity::canonicalize(&q.0);
+            q.0 = crate::quantity::canonicalize(&q.0);
         }
     }
 }
@@ -142,7 +145,7 @@ pub fn admit_pod_update(new: &mut Pod, old: &Pod, part: Part) -> Causes {
         validate_deadline_update(&mut causes, new, old);
     }
     let mut meta = Causes::default();
-    super::validation::validate_meta(&mut meta, &new.metadata);
+    crate::validation::validate_meta(&mut meta, &new.metadata);
     causes.0.extend(meta.0);
     causes
 }
@@ -150,7 +153,7 @@ pub fn admit_pod_update(new: &mut Pod, old: &Pod, part: Part) -> Causes {
 /// `spec.activeDeadlineSeconds` on update, as kube-apiserver's `ValidatePodUpdate`: in range,
 /// never raised, never removed once set.
 fn validate_deadline_update(causes: &mut Causes, new: &Pod, old: &Pod) {
-    use super::validation::{ACTIVE_DEADLINE_RANGE_MSG, MAX_ACTIVE_DEADLINE_SECONDS};
+    use crate::validation::{ACTIVE_DEADLINE_RANGE_MSG, MAX_ACTIVE_DEADLINE_SECONDS};
     let field = "spec.activeDeadlineSeconds";
     let new_value = new.spec.as_ref().and_then(|s| s.active_deadline_seconds);
     let old_value = old.spec.as_ref().and_then(|s| s.active_deadline_seconds);

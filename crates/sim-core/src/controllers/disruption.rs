@@ -38,6 +38,7 @@ use tokio::task::JoinHandle;
 
 use crate::cluster::{ChangeKind, Cluster, WatchFrom, WeakCluster, Write};
 use crate::status::ApiError;
+use crate::validation::parse_percent;
 
 /// How long an eviction's entry in `disruptedPods` keeps the pod out of the healthy count
 /// (the controller's `DeletionTimeout`).
@@ -361,16 +362,6 @@ fn controllers_scale(selected: &[&Pod]) -> Result<i32, String> {
     Ok(0)
 }
 
-/// The number of a `[0-9]+%` string (None for anything else).
-pub(crate) fn parse_percent(s: &str) -> Option<u64> {
-    let digits = s.strip_suffix('%')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    // More digits than a u64 holds: certainly more than 100%.
-    Some(digits.parse().unwrap_or(u64::MAX))
-}
-
 /// `GetScaledValueFromIntOrPercent(value, total, roundUp=true)`.
 fn scaled(value: &IntOrString, total: i32) -> i32 {
     match value {
@@ -471,9 +462,10 @@ fn selects(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) 
     pairs && terms
 }
 
-/// What the eviction API may do with a pod the budgets allow to go.
+/// What the eviction API may do with a pod the budgets allow to go. Public for that API
+/// (podline-sim's `api/eviction.rs`), which acts on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Allowed {
+pub enum Allowed {
     /// No budget covers it, or a disruption was taken from its budget: delete it.
     Delete,
     /// It is unhealthy and its budget lets unhealthy pods go without taking a disruption:
@@ -485,8 +477,9 @@ pub(crate) enum Allowed {
 /// budgets of its namespace that select it; none allows it; more than one is a 500; with one,
 /// an unhealthy pod may go if the budget's policy says so, else one disruption is taken from
 /// the budget (its `disruptionsAllowed` and `disruptedPods`, in one write; nothing with
-/// `dry_run`) or the eviction is refused with 429.
-pub(crate) fn take(cluster: &Cluster, pod: &Pod, dry_run: bool) -> Result<Allowed, ApiError> {
+/// `dry_run`) or the eviction is refused with 429. Public for the eviction API, which calls it
+/// before it deletes.
+pub fn take(cluster: &Cluster, pod: &Pod, dry_run: bool) -> Result<Allowed, ApiError> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
     let (budgets, _) = cluster

@@ -31,11 +31,11 @@ use serde::Deserialize;
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 use tokio::task::JoinHandle;
 
-use crate::api::delete::{
+use crate::cluster::{ChangeKind, Cluster, Kind, WatchEvent, WatchFrom, WeakCluster, Write};
+use crate::delete::{
     FOREGROUND_FINALIZER, ORPHAN_FINALIZER, arrange_removal, delete_object, update_write,
 };
-use crate::api::kinds::ApiKind;
-use crate::cluster::{ChangeKind, Cluster, Kind, WatchEvent, WatchFrom, WeakCluster, Write};
+use crate::kinds::ApiKind;
 
 /// How often the collector looks again while it tracks objects (a dependent whose deletion did
 /// not go through, an owner waiting for dependents that are being deleted gracefully).

@@ -87,9 +87,9 @@ impl PodRef {
     }
 }
 
-/// Default [`crate::SimConfig::watch_buffer`]: kube-apiserver's per-watcher buffers hold 10 to
-/// 1000 events and a full one may block dispatch for a short budget before the watcher is closed;
-/// the sim has no budget, so it takes the largest buffer.
+/// Default of `podline-sim`'s `SimConfig::watch_buffer`: kube-apiserver's per-watcher buffers
+/// hold 10 to 1000 events and a full one may block dispatch for a short budget before the
+/// watcher is closed; the sim has no budget, so it takes the largest buffer.
 pub const DEFAULT_WATCH_BUFFER: usize = 1000;
 
 /// Namespaces every cluster starts with.

@@ -17,7 +17,7 @@
 //!
 //! ```
 //! use futures::StreamExt;
-//! use podline_sim::logs::{LogQuery, LogStore};
+//! use podline_sim_core::logs::{LogQuery, LogStore};
 //!
 //! # tokio_test_block_on(async {
 //! let store = LogStore::default();

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::cluster::{Cluster, Write, now_time};
-use crate::node_lifecycle::UNSCHEDULABLE_TAINT;
+use crate::controllers::node_lifecycle::UNSCHEDULABLE_TAINT;
 use crate::version::GIT_VERSION;
 
 /// The node's IP address: its `InternalIP`, and the `status.hostIP` of its pods.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::quantity::Quantity;
+use crate::quantity::Quantity;
 
 /// The pod's QoS class: `Guaranteed`, `Burstable` or `BestEffort`.
 pub fn pod_qos(pod: &Pod) -> &'static str {

@@ -170,6 +170,17 @@ fn validate_labels(causes: &mut Causes, labels: &BTreeMap<String, String>) {
     }
 }
 
+/// The number of a `[0-9]+%` string (None for anything else): an `IntOrString` percentage, as
+/// the budget's validation and the disruption controller's scaling both read it.
+pub(crate) fn parse_percent(s: &str) -> Option<u64> {
+    let digits = s.strip_suffix('%')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // More digits than a u64 holds: certainly more than 100%.
+    Some(digits.parse().unwrap_or(u64::MAX))
+}
+
 /// Validates the metadata every object has: name (as an RFC 1123 subdomain), labels, annotations.
 pub fn validate_meta(causes: &mut Causes, meta: &ObjectMeta) {
     // A generateName is checked as a prefix (a trailing `-` is fine), before the name made of it.

@@ -1,0 +1,19 @@
+//! The parts of kube-controller-manager the API's behaviour rests on, in the sim's process as
+//! the kubelet is. Each is a task that follows the cluster's tables and ends by itself when the
+//! cluster is dropped; [`spawn_all`] starts the three that run for the cluster's whole life
+//! (the namespace controller runs per Terminating namespace, started by its DELETE).
+
+pub mod disruption;
+pub mod gc;
+pub mod namespace;
+pub mod node_lifecycle;
+
+use crate::cluster::Cluster;
+
+/// Starts the garbage collector, the node lifecycle controller and the disruption controller
+/// of `cluster`; each ends by itself with the cluster.
+pub fn spawn_all(cluster: &Cluster) {
+    drop(gc::spawn(cluster));
+    drop(node_lifecycle::spawn(cluster));
+    drop(disruption::spawn(cluster));
+}
