@@ -91,7 +91,9 @@ pub(crate) fn sort(
 /// Whether a pod of this recorder's scope also carries another recorder's finalizer.
 pub(crate) fn overlaps(meta: &ObjectMeta, config: &FinalizeConfig) -> bool {
     meta.finalizers.iter().flatten().any(|f| {
-        is_recorder_finalizer(f) && *f != config.finalizer && Some(f.as_str()) != config.adopt.as_deref()
+        is_recorder_finalizer(f)
+            && *f != config.finalizer
+            && Some(f.as_str()) != config.adopt.as_deref()
     })
 }
 
@@ -244,13 +246,22 @@ mod tests {
         let sort = |meta: &ObjectMeta| sort(meta, Some(&selector), &config);
         for deleting in [false, true] {
             assert_eq!(sort(&pod("b", &[B], deleting)), Sorting::Leave);
-            assert_eq!(sort(&pod("b", &[RECORD_FINALIZER], deleting)), Sorting::Leave);
-            assert_eq!(sort(&pod("b", &[B, RECORD_FINALIZER], deleting)), Sorting::Leave);
+            assert_eq!(
+                sort(&pod("b", &[RECORD_FINALIZER], deleting)),
+                Sorting::Leave
+            );
+            assert_eq!(
+                sort(&pod("b", &[B, RECORD_FINALIZER], deleting)),
+                Sorting::Leave
+            );
             assert_eq!(sort(&pod("b", &[], deleting)), Sorting::Leave);
             // Its own finalizer out of its scope (its selector changed, or the pod's labels):
             // the scope valve releases it.
             assert_eq!(sort(&pod("b", &[A], deleting)), Sorting::Release);
-            assert_eq!(sort(&pod("b", &[RECORD_FINALIZER, A, B], deleting)), Sorting::Release);
+            assert_eq!(
+                sort(&pod("b", &[RECORD_FINALIZER, A, B], deleting)),
+                Sorting::Release
+            );
         }
     }
 
@@ -290,7 +301,11 @@ mod tests {
             Sorting::Leave
         );
         assert_eq!(
-            sort(&pod("b", &[RECORD_FINALIZER], false), Some(&selector), &config),
+            sort(
+                &pod("b", &[RECORD_FINALIZER], false),
+                Some(&selector),
+                &config
+            ),
             Sorting::Release
         );
     }
@@ -302,7 +317,10 @@ mod tests {
         assert!(!overlaps(&pod("a", &[A, RECORD_FINALIZER], false), &a));
         assert!(!overlaps(&pod("a", &[A, "example.com/x"], false), &a));
         let unsharded = FinalizeConfig::default();
-        assert!(overlaps(&pod("a", &[RECORD_FINALIZER, A], false), &unsharded));
+        assert!(overlaps(
+            &pod("a", &[RECORD_FINALIZER, A], false),
+            &unsharded
+        ));
         assert!(!overlaps(&pod("a", &[RECORD_FINALIZER], false), &unsharded));
     }
 }

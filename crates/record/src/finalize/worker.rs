@@ -255,13 +255,13 @@ impl Finalizers {
             Kind::Add => finalizer::add(&self.client, &job.meta, &self.finalizer)
                 .await
                 .map(Done::Added),
-            Kind::Remove(reason) => self.remove(&job.meta, reason).await.map(Done::Removed),
+            Kind::Remove(reason) => self.release(&job.meta, reason).await.map(Done::Removed),
         }
     }
 
     /// Takes the own finalizer off the pod, and the adopted one too unless the pod left the
     /// scope (then it belongs to the scope the pod moved to). `Removed` if either was removed.
-    async fn remove(
+    async fn release(
         &self,
         meta: &ObjectMeta,
         reason: ReleaseReason,
