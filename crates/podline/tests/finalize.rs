@@ -285,8 +285,9 @@ async fn run_with_a_finalizer_exits_with_the_tasks_code_while_the_pod_waits() {
     );
 }
 
-/// The uninstall valve: `podline gc --finalizers` removes podline.io/record and KFP mode's
-/// podline.io/kfp-writer from every pod of the namespace (a deleted one then goes), leaves other
+/// The uninstall valve: `podline gc --finalizers` removes podline.io/record, every label
+/// shard's podline.io/record-SHARD (issue 27) and KFP mode's podline.io/kfp-writer from every pod
+/// of the namespace (a deleted one then goes), leaves other
 /// finalizers and other namespaces alone, and with -A does the rest; it reports the count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gc_finalizers_releases_every_pod_in_scope_and_reports_the_count() {
@@ -307,11 +308,25 @@ async fn gc_finalizers_releases_every_pod_in_scope_and_reports_the_count() {
     create("default", "c", &[]).await;
     create("default", "e", &[KFP_FINALIZER, RECORD_FINALIZER]).await;
     create("default", "k", &["example.com/keep", KFP_FINALIZER]).await;
+    create(
+        "default",
+        "s",
+        &[
+            "podline.io/record-team-a",
+            "podline.io/record-b",
+            RECORD_FINALIZER,
+        ],
+    )
+    .await;
+    // Looks like a shard's, but no shard could be named so: not podline's.
+    create("default", "n", &["podline.io/record-Not_A_Shard"]).await;
     create("kube-system", "d", &[RECORD_FINALIZER]).await;
     let default: Api<Pod> = Api::namespaced(kube.clone(), "default");
     default.delete("a", &DeleteParams::default()).await.unwrap();
     default.delete("e", &DeleteParams::default()).await.unwrap();
+    default.delete("s", &DeleteParams::default()).await.unwrap();
     assert!(default.get_opt("a").await.unwrap().is_some(), "held");
+    assert!(default.get_opt("s").await.unwrap().is_some(), "held");
     assert!(default.get_opt("e").await.unwrap().is_some(), "held");
 
     let out = podline(kubeconfig.path())
@@ -324,7 +339,7 @@ async fn gc_finalizers_releases_every_pod_in_scope_and_reports_the_count() {
     assert!(out.status.success(), "{stdout}");
     assert!(
         stdout.contains(
-            "5 pod(s) seen, finalizers podline.io/record and podline.io/kfp-writer removed from 4, 0 failed"
+            "7 pod(s) seen, finalizers podline.io/record, podline.io/record-SHARD and podline.io/kfp-writer removed from 5, 0 failed"
         ),
         "{stdout}"
     );
@@ -335,6 +350,15 @@ async fn gc_finalizers_releases_every_pod_in_scope_and_reports_the_count() {
     assert!(
         default.get_opt("e").await.unwrap().is_none(),
         "both finalizers removed, and gone"
+    );
+    assert!(
+        default.get_opt("s").await.unwrap().is_none(),
+        "every shard's finalizer removed, and gone"
+    );
+    let n = default.get("n").await.unwrap();
+    assert_eq!(
+        n.metadata.finalizers.unwrap(),
+        ["podline.io/record-Not_A_Shard"]
     );
     let k = default.get("k").await.unwrap();
     assert_eq!(k.metadata.finalizers.unwrap(), ["example.com/keep"]);

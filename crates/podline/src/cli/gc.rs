@@ -8,7 +8,8 @@
 //! --reap` reaps continuously and measures on its own clock instead (immune to skew).
 //!
 //! `podline gc --finalizers` does something else: it removes the recorders' finalizers
-//! (podline.io/record, and KFP mode's podline.io/kfp-writer) from every pod in the
+//! (podline.io/record, every label shard's podline.io/record-SHARD, and KFP mode's
+//! podline.io/kfp-writer) from every pod in the
 //! namespace(s), the safety valve when no `podline record --finalize` will run again
 //! (uninstalling), so no pod waits in Terminating for it.
 
@@ -21,8 +22,9 @@ use crate::cli::reaper_flags::parse_duration;
 use crate::cli::{ClusterFlags, NamespaceFlag, Output, OutputFlag};
 
 const AFTER_HELP: &str = "\
-With --finalizers: instead of a reaper pass, remove the finalizers podline.io/record (set by
-`podline run --finalizer` and `podline record --finalize`) and podline.io/kfp-writer (set by
+With --finalizers: instead of a reaper pass, remove every podline finalizer: podline.io/record
+(set by `podline run --finalizer` and `podline record --finalize`), podline.io/record-SHARD (set
+by `podline record --finalize --shard SHARD`, any shard) and podline.io/kfp-writer (set by
 `podline record --kfp --finalize`) from every pod in the namespace (-n) or all namespaces
 (-A), and report how many pods were released. Other finalizers are left alone. Run it after stopping
 every `podline record --finalize` for good (uninstalling), or deleted pods wait in
@@ -48,8 +50,8 @@ pub struct GcArgs {
     /// Time on top of a Lease's duration before it counts as expired.
     #[arg(long, value_name = "DURATION", default_value = "9s", value_parser = parse_duration)]
     pub grace: Duration,
-    /// Instead of reaping: remove the recorders' finalizers (podline.io/record and
-    /// podline.io/kfp-writer) from every pod in scope (see below).
+    /// Instead of reaping: remove the recorders' finalizers (podline.io/record, every shard's
+    /// podline.io/record-SHARD and podline.io/kfp-writer) from every pod in scope (see below).
     #[arg(long)]
     pub finalizers: bool,
     #[command(flatten)]
@@ -105,14 +107,27 @@ pub async fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
 /// What `gc --finalizers` did.
 #[derive(Debug, Default, serde::Serialize)]
 struct Released {
-    /// The finalizers removed.
-    finalizers: [&'static str; 2],
+    /// The finalizers removed ([`RELEASED`]).
+    finalizers: [&'static str; 3],
     /// Pods listed.
     pods: usize,
     /// Pods a finalizer was removed from.
     released: usize,
     /// Pods one could not be removed from (`namespace/name: error`).
     failed: Vec<String>,
+}
+
+/// What `gc --finalizers` removes, as reported: the recorders' and every shard's.
+const RELEASED: [&str; 3] = [
+    podline_client::finalizer::RECORD_FINALIZER,
+    "podline.io/record-SHARD",
+    podline_mlmd::kfp::KFP_FINALIZER,
+];
+
+/// Whether `gc --finalizers` removes `finalizer`: any of podline's recorders' (every scope's).
+fn is_podline_finalizer(finalizer: &str) -> bool {
+    podline_client::finalizer::is_recorder_finalizer(finalizer)
+        || finalizer == podline_mlmd::kfp::KFP_FINALIZER
 }
 
 /// Calls in flight at once.
@@ -129,7 +144,7 @@ async fn release_all(
 ) -> anyhow::Result<ExitCode> {
     use futures::StreamExt as _;
     use k8s_openapi::api::core::v1::Pod;
-    use podline_client::finalizer::{RECORD_FINALIZER, Removed, has_finalizer};
+    use podline_client::finalizer::Removed;
 
     let api: kube::Api<Pod> = match &namespace {
         Some(ns) => kube::Api::namespaced(client.clone(), ns),
@@ -137,7 +152,7 @@ async fn release_all(
     };
     let policy = podline_client::retry::RetryPolicy::default();
     let mut report = Released {
-        finalizers: [RECORD_FINALIZER, podline_mlmd::kfp::KFP_FINALIZER],
+        finalizers: RELEASED,
         ..Released::default()
     };
     let mut carrying = Vec::new();
@@ -161,18 +176,17 @@ async fn release_all(
                 }
             };
         report.pods += page.items.len();
-        carrying.extend(
-            page.items
-                .into_iter()
-                .map(|p| p.metadata)
-                .filter(|m| report.finalizers.iter().any(|f| has_finalizer(m, f))),
-        );
+        carrying.extend(page.items.into_iter().map(|p| p.metadata).filter(|m| {
+            m.finalizers
+                .iter()
+                .flatten()
+                .any(|f| is_podline_finalizer(f))
+        }));
         token = page.metadata.continue_.filter(|t| !t.is_empty());
         if token.is_none() {
             break;
         }
     }
-    let finalizers = report.finalizers;
     let release_policy = policy.clone().with_max_attempts(RELEASE_ATTEMPTS);
     let results: Vec<(String, Result<Removed, String>)> = futures::stream::iter(carrying)
         .map(|meta| {
@@ -184,7 +198,7 @@ async fn release_all(
                     meta.namespace.as_deref().unwrap_or_default(),
                     meta.name.as_deref().unwrap_or_default()
                 );
-                let result = release(&client, policy, meta, finalizers).await;
+                let result = release(&client, policy, meta).await;
                 (who, result)
             }
         })
@@ -205,7 +219,7 @@ async fn release_all(
             println!(
                 "{} pod(s) seen, finalizers {} removed from {}, {} failed",
                 report.pods,
-                report.finalizers.join(" and "),
+                "podline.io/record, podline.io/record-SHARD and podline.io/kfp-writer",
                 report.released,
                 report.failed.len()
             );
@@ -221,21 +235,25 @@ async fn release_all(
     })
 }
 
-/// Removes each of `finalizers` that the pod `meta` describes carries, retrying transient
-/// errors: [`Removed::Removed`] if any was removed, [`Removed::Gone`] if the pod went first.
+/// Removes each podline finalizer ([`is_podline_finalizer`]) that the pod `meta` describes
+/// carries, retrying transient errors: [`Removed::Removed`] if any was removed,
+/// [`Removed::Gone`] if the pod went first.
 async fn release(
     client: &kube::Client,
     policy: &podline_client::retry::RetryPolicy,
     mut meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    finalizers: [&'static str; 2],
 ) -> Result<podline_client::finalizer::Removed, String> {
-    use podline_client::finalizer::{Removed, has_finalizer, remove};
+    use podline_client::finalizer::{Removed, remove};
 
+    let ours: Vec<String> = meta
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| is_podline_finalizer(f))
+        .cloned()
+        .collect();
     let mut outcome = Removed::Absent;
-    for finalizer in finalizers {
-        if !has_finalizer(&meta, finalizer) {
-            continue;
-        }
+    for finalizer in &ours {
         let removed = podline_client::retry::retry(policy, "remove finalizer", || {
             remove(client, &meta, finalizer)
         })
