@@ -219,6 +219,7 @@ impl Recorder {
             let (namespace, selector) =
                 (self.config.namespace.clone(), self.config.selector.clone());
             let lifecycle = self.config.lifecycle.clone();
+            let metrics = self.own_metrics.clone();
             tokio::spawn(async move {
                 let report = crate::finalize::sweep(
                     &client,
@@ -237,6 +238,7 @@ impl Recorder {
                     overlapping = report.overlapping,
                     "finalizer sweep done"
                 );
+                metrics.finalizer_sweep_done(report.overlapping);
                 if report.out_of_scope > 0 {
                     tracing::warn!(
                         pods = report.out_of_scope,
