@@ -385,6 +385,45 @@ async fn gc_finalizers_releases_every_pod_in_scope_and_reports_the_count() {
     ));
 }
 
+/// Issue 27: a `--finalize` recorder of a label scope must be a named shard (its own
+/// finalizer), a bad shard name and `--shard` with `--kfp` are refused, each with exit code 2
+/// and what was expected, before anything is connected (the kubeconfig points nowhere).
+#[tokio::test]
+async fn an_unnamed_finalizing_label_shard_is_refused_before_connecting() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("nowhere.yaml");
+    for (args, expected) in [
+        (&["--finalize", "-l", "shard=a"][..], "needs --shard NAME"),
+        (
+            &["--finalize", "-l", "shard=a", "--shard", "A_1"][..],
+            "--shard: invalid shard name",
+        ),
+        (
+            &["--kfp", "--finalize", "--shard", "a"][..],
+            "expected no --shard with --kfp",
+        ),
+    ] {
+        let out = podline(&kubeconfig)
+            .arg("record")
+            .args(["--db"])
+            .arg(dir.path().join("podline.db"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("PODLINE_SHARD")
+            .stderr(Stdio::piped())
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    assert!(
+        !dir.path().join("podline.db").exists(),
+        "nothing is created"
+    );
+}
+
 /// The flags are documented where users look.
 #[test]
 fn help_documents_the_finalizer_flags() {
@@ -407,8 +446,13 @@ fn help_documents_the_finalizer_flags() {
         run.contains("--finalizer") && run.contains("opt-in") || run.contains("Opt-in"),
         "{run}"
     );
+    assert!(
+        record.contains("--shard") && record.contains("podline.io/record-SHARD"),
+        "{record}"
+    );
     let gc = help(&["gc", "--help"]);
     assert!(gc.contains("--finalizers"), "{gc}");
+    assert!(gc.contains("podline.io/record-SHARD"), "{gc}");
     assert!(
         gc.contains("podline.io/record") && gc.contains("podline.io/kfp-writer"),
         "{gc}"
