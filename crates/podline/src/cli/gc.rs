@@ -217,9 +217,11 @@ async fn release_all(
         Output::Yaml => print!("{}", serde_saphyr::to_string(&report)?),
         Output::Table | Output::Wide => {
             println!(
-                "{} pod(s) seen, finalizers {} removed from {}, {} failed",
+                "{} pod(s) seen, finalizers {}, {} and {} removed from {}, {} failed",
                 report.pods,
-                "podline.io/record, podline.io/record-SHARD and podline.io/kfp-writer",
+                RELEASED[0],
+                RELEASED[1],
+                RELEASED[2],
                 report.released,
                 report.failed.len()
             );

@@ -225,7 +225,7 @@ mod tests {
         ObjectMeta {
             labels: Some([("shard".to_owned(), shard.to_owned())].into()),
             finalizers: Some(finalizers.iter().map(|f| (*f).to_owned()).collect()),
-            deletion_timestamp: deleting.then(|| Time(jiff::Timestamp::UNIX_EPOCH)),
+            deletion_timestamp: deleting.then_some(Time(jiff::Timestamp::UNIX_EPOCH)),
             ..ObjectMeta::default()
         }
     }
