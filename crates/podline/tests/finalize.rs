@@ -578,3 +578,161 @@ async fn gc_finalizers_retries_a_transient_failure_and_reports_a_fatal_one() {
         "a 403 is not retried"
     );
 }
+
+/// `podline record --finalize` as label shard `shard` (`-l shard=NAME --shard NAME`), writing
+/// to `db`.
+fn shard_recorder(kubeconfig: &Path, db: &Path, shard: &str) -> Child {
+    let mut cmd = podline(kubeconfig);
+    cmd.arg("record")
+        .arg("--db")
+        .arg(db)
+        .args(["--listen", "127.0.0.1:0", "--finalize", "-A"])
+        .args(["-l", &format!("shard={shard}"), "--shard", shard])
+        .args([
+            "--watch-server-timeout",
+            "10s",
+            "--watch-client-timeout",
+            "3s",
+        ])
+        .env_remove("PODLINE_SHARD")
+        .spawn()
+        .unwrap()
+}
+
+/// Issue 27 (High), through the binary and docs/scale-out.md's recipe: two label shards with
+/// `--finalize --shard`. Shard b is SIGKILLed; its pods finish and are deleted while it is down
+/// past the watch history; shard a restarts meanwhile (its sweep releases its own finalizer
+/// from a pod that left its scope, and nothing of shard b's); then shard b restarts and records
+/// every one of its pods with its final state: none vanished, none left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_shard_down_past_the_history_loses_nothing_while_another_restarts() {
+    let sim = start_sim(sim_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kc = kubeconfig.path();
+    let dir = tempfile::tempdir().unwrap();
+    let (db_a, db_b) = (dir.path().join("a.db"), dir.path().join("b.db"));
+    let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
+    let create = |name: &str, shard: &str, duration: &str, finalizers: &[&str]| {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": name,
+                "labels": { "shard": shard },
+                "finalizers": finalizers,
+                "annotations": {
+                    "sim.podline.io/duration": duration,
+                    "sim.podline.io/exit-code": "3",
+                },
+            },
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
+        }))
+        .unwrap();
+        let pods = pods.clone();
+        async move { pods.create(&PostParams::default(), &pod).await.unwrap() }
+    };
+    let finalizers = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            pods.get_opt(name)
+                .await
+                .unwrap()
+                .map(|p| p.metadata.finalizers.unwrap_or_default())
+        }
+    };
+    let mut a = shard_recorder(kc, &db_a, "a");
+    let mut b = shard_recorder(kc, &db_b, "b");
+    const B_PODS: [&str; 4] = ["b0", "b1", "b2", "b3"];
+    for (i, name) in B_PODS.into_iter().enumerate() {
+        let launched: &[&str] = if i < 2 { &[RECORD_FINALIZER] } else { &[] };
+        create(name, "b", "2s", launched).await;
+    }
+    let held_by_b = wait_until(Duration::from_secs(20), || async {
+        for name in B_PODS {
+            if !finalizers(name)
+                .await
+                .is_some_and(|f| f.iter().any(|f| f == "podline.io/record-b"))
+            {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    assert!(held_by_b, "shard b never added podline.io/record-b");
+    b.start_kill().unwrap(); // SIGKILL
+    b.wait().await.unwrap();
+
+    let finished = wait_until(Duration::from_secs(20), || async {
+        let list = pods.list(&ListParams::default()).await.unwrap().items;
+        B_PODS.iter().all(|name| {
+            list.iter().any(|p| {
+                p.metadata.name.as_deref() == Some(*name)
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
+            })
+        })
+    })
+    .await;
+    assert!(finished, "shard b's pods never finished");
+    for name in B_PODS {
+        pods.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    create("moved", "c", "1s", &["podline.io/record-a"]).await;
+    sim.compact(); // both shards' resume points are now too old: 410, relist
+
+    a.start_kill().unwrap();
+    a.wait().await.unwrap();
+    let mut a = shard_recorder(kc, &db_a, "a");
+    let swept = wait_until(Duration::from_secs(20), || async {
+        finalizers("moved").await == Some(vec![])
+    })
+    .await;
+    assert!(
+        swept,
+        "shard a's sweep never released its own finalizer out of its scope"
+    );
+    for name in B_PODS {
+        let left = finalizers(name).await;
+        assert!(
+            left.as_ref()
+                .is_some_and(|f| f.iter().any(|f| f == "podline.io/record-b")),
+            "{name} released while shard b was down: {left:?}"
+        );
+    }
+
+    let mut b = shard_recorder(kc, &db_b, "b");
+    let recorded = wait_until(Duration::from_secs(30), || async {
+        for name in B_PODS {
+            if finalizers(name).await.is_some() {
+                return false;
+            }
+        }
+        let Ok(store) = podline_store::open_read_only(db_b.to_str().unwrap()).await else {
+            return false;
+        };
+        let Ok(records) = store.pods(&podline_store::PodFilter::default()).await else {
+            return false;
+        };
+        B_PODS.iter().all(|name| {
+            records.iter().any(|r| {
+                r.name == *name
+                    && r.final_state_observed
+                    && r.deleted_at.is_some()
+                    && r.phase.as_deref() == Some("Failed")
+                    && r.containers.first().and_then(|c| c.exit_code) == Some(3)
+            })
+        })
+    })
+    .await;
+    let store = podline_store::open_read_only(db_b.to_str().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        recorded,
+        "shard b's pods not all recorded with their final state: {:?}",
+        store.pods(&podline_store::PodFilter::default()).await
+    );
+    assert_eq!(store.counts().await.unwrap().vanished, 0);
+    for child in [&mut a, &mut b] {
+        child.start_kill().unwrap();
+        child.wait().await.unwrap();
+    }
+}
