@@ -915,6 +915,8 @@ async fn a_shard_restarting_never_releases_the_pods_of_a_shard_that_is_down() {
     assert!(
         wait_until(Duration::from_secs(10), || async {
             finalizers_of(&pods, "moved").await == Some(vec![])
+                && sample(&a.metrics, "podline_record_finalizer_sweeps_total") == 1
+                && removed(&a.metrics, "out_of_scope") >= 1
         })
         .await,
         "shard a's sweep never released its own finalizer out of its scope"
@@ -1010,9 +1012,30 @@ async fn a_rolling_restart_of_both_shards_loses_no_final_state() {
                 names.push(name);
             }
         }
+        // Held by their shards (a pod no recorder saw yet is held by nothing but a launcher's
+        // finalizer, and half have none: not what this test is about).
+        let prefix = format!("r{round}-");
+        assert!(
+            wait_until(Duration::from_secs(10), || async {
+                let list = pods.list(&Default::default()).await.unwrap();
+                list.items
+                    .iter()
+                    .filter(|p| {
+                        p.metadata
+                            .name
+                            .as_ref()
+                            .is_some_and(|n| n.starts_with(&prefix))
+                    })
+                    .all(|p| {
+                        let shard = &p.metadata.labels.as_ref().unwrap()["shard"];
+                        has_finalizer(&p.metadata, &own(shard))
+                    })
+            })
+            .await,
+            "round {round}: the shards never added their finalizers"
+        );
         running.remove(down).unwrap().stop().await;
         // While it is down, every finished pod (both shards) is deleted; the history passes.
-        let prefix = format!("r{round}-");
         assert!(
             wait_until(Duration::from_secs(15), || async {
                 delete_finished().await;
@@ -1061,13 +1084,20 @@ async fn a_rolling_restart_of_both_shards_loses_no_final_state() {
             recorded_final_and_gone(&pods, db.store.as_ref(), &names).await
         })
         .await,
-        "pods left: {:?}",
+        "pods left: {:?}; records: {:?}",
         pods.list(&Default::default())
             .await
             .unwrap()
             .items
             .iter()
             .map(|p| (p.metadata.name.clone(), p.metadata.finalizers.clone()))
+            .collect::<Vec<_>>(),
+        db.store
+            .pods(&PodFilter::default())
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (&r.name, &r.phase, r.final_state_observed, r.deleted_at))
             .collect::<Vec<_>>()
     );
     let mut report = podline_testkit::audit::compare(db.store.as_ref(), &sim.ground_truth())
