@@ -29,8 +29,75 @@ use serde_json::{Value, json};
 use crate::retry::{Disposition, Reason, classify};
 
 /// The finalizer podline's recorder owns: a pod carrying it is not removed from the API until the
-/// recorder has committed its final state and taken the finalizer off.
+/// recorder has committed its final state and taken the finalizer off. An unsharded recorder
+/// holds pods with it, and `podline run --finalizer` puts it on at create (a launcher cannot know
+/// which shard will record the pod); a sharded recorder takes it off the pods of its own scope
+/// together with its own [`shard_finalizer`].
 pub const RECORD_FINALIZER: &str = "podline.io/record";
+
+/// What a sharded recorder's finalizer starts with: `podline.io/record-<shard>` (see
+/// [`shard_finalizer`]), so a human reading a pod sees whose it is, and `podline gc
+/// --finalizers` recognises every recorder's ([`is_recorder_finalizer`]).
+pub const SHARD_FINALIZER_PREFIX: &str = "podline.io/record-";
+
+/// The longest shard name: a finalizer is a qualified name whose part after the `/` has at most
+/// 63 characters (apimachinery's `IsQualifiedName`), and `record-` takes 7 of them.
+pub const MAX_SHARD_NAME: usize = 56;
+
+/// A shard name that cannot name a finalizer (or the shard's Lease).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid shard name {name:?}: {problem} (expected 1 to 56 lowercase letters, digits and \
+     '-', starting and ending with a letter or digit, e.g. team-a)"
+)]
+pub struct ShardNameError {
+    /// The name given.
+    pub name: String,
+    /// What is wrong with it.
+    pub problem: &'static str,
+}
+
+/// Checks a shard name: a DNS label (RFC 1123) of at most [`MAX_SHARD_NAME`] characters, so that
+/// both `podline.io/record-<shard>` (a qualified name) and a Lease named after it are valid.
+pub fn check_shard_name(shard: &str) -> Result<(), ShardNameError> {
+    let problem = if shard.is_empty() {
+        Some("it is empty")
+    } else if shard.len() > MAX_SHARD_NAME {
+        Some("it is longer than 56 characters")
+    } else if !shard
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        Some("it has a character other than a lowercase letter, a digit or '-'")
+    } else if shard.starts_with('-') || shard.ends_with('-') {
+        Some("it starts or ends with '-'")
+    } else {
+        None
+    };
+    match problem {
+        Some(problem) => Err(ShardNameError {
+            name: shard.to_owned(),
+            problem,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The finalizer of the recorder shard `shard`: `podline.io/record-<shard>`. Each shard holds
+/// the pods it records with its own, so no shard's start-up sweep can release another's pods.
+pub fn shard_finalizer(shard: &str) -> Result<String, ShardNameError> {
+    check_shard_name(shard)?;
+    Ok(format!("{SHARD_FINALIZER_PREFIX}{shard}"))
+}
+
+/// Whether `finalizer` is one of podline's SQL recorders' ([`RECORD_FINALIZER`] or a
+/// [`shard_finalizer`]): what `podline gc --finalizers` removes (with KFP mode's).
+pub fn is_recorder_finalizer(finalizer: &str) -> bool {
+    finalizer == RECORD_FINALIZER
+        || finalizer
+            .strip_prefix(SHARD_FINALIZER_PREFIX)
+            .is_some_and(|shard| check_shard_name(shard).is_ok())
+}
 
 /// How many times a patch whose test failed (the pod changed meanwhile) is re-read and tried
 /// again before the helper gives up with [`FinalizerError::Contended`].
@@ -383,6 +450,49 @@ mod tests {
     use podline_testkit::{podline_client, start_sim, test_config};
 
     const OTHER: &str = "example.com/other";
+
+    /// A shard's finalizer is a qualified name as apimachinery's `IsQualifiedName` requires
+    /// (`validation.ValidateFinalizerName`): a DNS-subdomain prefix, `/`, and a name part of at
+    /// most 63 characters that starts and ends with an alphanumeric; names that could not be
+    /// one (or a Lease name) are refused with what was wrong.
+    #[test]
+    fn shard_names_make_qualified_finalizers_and_bad_ones_are_refused() {
+        assert_eq!(shard_finalizer("a").unwrap(), "podline.io/record-a");
+        let longest = "x".repeat(MAX_SHARD_NAME);
+        let name = shard_finalizer(&longest).unwrap();
+        let (prefix, part) = name.split_once('/').unwrap();
+        assert_eq!((prefix, part.len()), ("podline.io", 63));
+        for (bad, problem) in [
+            ("", "empty"),
+            ("Team-A", "character"),
+            ("team_a", "character"),
+            ("team.a", "character"),
+            ("-a", "starts or ends"),
+            ("a-", "starts or ends"),
+        ] {
+            let err = shard_finalizer(bad).unwrap_err();
+            assert!(err.to_string().contains(problem), "{bad:?}: {err}");
+            assert!(err.to_string().contains("e.g. team-a"), "{err}");
+        }
+        let too_long = "x".repeat(MAX_SHARD_NAME + 1);
+        assert!(shard_finalizer(&too_long).is_err());
+    }
+
+    #[test]
+    fn every_recorder_finalizer_is_recognised_and_nothing_else() {
+        assert!(is_recorder_finalizer(RECORD_FINALIZER));
+        assert!(is_recorder_finalizer("podline.io/record-team-a"));
+        for other in [
+            "podline.io/kfp-writer",
+            "podline.io/record-",
+            "podline.io/recorder",
+            "podline.io/record-Team",
+            "example.com/record-a",
+            OTHER,
+        ] {
+            assert!(!is_recorder_finalizer(other), "{other}");
+        }
+    }
 
     async fn sim() -> (Sim, kube::Client, Api<Pod>) {
         let sim = start_sim(test_config().kubelet_enabled(false)).await;

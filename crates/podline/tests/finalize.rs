@@ -285,8 +285,9 @@ async fn run_with_a_finalizer_exits_with_the_tasks_code_while_the_pod_waits() {
     );
 }
 
-/// The uninstall valve: `podline gc --finalizers` removes podline.io/record and KFP mode's
-/// podline.io/kfp-writer from every pod of the namespace (a deleted one then goes), leaves other
+/// The uninstall valve: `podline gc --finalizers` removes podline.io/record, every label
+/// shard's podline.io/record-SHARD (issue 27) and KFP mode's podline.io/kfp-writer from every pod
+/// of the namespace (a deleted one then goes), leaves other
 /// finalizers and other namespaces alone, and with -A does the rest; it reports the count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gc_finalizers_releases_every_pod_in_scope_and_reports_the_count() {
@@ -307,11 +308,25 @@ async fn gc_finalizers_releases_every_pod_in_scope_and_reports_the_count() {
     create("default", "c", &[]).await;
     create("default", "e", &[KFP_FINALIZER, RECORD_FINALIZER]).await;
     create("default", "k", &["example.com/keep", KFP_FINALIZER]).await;
+    create(
+        "default",
+        "s",
+        &[
+            "podline.io/record-team-a",
+            "podline.io/record-b",
+            RECORD_FINALIZER,
+        ],
+    )
+    .await;
+    // Looks like a shard's, but no shard could be named so: not podline's.
+    create("default", "n", &["podline.io/record-Not_A_Shard"]).await;
     create("kube-system", "d", &[RECORD_FINALIZER]).await;
     let default: Api<Pod> = Api::namespaced(kube.clone(), "default");
     default.delete("a", &DeleteParams::default()).await.unwrap();
     default.delete("e", &DeleteParams::default()).await.unwrap();
+    default.delete("s", &DeleteParams::default()).await.unwrap();
     assert!(default.get_opt("a").await.unwrap().is_some(), "held");
+    assert!(default.get_opt("s").await.unwrap().is_some(), "held");
     assert!(default.get_opt("e").await.unwrap().is_some(), "held");
 
     let out = podline(kubeconfig.path())
@@ -324,7 +339,7 @@ async fn gc_finalizers_releases_every_pod_in_scope_and_reports_the_count() {
     assert!(out.status.success(), "{stdout}");
     assert!(
         stdout.contains(
-            "5 pod(s) seen, finalizers podline.io/record and podline.io/kfp-writer removed from 4, 0 failed"
+            "7 pod(s) seen, finalizers podline.io/record, podline.io/record-SHARD and podline.io/kfp-writer removed from 5, 0 failed"
         ),
         "{stdout}"
     );
@@ -335,6 +350,15 @@ async fn gc_finalizers_releases_every_pod_in_scope_and_reports_the_count() {
     assert!(
         default.get_opt("e").await.unwrap().is_none(),
         "both finalizers removed, and gone"
+    );
+    assert!(
+        default.get_opt("s").await.unwrap().is_none(),
+        "every shard's finalizer removed, and gone"
+    );
+    let n = default.get("n").await.unwrap();
+    assert_eq!(
+        n.metadata.finalizers.unwrap(),
+        ["podline.io/record-Not_A_Shard"]
     );
     let k = default.get("k").await.unwrap();
     assert_eq!(k.metadata.finalizers.unwrap(), ["example.com/keep"]);
@@ -361,6 +385,45 @@ async fn gc_finalizers_releases_every_pod_in_scope_and_reports_the_count() {
     ));
 }
 
+/// Issue 27: a `--finalize` recorder of a label scope must be a named shard (its own
+/// finalizer), a bad shard name and `--shard` with `--kfp` are refused, each with exit code 2
+/// and what was expected, before anything is connected (the kubeconfig points nowhere).
+#[tokio::test]
+async fn an_unnamed_finalizing_label_shard_is_refused_before_connecting() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("nowhere.yaml");
+    for (args, expected) in [
+        (&["--finalize", "-l", "shard=a"][..], "needs --shard NAME"),
+        (
+            &["--finalize", "-l", "shard=a", "--shard", "A_1"][..],
+            "--shard: invalid shard name",
+        ),
+        (
+            &["--kfp", "--finalize", "--shard", "a"][..],
+            "expected no --shard with --kfp",
+        ),
+    ] {
+        let out = podline(&kubeconfig)
+            .arg("record")
+            .args(["--db"])
+            .arg(dir.path().join("podline.db"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("PODLINE_SHARD")
+            .stderr(Stdio::piped())
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    assert!(
+        !dir.path().join("podline.db").exists(),
+        "nothing is created"
+    );
+}
+
 /// The flags are documented where users look.
 #[test]
 fn help_documents_the_finalizer_flags() {
@@ -383,8 +446,13 @@ fn help_documents_the_finalizer_flags() {
         run.contains("--finalizer") && run.contains("opt-in") || run.contains("Opt-in"),
         "{run}"
     );
+    assert!(
+        record.contains("--shard") && record.contains("podline.io/record-SHARD"),
+        "{record}"
+    );
     let gc = help(&["gc", "--help"]);
     assert!(gc.contains("--finalizers"), "{gc}");
+    assert!(gc.contains("podline.io/record-SHARD"), "{gc}");
     assert!(
         gc.contains("podline.io/record") && gc.contains("podline.io/kfp-writer"),
         "{gc}"
@@ -509,4 +577,162 @@ async fn gc_finalizers_retries_a_transient_failure_and_reports_a_fatal_one() {
         1,
         "a 403 is not retried"
     );
+}
+
+/// `podline record --finalize` as label shard `shard` (`-l shard=NAME --shard NAME`), writing
+/// to `db`.
+fn shard_recorder(kubeconfig: &Path, db: &Path, shard: &str) -> Child {
+    let mut cmd = podline(kubeconfig);
+    cmd.arg("record")
+        .arg("--db")
+        .arg(db)
+        .args(["--listen", "127.0.0.1:0", "--finalize", "-A"])
+        .args(["-l", &format!("shard={shard}"), "--shard", shard])
+        .args([
+            "--watch-server-timeout",
+            "10s",
+            "--watch-client-timeout",
+            "3s",
+        ])
+        .env_remove("PODLINE_SHARD")
+        .spawn()
+        .unwrap()
+}
+
+/// Issue 27 (High), through the binary and docs/scale-out.md's recipe: two label shards with
+/// `--finalize --shard`. Shard b is SIGKILLed; its pods finish and are deleted while it is down
+/// past the watch history; shard a restarts meanwhile (its sweep releases its own finalizer
+/// from a pod that left its scope, and nothing of shard b's); then shard b restarts and records
+/// every one of its pods with its final state: none vanished, none left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_shard_down_past_the_history_loses_nothing_while_another_restarts() {
+    let sim = start_sim(sim_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kc = kubeconfig.path();
+    let dir = tempfile::tempdir().unwrap();
+    let (db_a, db_b) = (dir.path().join("a.db"), dir.path().join("b.db"));
+    let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
+    let create = |name: &str, shard: &str, duration: &str, finalizers: &[&str]| {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": name,
+                "labels": { "shard": shard },
+                "finalizers": finalizers,
+                "annotations": {
+                    "sim.podline.io/duration": duration,
+                    "sim.podline.io/exit-code": "3",
+                },
+            },
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
+        }))
+        .unwrap();
+        let pods = pods.clone();
+        async move { pods.create(&PostParams::default(), &pod).await.unwrap() }
+    };
+    let finalizers = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            pods.get_opt(name)
+                .await
+                .unwrap()
+                .map(|p| p.metadata.finalizers.unwrap_or_default())
+        }
+    };
+    let mut a = shard_recorder(kc, &db_a, "a");
+    let mut b = shard_recorder(kc, &db_b, "b");
+    const B_PODS: [&str; 4] = ["b0", "b1", "b2", "b3"];
+    for (i, name) in B_PODS.into_iter().enumerate() {
+        let launched: &[&str] = if i < 2 { &[RECORD_FINALIZER] } else { &[] };
+        create(name, "b", "2s", launched).await;
+    }
+    let held_by_b = wait_until(Duration::from_secs(20), || async {
+        for name in B_PODS {
+            if !finalizers(name)
+                .await
+                .is_some_and(|f| f.iter().any(|f| f == "podline.io/record-b"))
+            {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    assert!(held_by_b, "shard b never added podline.io/record-b");
+    b.start_kill().unwrap(); // SIGKILL
+    b.wait().await.unwrap();
+
+    let finished = wait_until(Duration::from_secs(20), || async {
+        let list = pods.list(&ListParams::default()).await.unwrap().items;
+        B_PODS.iter().all(|name| {
+            list.iter().any(|p| {
+                p.metadata.name.as_deref() == Some(*name)
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
+            })
+        })
+    })
+    .await;
+    assert!(finished, "shard b's pods never finished");
+    for name in B_PODS {
+        pods.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    create("moved", "c", "1s", &["podline.io/record-a"]).await;
+    sim.compact(); // both shards' resume points are now too old: 410, relist
+
+    a.start_kill().unwrap();
+    a.wait().await.unwrap();
+    let mut a = shard_recorder(kc, &db_a, "a");
+    let swept = wait_until(Duration::from_secs(20), || async {
+        finalizers("moved").await == Some(vec![])
+    })
+    .await;
+    assert!(
+        swept,
+        "shard a's sweep never released its own finalizer out of its scope"
+    );
+    for name in B_PODS {
+        let left = finalizers(name).await;
+        assert!(
+            left.as_ref()
+                .is_some_and(|f| f.iter().any(|f| f == "podline.io/record-b")),
+            "{name} released while shard b was down: {left:?}"
+        );
+    }
+
+    let mut b = shard_recorder(kc, &db_b, "b");
+    let recorded = wait_until(Duration::from_secs(30), || async {
+        for name in B_PODS {
+            if finalizers(name).await.is_some() {
+                return false;
+            }
+        }
+        let Ok(store) = podline_store::open_read_only(db_b.to_str().unwrap()).await else {
+            return false;
+        };
+        let Ok(records) = store.pods(&podline_store::PodFilter::default()).await else {
+            return false;
+        };
+        B_PODS.iter().all(|name| {
+            records.iter().any(|r| {
+                r.name == *name
+                    && r.final_state_observed
+                    && r.deleted_at.is_some()
+                    && r.phase.as_deref() == Some("Failed")
+                    && r.containers.first().and_then(|c| c.exit_code) == Some(3)
+            })
+        })
+    })
+    .await;
+    let store = podline_store::open_read_only(db_b.to_str().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        recorded,
+        "shard b's pods not all recorded with their final state: {:?}",
+        store.pods(&podline_store::PodFilter::default()).await
+    );
+    assert_eq!(store.counts().await.unwrap().vanished, 0);
+    for child in [&mut a, &mut b] {
+        child.start_kill().unwrap();
+        child.wait().await.unwrap();
+    }
 }

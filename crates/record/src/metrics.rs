@@ -22,6 +22,8 @@ pub struct RecorderMetrics {
     finalizers_added: Counter,
     finalizers_removed: Family<OneLabel, Counter>,
     finalizer_errors: Family<TwoLabels, Counter>,
+    finalizer_sweeps: Counter,
+    finalizer_overlaps: Counter,
 }
 
 impl RecorderMetrics {
@@ -51,6 +53,26 @@ impl RecorderMetrics {
              server_error, ...); failed removals are retried",
             self.finalizer_errors.clone(),
         );
+        registry.register(
+            "finalizer_sweeps",
+            "Start-up finalizer sweeps done (each lists the pods' metadata once)",
+            self.finalizer_sweeps.clone(),
+        );
+        registry.register(
+            "finalizer_overlapping_pods",
+            "Pods a sweep found in this recorder's scope carrying another recorder's finalizer \
+             (another shard's scope overlaps this one's)",
+            self.finalizer_overlaps.clone(),
+        );
+    }
+
+    /// Counts one start-up sweep done, and the pods of its scope it found held by another
+    /// recorder too (overlapping scopes: each holds and records them, each releases only its
+    /// own finalizer, so nothing is lost, but the work is doubled).
+    pub fn finalizer_sweep_done(&self, overlapping: usize) {
+        self.finalizer_sweeps.inc();
+        self.finalizer_overlaps
+            .inc_by(u64::try_from(overlapping).unwrap_or(u64::MAX));
     }
 
     /// Counts one pod object that was skipped because it could not be recorded.
@@ -100,6 +122,7 @@ mod tests {
         own.finalizer_added();
         own.finalizer_removed("terminal");
         own.finalizer_error("remove", "forbidden");
+        own.finalizer_sweep_done(2);
         let text = m.render();
         let mut at = 0;
         for needle in [
@@ -109,6 +132,8 @@ mod tests {
             "podline_record_finalizers_added_total 1",
             "podline_record_finalizers_removed_total{reason=\"terminal\"} 1",
             "podline_record_finalizer_errors_total{operation=\"remove\",reason=\"forbidden\"} 1",
+            "podline_record_finalizer_sweeps_total 1",
+            "podline_record_finalizer_overlapping_pods_total 2",
         ] {
             let found = text[at..].find(needle);
             assert!(found.is_some(), "missing {needle} (in order) in\n{text}");

@@ -78,6 +78,7 @@ pub struct LastState<'a> {
 pub fn settle(last: &LastState<'_>, at: Timestamp) -> StoreOp {
     let facts = PodFacts {
         carries_finalizer: true,
+        carries_adopted: false,
         deletion_timestamp: last.deletion_requested_at,
         deletion_grace_seconds: None,
         phase: last.phase,

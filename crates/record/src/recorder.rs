@@ -219,6 +219,7 @@ impl Recorder {
             let (namespace, selector) =
                 (self.config.namespace.clone(), self.config.selector.clone());
             let lifecycle = self.config.lifecycle.clone();
+            let metrics = self.own_metrics.clone();
             tokio::spawn(async move {
                 let report = crate::finalize::sweep(
                     &client,
@@ -234,8 +235,27 @@ impl Recorder {
                     adding = report.adds,
                     releasing_out_of_scope = report.out_of_scope,
                     terminating = report.terminating,
+                    overlapping = report.overlapping,
                     "finalizer sweep done"
                 );
+                metrics.finalizer_sweep_done(report.overlapping);
+                if report.out_of_scope > 0 {
+                    tracing::warn!(
+                        pods = report.out_of_scope,
+                        finalizer = %finalize.config().finalizer,
+                        "finalizer sweep: pods carrying this recorder's finalizer are outside its \
+                         scope (its selector or their labels changed; or another recorder runs \
+                         with the same shard name and another selector): releasing them"
+                    );
+                }
+                if report.overlapping > 0 {
+                    tracing::warn!(
+                        pods = report.overlapping,
+                        "finalizer sweep: pods of this recorder's scope also carry another \
+                         recorder's finalizer: another recorder's scope overlaps this one (or \
+                         their labels changed); both record them, each releases only its own"
+                    );
+                }
                 report
             })
         });

@@ -783,3 +783,335 @@ async fn hanging_finalizer_patches_never_slow_the_watch() {
     rec.shutdown.cancel();
     let _ = rec.task.await.unwrap();
 }
+
+/// Issue 27's label shards: the recorder of `shard=NAME`, holding its pods with its own
+/// finalizer (`FinalizeConfig::for_shard`), as `record --finalize -l shard=NAME --shard NAME`.
+fn shard(name: &'static str) -> impl FnOnce(&mut RecorderConfig) {
+    move |c| {
+        c.selector = Some(LabelSelector::parse(&format!("shard={name}")).unwrap());
+        c.finalize = Some(FinalizeConfig {
+            backoff: finalize_config().backoff,
+            ..FinalizeConfig::for_shard(name).unwrap()
+        });
+    }
+}
+
+/// A pod of shard `name` running for `duration` (exit code 3), with `finalizers` at its create
+/// (`podline run --finalizer` gives podline.io/record).
+fn shard_pod(name: &str, shard: &str, duration: &str, finalizers: &[&str]) -> Pod {
+    let mut p = pod(name, duration, serde_json::json!({ "shard": shard }));
+    p.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_owned()).collect());
+    p
+}
+
+/// The finalizer of shard `name`'s recorder.
+fn own(name: &str) -> String {
+    FinalizeConfig::for_shard(name).unwrap().finalizer
+}
+
+async fn finalizers_of(pods: &Api<Pod>, name: &str) -> Option<Vec<String>> {
+    let pod = pods.get_opt(name).await.unwrap()?;
+    Some(pod.metadata.finalizers.unwrap_or_default())
+}
+
+/// Every pod in `names` is gone from the API, and the store holds its final state (Failed,
+/// exit code 3) and its deletion: recorded, not vanished.
+async fn recorded_final_and_gone(pods: &Api<Pod>, store: &dyn Store, names: &[String]) -> bool {
+    for name in names {
+        if pods.get_opt(name).await.unwrap().is_some() {
+            return false;
+        }
+        let Some(record) = record_of(store, name).await else {
+            return false;
+        };
+        if !(record.final_state_observed
+            && record.deleted_at.is_some()
+            && record.phase.as_deref() == Some("Failed")
+            && record.containers.first().and_then(|c| c.exit_code) == Some(3))
+        {
+            return false;
+        }
+    }
+    true
+}
+
+/// Issue 27 (High): two label-sharded `--finalize` recorders. Shard b stops; its pods finish
+/// and are deleted while it is down, past the watch history (the sim compacts it), some of them
+/// created with `podline run --finalizer`'s podline.io/record only. Shard a restarts meanwhile:
+/// its start-up sweep releases only its own finalizer from pods out of its scope (a marker pod
+/// whose labels moved to another shard) and never shard b's pods, whatever they carry (with one
+/// shared podline.io/record it released them all, and they went unrecorded). Then shard b
+/// restarts: every one of its pods is recorded with its final state and deleted, none vanished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_restarting_never_releases_the_pods_of_a_shard_that_is_down() {
+    let sim = sim().await;
+    let db = TestDb::fresh(Backend::Sqlite).await.unwrap();
+    let pods = pods(&sim).await;
+    let a = start_recorder(&sim, db.store.clone(), shard("a")).await;
+    let b = start_recorder(&sim, db.store.clone(), shard("b")).await;
+    let create = |p: Pod| {
+        let pods = pods.clone();
+        async move { pods.create(&PostParams::default(), &p).await.unwrap() }
+    };
+    // Shard b's pods run long enough to still run when b stops; two were launched with the
+    // launcher's finalizer.
+    for (name, finalizers) in [
+        ("b0", &[RECORD_FINALIZER][..]),
+        ("b1", &[RECORD_FINALIZER][..]),
+        ("b2", &[][..]),
+        ("b3", &[][..]),
+    ] {
+        create(shard_pod(name, "b", "1500ms", finalizers)).await;
+    }
+    create(shard_pod("a0", "a", "300ms", &[])).await;
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            let mut held = true;
+            for name in ["b0", "b1", "b2", "b3"] {
+                held &= finalizers_of(&pods, name)
+                    .await
+                    .is_some_and(|f| f.contains(&own("b")));
+            }
+            held && finalizers_of(&pods, "a0")
+                .await
+                .is_some_and(|f| f.contains(&own("a")))
+        })
+        .await,
+        "the shards never added their finalizers"
+    );
+    b.stop().await;
+
+    // While b is down: its pods finish and are deleted, two more are launched (with
+    // podline.io/record only) and deleted, and a pod that shard a held moves to shard c.
+    for name in ["b4", "b5"] {
+        create(shard_pod(name, "b", "300ms", &[RECORD_FINALIZER])).await;
+    }
+    let b_pods: Vec<String> = (0..6).map(|i| format!("b{i}")).collect();
+    assert!(
+        wait_until(Duration::from_secs(15), || async {
+            let mut done = true;
+            for name in &b_pods {
+                done &= pods
+                    .get(name)
+                    .await
+                    .is_ok_and(|p| phase(&p) == Some("Failed"));
+            }
+            done
+        })
+        .await,
+        "shard b's pods never finished"
+    );
+    for name in &b_pods {
+        pods.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    create(shard_pod("moved", "c", "300ms", &[&own("a")])).await;
+    // A pod of shard a that shard b holds too (b's scope overlapped a's once): a counts it.
+    create(shard_pod("shared", "a", "300ms", &[&own("b")])).await;
+    sim.compact(); // b's resume point (and a's) is now too old: 410, relist
+
+    a.stop().await;
+    let a = start_recorder(&sim, db.store.clone(), shard("a")).await;
+    // Shard a's sweep ran: it released its own finalizer from the pod out of its scope.
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            finalizers_of(&pods, "moved").await == Some(vec![])
+                && sample(&a.metrics, "podline_record_finalizer_sweeps_total") == 1
+                && removed(&a.metrics, "out_of_scope") >= 1
+        })
+        .await,
+        "shard a's sweep never released its own finalizer out of its scope"
+    );
+    assert_eq!(removed(&a.metrics, "out_of_scope"), 1);
+    assert_eq!(
+        sample(
+            &a.metrics,
+            "podline_record_finalizer_overlapping_pods_total"
+        ),
+        1
+    );
+    assert!(
+        finalizers_of(&pods, "shared")
+            .await
+            .is_some_and(|f| f.contains(&own("b"))),
+        "shard a released shard b's finalizer from a pod of its own scope"
+    );
+    // ... and left every pod of shard b held, with all it carried.
+    for name in &b_pods {
+        let finalizers = finalizers_of(&pods, name).await;
+        let finalizers =
+            finalizers.unwrap_or_else(|| panic!("{name} was released while b was down"));
+        assert!(
+            finalizers
+                .iter()
+                .any(|f| f == RECORD_FINALIZER || *f == own("b")),
+            "{name}: {finalizers:?}"
+        );
+        if ["b0", "b1", "b4", "b5"].contains(&name.as_str()) {
+            assert!(
+                finalizers.iter().any(|f| f == RECORD_FINALIZER),
+                "{name}: {finalizers:?}"
+            );
+        }
+    }
+
+    let b = start_recorder(&sim, db.store.clone(), shard("b")).await;
+    assert!(
+        wait_until(Duration::from_secs(20), || async {
+            recorded_final_and_gone(&pods, db.store.as_ref(), &b_pods).await
+        })
+        .await,
+        "shard b's pods were not all recorded with their final state: {:?}",
+        db.store.pods(&PodFilter::default()).await.unwrap()
+    );
+    assert_eq!(db.store.counts().await.unwrap().vanished, 0);
+    assert!(removed(&b.metrics, "terminal") >= 6);
+    a.stop().await;
+    b.stop().await;
+}
+
+/// Issue 27: a rolling restart of both label shards in which each shard restarts while the
+/// other is down (`kubectl rollout restart` of every shard's Deployment at once), while pods of
+/// both run, finish and are deleted, each shard down past the watch history: nothing is lost.
+/// Every pod goes only once its shard committed its final state, the store equals the sim's
+/// ground truth, and no pod vanished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_of_both_shards_loses_no_final_state() {
+    let sim = sim().await;
+    let db = TestDb::fresh(Backend::Sqlite).await.unwrap();
+    let pods = pods(&sim).await;
+    let mut running = std::collections::HashMap::new();
+    for name in ["a", "b"] {
+        running.insert(
+            name,
+            start_recorder(&sim, db.store.clone(), shard(name)).await,
+        );
+    }
+    let mut names = Vec::new();
+    // Deletes every pod that finished (as a launcher does at the end of its task).
+    let delete_finished = || async {
+        let list = pods.list(&Default::default()).await.unwrap();
+        for p in list.items {
+            if p.metadata.deletion_timestamp.is_none() && phase(&p) == Some("Failed") {
+                let name = p.metadata.name.unwrap();
+                pods.delete(&name, &DeleteParams::default()).await.unwrap();
+            }
+        }
+    };
+    for (round, (down, restarting)) in [("b", "a"), ("a", "b")].into_iter().enumerate() {
+        // Pods of both shards, half with the launcher's finalizer.
+        for shard_name in ["a", "b"] {
+            for i in 0..3 {
+                let name = format!("r{round}-{shard_name}{i}");
+                let finalizers: &[&str] = if i % 2 == 0 { &[RECORD_FINALIZER] } else { &[] };
+                pods.create(
+                    &PostParams::default(),
+                    &shard_pod(&name, shard_name, "600ms", finalizers),
+                )
+                .await
+                .unwrap();
+                names.push(name);
+            }
+        }
+        // Held by their shards (a pod no recorder saw yet is held by nothing but a launcher's
+        // finalizer, and half have none: not what this test is about).
+        let prefix = format!("r{round}-");
+        assert!(
+            wait_until(Duration::from_secs(10), || async {
+                let list = pods.list(&Default::default()).await.unwrap();
+                list.items
+                    .iter()
+                    .filter(|p| {
+                        p.metadata
+                            .name
+                            .as_ref()
+                            .is_some_and(|n| n.starts_with(&prefix))
+                    })
+                    .all(|p| {
+                        let shard = &p.metadata.labels.as_ref().unwrap()["shard"];
+                        has_finalizer(&p.metadata, &own(shard))
+                    })
+            })
+            .await,
+            "round {round}: the shards never added their finalizers"
+        );
+        running.remove(down).unwrap().stop().await;
+        // While it is down, every finished pod (both shards) is deleted; the history passes.
+        assert!(
+            wait_until(Duration::from_secs(15), || async {
+                delete_finished().await;
+                let list = pods.list(&Default::default()).await.unwrap();
+                list.items
+                    .iter()
+                    .filter(|p| {
+                        p.metadata
+                            .name
+                            .as_ref()
+                            .is_some_and(|n| n.starts_with(&prefix))
+                    })
+                    .all(|p| p.metadata.deletion_timestamp.is_some())
+            })
+            .await,
+            "round {round}: the pods never finished"
+        );
+        sim.compact();
+        // The other shard restarts meanwhile; its sweep is done once it released its own
+        // finalizer from a pod that left its scope.
+        let marker = format!("r{round}-left-{restarting}");
+        pods.create(
+            &PostParams::default(),
+            &shard_pod(&marker, "c", "300ms", &[&own(restarting)]),
+        )
+        .await
+        .unwrap();
+        running.remove(restarting).unwrap().stop().await;
+        let restarted = start_recorder(&sim, db.store.clone(), shard(restarting)).await;
+        assert!(
+            wait_until(Duration::from_secs(10), || async {
+                finalizers_of(&pods, &marker).await == Some(vec![])
+            })
+            .await,
+            "round {round}: shard {restarting}'s sweep never ran"
+        );
+        running.insert(restarting, restarted);
+        running.insert(
+            down,
+            start_recorder(&sim, db.store.clone(), shard(down)).await,
+        );
+    }
+    assert!(
+        wait_until(Duration::from_secs(30), || async {
+            delete_finished().await;
+            recorded_final_and_gone(&pods, db.store.as_ref(), &names).await
+        })
+        .await,
+        "pods left: {:?}; records: {:?}",
+        pods.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|p| (p.metadata.name.clone(), p.metadata.finalizers.clone()))
+            .collect::<Vec<_>>(),
+        db.store
+            .pods(&PodFilter::default())
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (&r.name, &r.phase, r.final_state_observed, r.deleted_at))
+            .collect::<Vec<_>>()
+    );
+    let mut report = podline_testkit::audit::compare(db.store.as_ref(), &sim.ground_truth())
+        .await
+        .unwrap();
+    // The markers (shard c) are no shard's: nobody records them.
+    report.missing.retain(|m| !m.contains("-left-"));
+    assert!(
+        report.is_ok() && report.vanished.is_empty(),
+        "{report}; vanished: {:?}",
+        report.vanished
+    );
+    assert_eq!(db.store.counts().await.unwrap().vanished, 0);
+    for (_, recorder) in running {
+        recorder.stop().await;
+    }
+}

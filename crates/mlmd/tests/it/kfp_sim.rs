@@ -897,6 +897,8 @@ async fn without_finalize_the_writer_should_send_no_finalizer_patch() {
 
 /// At start a finalizing writer releases the pods it will never record: a pod that is no Argo
 /// pod (any more), one already written, a TFX one; and it holds an ordinary step it records.
+/// It only ever removes its own finalizer: the SQL recorder's podline.io/record and a label
+/// shard's podline.io/record-SHARD stay (issue 27: each scope owns only its own).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_start_a_finalizing_writer_should_release_the_pods_it_will_not_record() {
     require_mlmd!();
@@ -905,7 +907,11 @@ async fn at_start_a_finalizing_writer_should_release_the_pods_it_will_not_record
     let (_sim, kube) = sim().await;
     let api: Api<Pod> = Api::namespaced(kube.clone(), NS);
     let held = |mut pod: Pod| {
-        pod.metadata.finalizers = Some(vec![KFP_FINALIZER.to_owned()]);
+        pod.metadata.finalizers = Some(
+            [KFP_FINALIZER, "podline.io/record", "podline.io/record-a"]
+                .map(str::to_owned)
+                .to_vec(),
+        );
         pod
     };
     let mut plain = Step::new(NS, "wf-scope", "plain").pod(None);
@@ -956,6 +962,14 @@ async fn at_start_a_finalizing_writer_should_release_the_pods_it_will_not_record
     );
     assert_eq!(sink.stats().finalizers_removed.get(), 3);
     assert_eq!(sink.stats().finalizers_added.get(), 1);
+    for name in &released {
+        let pod = api.get(name).await.expect("get");
+        assert_eq!(
+            pod.metadata.finalizers.unwrap_or_default(),
+            ["podline.io/record", "podline.io/record-a"],
+            "{name}"
+        );
+    }
 }
 
 /// The safety valve: a held pod being deleted whose kubelet never reports (bound to a node, a

@@ -9,7 +9,8 @@
 //! during or right after an API outage reaps nothing on time it could not see (issue 27).
 //!
 //! `podline gc --finalizers` does something else: it removes the recorders' finalizers
-//! (podline.io/record, and KFP mode's podline.io/kfp-writer) from every pod in the
+//! (podline.io/record, every label shard's podline.io/record-SHARD, and KFP mode's
+//! podline.io/kfp-writer) from every pod in the
 //! namespace(s), the safety valve when no `podline record --finalize` will run again
 //! (uninstalling), so no pod waits in Terminating for it.
 
@@ -33,8 +34,9 @@ duration), and the API server does not answer lists while refusing every renewal
 Only Leases podline made are reaped, and only the pods they own; Leases and pods that merely
 carry the podline.io/launcher label are left alone.
 
-With --finalizers: instead of reaping, remove the finalizers podline.io/record (set by
-`podline run --finalizer` and `podline record --finalize`) and podline.io/kfp-writer (set by
+With --finalizers: instead of reaping, remove every podline finalizer: podline.io/record
+(set by `podline run --finalizer` and `podline record --finalize`), podline.io/record-SHARD (set
+by `podline record --finalize --shard SHARD`, any shard) and podline.io/kfp-writer (set by
 `podline record --kfp --finalize`) from every pod in the namespace (-n) or all namespaces
 (-A), and report how many pods were released. Other finalizers are left alone. Run it after stopping
 every `podline record --finalize` for good (uninstalling), or deleted pods wait in
@@ -71,8 +73,8 @@ pub struct GcArgs {
     /// (1s to 2h; a dead launcher's Lease takes its duration + --grace to decide).
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_wait)]
     pub wait: Duration,
-    /// Instead of reaping: remove the recorders' finalizers (podline.io/record and
-    /// podline.io/kfp-writer) from every pod in scope (see below).
+    /// Instead of reaping: remove the recorders' finalizers (podline.io/record, every shard's
+    /// podline.io/record-SHARD and podline.io/kfp-writer) from every pod in scope (see below).
     #[arg(long)]
     pub finalizers: bool,
     #[command(flatten)]
@@ -159,14 +161,27 @@ fn print_sweep(sweep: &Sweep, output: Output) -> anyhow::Result<()> {
 /// What `gc --finalizers` did.
 #[derive(Debug, Default, serde::Serialize)]
 struct Released {
-    /// The finalizers removed.
-    finalizers: [&'static str; 2],
+    /// The finalizers removed ([`RELEASED`]).
+    finalizers: [&'static str; 3],
     /// Pods listed.
     pods: usize,
     /// Pods a finalizer was removed from.
     released: usize,
     /// Pods one could not be removed from (`namespace/name: error`).
     failed: Vec<String>,
+}
+
+/// What `gc --finalizers` removes, as reported: the recorders' and every shard's.
+const RELEASED: [&str; 3] = [
+    podline_client::finalizer::RECORD_FINALIZER,
+    "podline.io/record-SHARD",
+    podline_mlmd::kfp::KFP_FINALIZER,
+];
+
+/// Whether `gc --finalizers` removes `finalizer`: any of podline's recorders' (every scope's).
+fn is_podline_finalizer(finalizer: &str) -> bool {
+    podline_client::finalizer::is_recorder_finalizer(finalizer)
+        || finalizer == podline_mlmd::kfp::KFP_FINALIZER
 }
 
 /// Calls in flight at once.
@@ -183,7 +198,7 @@ async fn release_all(
 ) -> anyhow::Result<ExitCode> {
     use futures::StreamExt as _;
     use k8s_openapi::api::core::v1::Pod;
-    use podline_client::finalizer::{RECORD_FINALIZER, Removed, has_finalizer};
+    use podline_client::finalizer::Removed;
 
     let api: kube::Api<Pod> = match &namespace {
         Some(ns) => kube::Api::namespaced(client.clone(), ns),
@@ -191,7 +206,7 @@ async fn release_all(
     };
     let policy = podline_client::retry::RetryPolicy::default();
     let mut report = Released {
-        finalizers: [RECORD_FINALIZER, podline_mlmd::kfp::KFP_FINALIZER],
+        finalizers: RELEASED,
         ..Released::default()
     };
     let mut carrying = Vec::new();
@@ -215,18 +230,17 @@ async fn release_all(
                 }
             };
         report.pods += page.items.len();
-        carrying.extend(
-            page.items
-                .into_iter()
-                .map(|p| p.metadata)
-                .filter(|m| report.finalizers.iter().any(|f| has_finalizer(m, f))),
-        );
+        carrying.extend(page.items.into_iter().map(|p| p.metadata).filter(|m| {
+            m.finalizers
+                .iter()
+                .flatten()
+                .any(|f| is_podline_finalizer(f))
+        }));
         token = page.metadata.continue_.filter(|t| !t.is_empty());
         if token.is_none() {
             break;
         }
     }
-    let finalizers = report.finalizers;
     let release_policy = policy.clone().with_max_attempts(RELEASE_ATTEMPTS);
     let results: Vec<(String, Result<Removed, String>)> = futures::stream::iter(carrying)
         .map(|meta| {
@@ -238,7 +252,7 @@ async fn release_all(
                     meta.namespace.as_deref().unwrap_or_default(),
                     meta.name.as_deref().unwrap_or_default()
                 );
-                let result = release(&client, policy, meta, finalizers).await;
+                let result = release(&client, policy, meta).await;
                 (who, result)
             }
         })
@@ -257,9 +271,11 @@ async fn release_all(
         Output::Yaml => print!("{}", serde_saphyr::to_string(&report)?),
         Output::Table | Output::Wide => {
             println!(
-                "{} pod(s) seen, finalizers {} removed from {}, {} failed",
+                "{} pod(s) seen, finalizers {}, {} and {} removed from {}, {} failed",
                 report.pods,
-                report.finalizers.join(" and "),
+                RELEASED[0],
+                RELEASED[1],
+                RELEASED[2],
                 report.released,
                 report.failed.len()
             );
@@ -275,21 +291,25 @@ async fn release_all(
     })
 }
 
-/// Removes each of `finalizers` that the pod `meta` describes carries, retrying transient
-/// errors: [`Removed::Removed`] if any was removed, [`Removed::Gone`] if the pod went first.
+/// Removes each podline finalizer ([`is_podline_finalizer`]) that the pod `meta` describes
+/// carries, retrying transient errors: [`Removed::Removed`] if any was removed,
+/// [`Removed::Gone`] if the pod went first.
 async fn release(
     client: &kube::Client,
     policy: &podline_client::retry::RetryPolicy,
     mut meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    finalizers: [&'static str; 2],
 ) -> Result<podline_client::finalizer::Removed, String> {
-    use podline_client::finalizer::{Removed, has_finalizer, remove};
+    use podline_client::finalizer::{Removed, remove};
 
+    let ours: Vec<String> = meta
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| is_podline_finalizer(f))
+        .cloned()
+        .collect();
     let mut outcome = Removed::Absent;
-    for finalizer in finalizers {
-        if !has_finalizer(&meta, finalizer) {
-            continue;
-        }
+    for finalizer in &ours {
         let removed = podline_client::retry::retry(policy, "remove finalizer", || {
             remove(client, &meta, finalizer)
         })

@@ -52,19 +52,29 @@ pub struct RecordArgs {
     /// Only record pods matching this label selector (e.g. "app=train,tier!=db").
     #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
     pub selector: Option<String>,
-    /// Hold every pod this recorder records (its namespace(s) and -l) with the finalizer
-    /// podline.io/record (podline.io/kfp-writer with --kfp, so both modes can hold the same
-    /// pod), and remove it only once the pod's final state (phase, exit codes) is committed: a pod deleted while no recorder runs waits in Terminating until a recorder
-    /// records it, however long that takes (pods of `podline run --finalizer` carry it from
-    /// their create). At each start the pods' metadata is listed once: pods in scope get the
-    /// finalizer, pods waiting in Terminating are recorded and released, and pods outside -l
-    /// lose it (only one --finalize recorder per namespace: a second one with another -l would
-    /// release the first one's pods). A pod deleted that never reaches a final state (its node
-    /// is gone) is released 2 minutes after its grace period, with what was recorded. Needs
-    /// `patch` on pods (deploy/README.md). To uninstall: stop the recorders, then `podline gc
-    /// --finalizers -A` (it removes both finalizers). Also PODLINE_FINALIZE=true.
+    /// Hold every pod this recorder records (its namespace(s) and -l) with a finalizer, and
+    /// remove it only once the pod's final state (phase, exit codes) is committed: a pod deleted
+    /// while no recorder runs waits in Terminating until a recorder records it, however long
+    /// that takes. The finalizer is podline.io/record (pods of `podline run --finalizer` carry it
+    /// from their create), podline.io/record-SHARD with --shard (needed with -l: each label
+    /// shard holds its pods with its own), podline.io/kfp-writer with --kfp. At each start the
+    /// pods' metadata is listed once: pods in scope get the finalizer, pods waiting in
+    /// Terminating are recorded and released, and pods outside the scope that carry this
+    /// recorder's own finalizer lose it; other recorders' finalizers are never touched. A pod
+    /// deleted that never reaches a final state (its node is gone) is released 2 minutes after
+    /// its grace period, with what was recorded. Needs `patch` on pods (deploy/README.md). To
+    /// uninstall: stop the recorders, then `podline gc --finalizers -A` (it removes every
+    /// podline finalizer). Also PODLINE_FINALIZE=true.
     #[arg(long, env = "PODLINE_FINALIZE")]
     pub finalize: bool,
+    /// This recorder is the label shard NAME (docs/scale-out.md): with --finalize it holds the
+    /// pods of its -l with the finalizer podline.io/record-NAME, so no other shard's start can
+    /// release them, and it also takes podline.io/record (`podline run --finalizer`'s) off the
+    /// pods of its scope once they are recorded; with --leader-elect its Lease defaults to
+    /// podline-recorder-NAME. 1 to 56 of a-z, 0-9 and '-'. Give each shard its own name and
+    /// keep it when its -l changes. Also PODLINE_SHARD.
+    #[arg(long, env = "PODLINE_SHARD", value_name = "NAME")]
+    pub shard: Option<String>,
     /// Where to store records: a SQLite file path (or sqlite://PATH) or postgres://USER@HOST/DB.
     #[arg(
         long,
@@ -213,6 +223,10 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         Ok(election) => election,
         Err(err) => return usage(err),
     };
+    let finalize = match finalize_config(&args) {
+        Ok(finalize) => finalize,
+        Err(err) => return usage(err),
+    };
 
     // Bound first: an address in use fails before anything is connected or created.
     let listener = podline_daemon::bind(args.listen)
@@ -231,13 +245,16 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     config.selector = selector;
     config.timeouts = timeouts;
     config.lifecycle = lifecycle;
-    config.finalize = args.finalize.then(FinalizeConfig::default);
+    let finalizer = finalize.as_ref().map(|f| f.finalizer.clone());
+    config.finalize = finalize;
     tracing::info!(
         cluster = %connected.cluster_url,
         namespace = namespace.as_deref().unwrap_or("(all)"),
         db = %db,
         listen = %args.listen,
         finalize = args.finalize,
+        finalizer = finalizer.as_deref().unwrap_or("(none)"),
+        shard = args.shard.as_deref().unwrap_or("(none)"),
         server_timeout = ?timeouts.server,
         client_timeout = ?timeouts.client,
         http2_ping_interval = ?connect_options.http2_ping.interval,
@@ -245,7 +262,15 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         "recording pods"
     );
 
-    let election = match elector(election, &connected, RECORDER_LEASE) {
+    let shard_lease = args
+        .shard
+        .as_ref()
+        .map(|shard| format!("{RECORDER_LEASE}-{shard}"));
+    let election = match elector(
+        election,
+        &connected,
+        shard_lease.as_deref().unwrap_or(RECORDER_LEASE),
+    ) {
         Ok(election) => election,
         Err(err) => return usage(err),
     };
@@ -289,10 +314,38 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The finalizer settings of `--finalize` (`None` without it), checked before connecting: a
+/// recorder with `-l` is a label shard and must be named (`--shard`), as its finalizer must be
+/// its own. With the shared podline.io/record, each shard's start released the other shards'
+/// pods (out of its scope) and a pod of a shard that was down went unrecorded (issue 27).
+fn finalize_config(args: &RecordArgs) -> Result<Option<FinalizeConfig>, String> {
+    let Some(shard) = &args.shard else {
+        if args.finalize && args.selector.is_some() {
+            return Err(
+                "--finalize with -l/--selector needs --shard NAME: a recorder of a label scope \
+                 holds its pods with its own finalizer podline.io/record-NAME, so that other \
+                 recorders (other shards) never release them (expected a name unique to this \
+                 shard, e.g. --shard team-a; see docs/scale-out.md)"
+                    .to_owned(),
+            );
+        }
+        return Ok(args.finalize.then(FinalizeConfig::default));
+    };
+    let config = FinalizeConfig::for_shard(shard).map_err(|err| format!("--shard: {err}"))?;
+    Ok(args.finalize.then_some(config))
+}
+
 /// KFP mode: Argo pods into ML Metadata (podline_mlmd), with KFP's environment variables, the
 /// SQL recorder's `/metrics`, `/healthz`, `/readyz`, graceful SIGTERM and `--leader-elect`.
 async fn run_kfp(args: RecordArgs) -> anyhow::Result<ExitCode> {
     use podline_mlmd::kfp::{KfpEnv, Observability, mlmd_config, run_daemon};
+    if args.shard.is_some() {
+        return usage(
+            "--shard names a label shard of the store recorder; KFP mode records every Argo pod \
+             of its namespace(s) with its own finalizer podline.io/kfp-writer (expected no \
+             --shard with --kfp; shard KFP mode by namespace, see docs/scale-out.md)",
+        );
+    }
     let mut env = match KfpEnv::from_env() {
         Ok(env) => env,
         Err(err) => return usage(err),
@@ -668,6 +721,31 @@ mod tests {
                 .finalize
         );
         assert_eq!(h.args.watch_server_timeout.as_deref(), Some("30"));
+    }
+
+    /// Issue 27: a `--finalize` recorder with `-l` must be a named shard, whose finalizer is
+    /// its own; without `-l` it keeps podline.io/record; a bad name says what is expected.
+    #[test]
+    fn a_finalizing_label_shard_must_be_named_and_gets_its_own_finalizer() {
+        let config = |argv: &[&str]| {
+            let mut full = vec!["x"];
+            full.extend_from_slice(argv);
+            finalize_config(&Harness::try_parse_from(full).unwrap().args)
+        };
+        let err = config(&["--finalize", "-l", "shard=a"]).unwrap_err();
+        assert!(err.contains("--shard NAME"), "{err}");
+        let unsharded = config(&["--finalize"]).unwrap().unwrap();
+        assert_eq!(unsharded.finalizer, "podline.io/record");
+        assert_eq!(unsharded.adopt, None);
+        let shard = config(&["--finalize", "-l", "shard=a", "--shard", "team-a"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(shard.finalizer, "podline.io/record-team-a");
+        assert_eq!(shard.adopt.as_deref(), Some("podline.io/record"));
+        assert!(config(&["-l", "shard=a"]).unwrap().is_none());
+        assert!(config(&["--shard", "a"]).unwrap().is_none());
+        let err = config(&["--finalize", "--shard", "Team_A"]).unwrap_err();
+        assert!(err.starts_with("--shard: invalid shard name"), "{err}");
     }
 
     #[test]

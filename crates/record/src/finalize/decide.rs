@@ -28,8 +28,12 @@ pub use crate::ticket::ReleaseReason;
 /// What the decision needs to know about a pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PodFacts<'a> {
-    /// Whether the pod lists the recorder's finalizer.
+    /// Whether the pod lists the recorder's own finalizer.
     pub carries_finalizer: bool,
+    /// Whether it lists the finalizer the recorder adopts on the pods of its scope
+    /// (`FinalizeConfig::adopt`: `podline run --finalizer`'s, under a sharded recorder). That one
+    /// holds the pod until this recorder releases it, but it is no reason not to add the own one.
+    pub carries_adopted: bool,
     /// `metadata.deletionTimestamp`: when the grace period of its deletion ends.
     pub deletion_timestamp: Option<Timestamp>,
     /// `metadata.deletionGracePeriodSeconds`.
@@ -43,9 +47,10 @@ pub struct PodFacts<'a> {
 /// What to do with a recorded pod's finalizer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// The pod lacks the finalizer and is not being deleted: add it.
+    /// The pod lacks the recorder's own finalizer and is not being deleted: add it.
     Add,
-    /// Nothing to do (no finalizer on a pod being deleted, or one that still runs).
+    /// Nothing to do (no finalizer of this recorder on a pod being deleted, or one that still
+    /// runs).
     Keep,
     /// Being deleted, not final yet: look again at this time (the safety valve's deadline).
     RecheckAt(Timestamp),
@@ -77,8 +82,9 @@ pub fn decide(facts: &PodFacts<'_>, now: Timestamp, margin: Duration) -> Verdict
             Verdict::Add
         };
     };
-    if !facts.carries_finalizer {
-        // kube-apiserver refuses new finalizers on an object being deleted.
+    if !facts.carries_finalizer && !facts.carries_adopted {
+        // Nothing of ours holds it, and kube-apiserver refuses new finalizers on an object being
+        // deleted.
         return Verdict::Keep;
     }
     if let Some(reason) = final_state(facts) {
@@ -107,6 +113,7 @@ mod tests {
     fn running() -> PodFacts<'static> {
         PodFacts {
             carries_finalizer: true,
+            carries_adopted: false,
             deletion_timestamp: None,
             deletion_grace_seconds: None,
             phase: phase::RUNNING,
@@ -175,6 +182,42 @@ mod tests {
             decide(&stopped, t(0), MARGIN),
             Verdict::ReleaseAfterCommit(ReleaseReason::Stopped)
         );
+    }
+
+    /// Under a sharded recorder, `podline run --finalizer`'s finalizer on a pod of its scope is
+    /// no reason to skip its own (each scope holds its pods itself), and on a pod being deleted
+    /// it is a hold the recorder releases like its own once the state is final.
+    #[test]
+    fn an_adopted_finalizer_gets_the_own_one_added_and_is_released_like_it() {
+        let launched = PodFacts {
+            carries_finalizer: false,
+            carries_adopted: true,
+            ..running()
+        };
+        assert_eq!(decide(&launched, t(0), MARGIN), Verdict::Add);
+        let deleted = PodFacts {
+            deletion_timestamp: Some(t(30)),
+            deletion_grace_seconds: Some(30),
+            phase: phase::SUCCEEDED,
+            ..launched
+        };
+        assert_eq!(
+            decide(&deleted, t(0), MARGIN),
+            Verdict::ReleaseAfterCommit(ReleaseReason::Terminal)
+        );
+        let still_running = PodFacts {
+            phase: phase::RUNNING,
+            ..deleted
+        };
+        assert_eq!(
+            decide(&still_running, t(0), MARGIN),
+            Verdict::RecheckAt(t(90))
+        );
+        let neither = PodFacts {
+            carries_adopted: false,
+            ..deleted
+        };
+        assert_eq!(decide(&neither, t(0), MARGIN), Verdict::Keep);
     }
 
     #[test]

@@ -41,6 +41,7 @@ impl Finalize {
         let worker = Arc::new(Finalizers::new(
             client,
             config.finalizer.clone(),
+            config.adopt.clone(),
             metrics,
             config.backoff.clone(),
             config.workers,
@@ -61,9 +62,9 @@ impl Finalize {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The finalizer this recorder holds pods with.
-    pub fn finalizer(&self) -> &str {
-        &self.config.finalizer
+    /// The settings: the own finalizer and the adopted one (for the sweep's sorting).
+    pub fn config(&self) -> &FinalizeConfig {
+        &self.config
     }
 
     /// The worker (for the sweep).
@@ -76,6 +77,11 @@ impl Finalize {
     pub fn observed(&self, meta: &ObjectMeta, obs: &PodObservation) {
         let facts = PodFacts {
             carries_finalizer: has_finalizer(meta, &self.config.finalizer),
+            carries_adopted: self
+                .config
+                .adopt
+                .as_deref()
+                .is_some_and(|adopted| has_finalizer(meta, adopted)),
             deletion_timestamp: meta.deletion_timestamp.as_ref().map(|t| t.0),
             deletion_grace_seconds: meta.deletion_grace_period_seconds,
             phase: &obs.phase,
@@ -92,7 +98,8 @@ impl Finalize {
     }
 
     /// A DELETED event. Its object lists the finalizer only when the pod left the watch's
-    /// selector (a real deletion waits for the finalizers): then it is released after the commit.
+    /// selector (a real deletion waits for the finalizers): then the own finalizer is released
+    /// after the commit (an adopted one stays for the scope the pod moved to).
     pub fn deleted(&self, meta: &ObjectMeta) {
         let uid = meta.uid.as_deref().unwrap_or_default();
         if let Some(timer) = self.rechecks().remove(uid) {

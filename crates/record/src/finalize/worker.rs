@@ -56,6 +56,8 @@ struct Jobs {
 pub(crate) struct Finalizers {
     client: kube::Client,
     finalizer: String,
+    /// Also taken off a pod released after its commit (not one that left the scope).
+    adopt: Option<String>,
     jobs: Mutex<Jobs>,
     wake: Notify,
     idle: Notify,
@@ -65,10 +67,12 @@ pub(crate) struct Finalizers {
 }
 
 impl Finalizers {
-    /// A worker for `finalizer` with `workers` calls in flight at most.
+    /// A worker for `finalizer` (and the adopted `adopt`, see `FinalizeConfig::adopt`) with
+    /// `workers` calls in flight at most.
     pub fn new(
         client: kube::Client,
         finalizer: impl Into<String>,
+        adopt: Option<String>,
         metrics: Arc<RecorderMetrics>,
         backoff: FullJitter,
         workers: usize,
@@ -76,6 +80,7 @@ impl Finalizers {
         Self {
             client,
             finalizer: finalizer.into(),
+            adopt,
             jobs: Mutex::new(Jobs::default()),
             wake: Notify::new(),
             idle: Notify::new(),
@@ -250,10 +255,35 @@ impl Finalizers {
             Kind::Add => finalizer::add(&self.client, &job.meta, &self.finalizer)
                 .await
                 .map(Done::Added),
-            Kind::Remove(_) => finalizer::remove(&self.client, &job.meta, &self.finalizer)
-                .await
-                .map(Done::Removed),
+            Kind::Remove(reason) => self.release(&job.meta, reason).await.map(Done::Removed),
         }
+    }
+
+    /// Takes the own finalizer off the pod, and the adopted one too unless the pod left the
+    /// scope (then it belongs to the scope the pod moved to). `Removed` if either was removed.
+    async fn release(
+        &self,
+        meta: &ObjectMeta,
+        reason: ReleaseReason,
+    ) -> Result<Removed, FinalizerError> {
+        let adopted = self
+            .adopt
+            .as_deref()
+            .filter(|_| reason != ReleaseReason::OutOfScope);
+        let mut current = meta.clone();
+        let mut outcome = Removed::Absent;
+        for name in std::iter::once(self.finalizer.as_str()).chain(adopted) {
+            match finalizer::remove(&self.client, &current, name).await? {
+                Removed::Gone => return Ok(Removed::Gone),
+                Removed::Removed => outcome = Removed::Removed,
+                Removed::Absent => {}
+            }
+            // The next removal's test of its entry's index must see this one's result.
+            if let Some(list) = current.finalizers.as_mut() {
+                list.retain(|f| f != name);
+            }
+        }
+        Ok(outcome)
     }
 
     fn finish(&self, uid: String, mut job: Job, result: Result<Done, FinalizerError>) {
@@ -321,6 +351,7 @@ impl std::fmt::Debug for Finalizers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Finalizers")
             .field("finalizer", &self.finalizer)
+            .field("adopt", &self.adopt)
             .field("workers", &self.workers)
             .finish_non_exhaustive()
     }
