@@ -30,14 +30,14 @@ use crate::retry::{Disposition, Reason, classify};
 
 /// The finalizer podline's recorder owns: a pod carrying it is not removed from the API until the
 /// recorder has committed its final state and taken the finalizer off. An unsharded recorder
-/// holds pods with it, and `podline run --finalizer` puts it on at create (a launcher cannot know
+/// holds pods with it, and the launcher, asked to hold its pod, puts it on at create (a launcher cannot know
 /// which shard will record the pod); a sharded recorder takes it off the pods of its own scope
 /// together with its own [`shard_finalizer`].
 pub const RECORD_FINALIZER: &str = "podline.io/record";
 
 /// What a sharded recorder's finalizer starts with: `podline.io/record-<shard>` (see
-/// [`shard_finalizer`]), so a human reading a pod sees whose it is, and `podline gc
-/// --finalizers` recognises every recorder's ([`is_recorder_finalizer`]).
+/// [`shard_finalizer`]), so a human reading a pod sees whose it is, and the
+/// uninstall clean-up recognises every recorder's ([`is_recorder_finalizer`]).
 pub const SHARD_FINALIZER_PREFIX: &str = "podline.io/record-";
 
 /// The longest shard name: a finalizer is a qualified name whose part after the `/` has at most
@@ -91,7 +91,7 @@ pub fn shard_finalizer(shard: &str) -> Result<String, ShardNameError> {
 }
 
 /// Whether `finalizer` is one of podline's SQL recorders' ([`RECORD_FINALIZER`] or a
-/// [`shard_finalizer`]): what `podline gc --finalizers` removes (with KFP mode's).
+/// [`shard_finalizer`]): what the uninstall clean-up removes (with KFP mode's).
 pub fn is_recorder_finalizer(finalizer: &str) -> bool {
     finalizer == RECORD_FINALIZER
         || finalizer

@@ -70,6 +70,7 @@ pub mod backoff;
 pub mod connect;
 pub mod dial;
 pub mod error;
+pub(crate) mod exec_plugin;
 pub mod finalizer;
 mod flight;
 pub mod parse_error;

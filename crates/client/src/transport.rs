@@ -105,7 +105,7 @@ pub(crate) fn build(
     timeouts: TransportTimeouts,
     ping: Http2Ping,
     ca: &str,
-    exec: Option<crate::connect::ExecTokenLayer>,
+    exec: Option<crate::exec_plugin::ExecTokenLayer>,
 ) -> Result<kube::client::ClientBuilder<Stack>, TransportError> {
     let peer = Arc::new(Peer {
         server: without_userinfo(&config.cluster_url),

@@ -263,7 +263,7 @@ pub enum LaunchError {
     /// Told apart from [`LaunchError::PodGone`] so that the user learns why (issue 27).
     #[error(
         "pod {pod} was deleted because this run's liveness Lease {lease} expired or vanished: a \
-         reaper (podline gc, podline record --reap) saw it unrenewed for its duration + grace and \
+         reaper (podline gc, or a recorder that reaps) saw it unrenewed for its duration + grace and \
          judged this launcher dead (it could not reach the API server, or was stalled, for that \
          long), or someone deleted the Lease; the task was stopped, not failed by its command"
     )]

@@ -44,7 +44,6 @@
 //! configuration came from and what went wrong; this module ties them into [`connect`].
 
 mod error;
-mod exec;
 mod kubeconfig;
 mod retry_after;
 mod source;
@@ -55,10 +54,10 @@ use std::time::Duration;
 
 use kube::config::Kubeconfig;
 
+pub use crate::exec_plugin::ExecError;
+pub(crate) use crate::exec_plugin::ExecTokenLayer;
+use crate::exec_plugin::{Credential, ExecPlugin};
 pub use error::{ConnectError, KubeconfigText};
-pub use exec::ExecError;
-pub(crate) use exec::ExecTokenLayer;
-use exec::{Credential, ExecPlugin};
 use kubeconfig::{Loaded, config_from_kubeconfig, load};
 pub use kubeconfig::{Lookup, load_config};
 pub use retry_after::copy_retry_after;

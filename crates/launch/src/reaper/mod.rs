@@ -9,7 +9,7 @@
 //! restarts every Lease's clock, since a launcher cannot renew through an API outage either.
 //! Each pass lists once, with no retries (the passes are the retry loop), bounded by the grace.
 //!
-//! - [`Reaper::run`] (`podline record --reap`): a pass every period, for good.
+//! - [`Reaper::run`] (the recorder's reaper): a pass every period, for good.
 //! - [`Reaper::sweep`] (`podline gc`): passes until every Lease in scope was seen renewed
 //!   (alive) or expired and reaped, or a time limit: one run of gc takes up to the longest
 //!   Lease's duration + the grace after its last successful list without a gap.
@@ -24,7 +24,7 @@
 //! Lease is deleted with a `resourceVersion` precondition (a launcher that renewed meanwhile is
 //! alive: 409, left alone) and background propagation (the garbage collector deletes the pods it
 //! owns); then the pods labelled with it and owned by it are deleted directly, for clusters whose
-//! collector is slow ([`judge_pod`]: `--on-finish keep` pods and pods it does not own are left
+//! collector is slow ([`judge_pod`]: pods of tasks that keep their pod and pods it does not own are left
 //! alone).
 
 mod tracker;

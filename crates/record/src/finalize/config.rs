@@ -14,8 +14,8 @@ pub struct FinalizeConfig {
     /// one each, or one's start-up sweep would release the pods the other has not recorded; two
     /// independent consumers of the same pods (a store recorder and a KFP writer) too.
     pub finalizer: String,
-    /// A finalizer put on pods by someone who cannot know their scope (`podline run
-    /// --finalizer`'s [`RECORD_FINALIZER`]), which a sharded recorder counts as a hold on the
+    /// A finalizer put on pods by someone who cannot know their scope (the launcher's
+    /// [`RECORD_FINALIZER`]), which a sharded recorder counts as a hold on the
     /// pods *of its own scope* and takes off with its own once their final state is committed.
     /// It is never added by this recorder and never released from a pod outside its scope.
     /// `None` for an unsharded recorder (its own finalizer is that one).

@@ -31,7 +31,7 @@ pub struct PodFacts<'a> {
     /// Whether the pod lists the recorder's own finalizer.
     pub carries_finalizer: bool,
     /// Whether it lists the finalizer the recorder adopts on the pods of its scope
-    /// (`FinalizeConfig::adopt`: `podline run --finalizer`'s, under a sharded recorder). That one
+    /// (`FinalizeConfig::adopt`: the launcher's, under a sharded recorder). That one
     /// holds the pod until this recorder releases it, but it is no reason not to add the own one.
     pub carries_adopted: bool,
     /// `metadata.deletionTimestamp`: when the grace period of its deletion ends.
@@ -184,7 +184,7 @@ mod tests {
         );
     }
 
-    /// Under a sharded recorder, `podline run --finalizer`'s finalizer on a pod of its scope is
+    /// Under a sharded recorder, the launcher's finalizer on a pod of its scope is
     /// no reason to skip its own (each scope holds its pods itself), and on a pod being deleted
     /// it is a hold the recorder releases like its own once the state is final.
     #[test]

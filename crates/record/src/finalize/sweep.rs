@@ -9,7 +9,7 @@
 //! record it.
 //!
 //! Each scope owns only its own pods: the valve never touches another finalizer, so the pods of
-//! another label shard (`podline.io/record-<other>`) and the pods `podline run --finalizer`
+//! another label shard (`podline.io/record-<other>`) and the pods the launcher
 //! created (`podline.io/record`, which a sharded recorder adopts only on the pods of its scope)
 //! stay held however the shards restart. [`sort`] is that rule, pure.
 
@@ -239,7 +239,7 @@ mod tests {
 
     /// The bug of issue 27: shard a's sweep released podline.io/record from shard b's pods,
     /// which then went while shard b was down, unrecorded. Out of its scope, a shard releases
-    /// only its own finalizer, never another shard's nor `podline run --finalizer`'s.
+    /// only its own finalizer, never another shard's nor the launcher's.
     #[test]
     fn a_shard_releases_only_its_own_finalizer_from_pods_out_of_its_scope() {
         let (selector, config) = shard_a();
