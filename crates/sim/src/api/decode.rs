@@ -222,6 +222,9 @@ fn summarize(data: &[u8]) -> String {
 
 /// A serde_json syntax error worded like Go's `encoding/json`.
 pub(super) fn go_syntax_error(err: &serde_json::Error, data: &[u8]) -> String {
+    if let Some(go) = super::gojson::syntax_error(data) {
+        return go;
+    }
     if err.is_eof() {
         return "unexpected end of JSON input".to_owned();
     }

@@ -212,7 +212,7 @@ async fn read_body(state: &AppState, req: Request) -> Result<JsonBody, ApiError>
 fn accept_json_or_yaml(body: JsonBody) -> Result<JsonBody, ApiError> {
     match body.media_type.as_str() {
         "" | "application/json" | "application/yaml" | "*/*" => Ok(body),
-        other => Err(ApiError::unsupported_media_type(other)),
+        _ => Err(ApiError::unsupported_media_type()),
     }
 }
 
@@ -666,7 +666,9 @@ fn patch_object<K: ApiKind>(
     if writer.operation == "Apply" {
         return apply_object::<K>(state, info, query, &body, &writer);
     }
-    let patch = patch::Patch::parse(&body.media_type, &body.bytes)?;
+    let validation =
+        super::decode::FieldValidation::parse(query::Query::new(query).get("fieldValidation"));
+    let patch = patch::Patch::parse(&body.media_type, &body.bytes, validation)?;
     replace::<K>(state, info, &writer, |current| {
         let mut doc: serde_json::Value = serde_json::from_slice(&current.json())
             .map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;
