@@ -309,7 +309,11 @@ pub fn delete_object<K: ApiKind>(
 /// The JSON of what a delete left (for `deletecollection`'s list).
 pub fn deleted_json<K: ApiKind>(deleted: &Deleted<K>) -> Option<Bytes> {
     match deleted {
-        Deleted::Gone(obj) => serde_json::to_vec(&**obj).ok().map(Bytes::from),
+        Deleted::Gone(obj) => {
+            let mut json = Vec::new();
+            obj.write_json(&mut json);
+            Some(Bytes::from(json))
+        }
         Deleted::Pending(json) => Some(json.clone()),
     }
 }

@@ -373,3 +373,51 @@ async fn malformed_patch_bodies_are_bad_requests_with_the_decoders_messages() {
         assert_eq!(message, expected, "{content_type}{query}");
     }
 }
+
+/// A status merge-patch answers the pod as kube-apiserver stores it: `podIPs` follow `podIP`
+/// (`Convert_v1_PodStatus_To_core_PodStatus`, `pkg/apis/core/v1/conversion.go`), a container
+/// status has `state` and `lastState` as `{}` and a condition's unset `lastProbeTime` and
+/// `lastTransitionTime` are `null` (Go structs that `omitempty` never omits: k8s.io/api
+/// `core/v1/types.go`; metav1 `Time.MarshalJSON`); measured on 1.32.13.
+#[tokio::test]
+async fn a_status_merge_patch_answers_the_status_as_stored() {
+    let t = Target::new().await;
+    let mut p = pod("status");
+    // No scheduler places it, so no kubelet writes its status meanwhile.
+    p["spec"]["schedulerName"] = json!("podline-no-such-scheduler");
+    assert!(t.create_pod(&p).await.status.is_success());
+    let patch = json!({"status": {
+        "podIP": "10.1.2.3",
+        "conditions": [{"type": "Example", "status": "True"}],
+        "containerStatuses": [{
+            "name": "main", "ready": false, "restartCount": 0,
+            "image": "busybox:1.36", "imageID": ""
+        }]
+    }});
+    let r = t
+        .request(
+            Method::PATCH,
+            &format!("{}/status/status", t.core_path("pods")),
+            Some("application/merge-patch+json"),
+            Some("application/json"),
+            patch.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let status = &r.json()["status"];
+    assert_eq!(status["podIPs"], json!([{"ip": "10.1.2.3"}]), "{status}");
+    let container = &status["containerStatuses"][0];
+    assert_eq!(container["lastState"], json!({}), "{container}");
+    assert_eq!(container["state"], json!({}), "{container}");
+    let condition = &status["conditions"][0];
+    assert_eq!(
+        condition.get("lastProbeTime"),
+        Some(&Value::Null),
+        "{condition}"
+    );
+    assert_eq!(
+        condition.get("lastTransitionTime"),
+        Some(&Value::Null),
+        "{condition}"
+    );
+}

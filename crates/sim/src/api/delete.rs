@@ -7,7 +7,6 @@ use http::StatusCode;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 
 use super::respond::json_response;
-use crate::status::ErrorResponse;
 use axum::response::Response;
 use podline_sim_core::delete::{Deleted, arrange_removal, delete_object, deleted_json};
 use podline_sim_core::kinds::ApiKind;
@@ -18,10 +17,11 @@ use podline_sim_core::status::ApiError;
 pub(crate) fn delete_response<K: ApiKind>(deleted: &Deleted<K>) -> Response {
     match deleted {
         Deleted::Gone(obj) if K::RESOURCE != "pods" => super::respond::success_status(&**obj),
-        Deleted::Gone(obj) => match serde_json::to_vec(&**obj) {
-            Ok(json) => json_response(StatusCode::OK, json),
-            Err(e) => ApiError::internal(e.to_string()).into_response(),
-        },
+        Deleted::Gone(obj) => {
+            let mut json = Vec::new();
+            obj.write_json(&mut json);
+            json_response(StatusCode::OK, json)
+        }
         Deleted::Pending(json) => json_response(StatusCode::OK, json.clone()),
     }
 }
