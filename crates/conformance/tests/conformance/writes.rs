@@ -421,3 +421,28 @@ async fn a_status_merge_patch_answers_the_status_as_stored() {
         "{condition}"
     );
 }
+
+/// A negative resource quantity and a request above its limit are 422 Invalid with
+/// `ValidateResourceRequirements`' words: the negative one on its keyed path, the inverted one
+/// on `requests` itself (pkg/apis/core/validation/validation.go).
+#[tokio::test]
+async fn negative_or_inverted_resources_are_invalid() {
+    let t = Target::new().await;
+    let mut negative = pod("negative");
+    negative["spec"]["containers"][0]["resources"] = json!({"requests": {"memory": "-1Gi"}});
+    let r = t.create_pod(&negative).await;
+    let message = assert_status(&r, 422, "Invalid");
+    assert_eq!(
+        message,
+        r#"Pod "negative" is invalid: spec.containers[0].resources.requests[memory]: Invalid value: "-1Gi": must be greater than or equal to 0"#
+    );
+    let mut inverted = pod("inverted");
+    inverted["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}});
+    let r = t.create_pod(&inverted).await;
+    let message = assert_status(&r, 422, "Invalid");
+    assert_eq!(
+        message,
+        r#"Pod "inverted" is invalid: spec.containers[0].resources.requests: Invalid value: "2Gi": must be less than or equal to memory limit of 1Gi"#
+    );
+}
