@@ -452,8 +452,7 @@ impl Cluster {
                     let requested =
                         match (&meta.deletion_timestamp, meta.deletion_grace_period_seconds) {
                             (Some(ts), Some(grace)) => {
-                                ts.0.saturating_sub(jiff::SignedDuration::from_secs(grace))
-                                    .unwrap_or(now)
+                                crate::delete::go_add_seconds(ts.0, grace.wrapping_neg())
                             }
                             _ => now,
                         };

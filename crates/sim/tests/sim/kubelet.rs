@@ -650,3 +650,43 @@ async fn ten_thousand_scripted_pods_should_run_to_completion_quickly() {
         started.elapsed()
     );
 }
+
+/// A pod with the largest grace period there is (`terminationGracePeriodSeconds: 2^63-1`),
+/// deleted while running: the deletionTimestamp is what kube-apiserver writes, `now +
+/// time.Duration(grace) * time.Second` in Go's wrapping int64 nanoseconds (apiserver
+/// `pkg/registry/rest/delete.go` `BeforeDelete`), so one second before now and decodable by any
+/// client; the pod stays readable and writable, and the kubelet goes on taking pods.
+#[tokio::test]
+async fn the_largest_grace_period_wedges_nothing() {
+    let (_sim, api) = sim(KubeletConfig::default()).await;
+    let mut spec = busybox();
+    spec["terminationGracePeriodSeconds"] = serde_json::json!(i64::MAX);
+    create(&api, scripted("forever", &[("duration", "1h")], spec)).await;
+    wait_phase(&api, "forever", "Running").await;
+    let before = jiff::Timestamp::now();
+    api.delete("forever", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let deleting = api.get("forever").await.expect("the pod decodes");
+    let stamp = deleting
+        .metadata
+        .deletion_timestamp
+        .expect("a deletion timestamp")
+        .0;
+    let offset = stamp.duration_since(before).as_secs_f64();
+    assert!((-2.0..=1.0).contains(&offset), "{stamp} vs {before}");
+    assert_eq!(
+        deleting.metadata.deletion_grace_period_seconds,
+        Some(i64::MAX)
+    );
+    let patch = serde_json::json!({"metadata": {"labels": {"still": "writable"}}});
+    api.patch(
+        "forever",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .expect("the pod takes writes");
+    create(&api, scripted("next", &[("duration", "10ms")], busybox())).await;
+    wait_phase(&api, "next", "Succeeded").await;
+}
