@@ -690,3 +690,27 @@ async fn the_largest_grace_period_wedges_nothing() {
     create(&api, scripted("next", &[("duration", "10ms")], busybox())).await;
     wait_phase(&api, "next", "Succeeded").await;
 }
+
+/// A container's output that is not UTF-8 reaches the log API byte for byte: the kubelet and
+/// kube-apiserver copy a container's log bytes as they are (kubelet
+/// `pkg/kubelet/kuberuntime/logs/logs.go` writes the CRI log's bytes; the API server proxies the
+/// kubelet's response), with no U+FFFD replacement.
+#[tokio::test]
+async fn exec_mode_should_pass_invalid_utf8_output_through_the_log_api() {
+    use futures::AsyncReadExt;
+    let (_sim, api) = sim(KubeletConfig::default().exec(true)).await;
+    let spec = serde_json::json!({"restartPolicy": "Never", "containers": [{
+        "name": "main", "image": "busybox",
+        "command": ["sh", "-c"], "args": ["printf 'a\\377\\376b\\n'"],
+    }]});
+    create(&api, scripted("bytes", &[], spec)).await;
+    wait_phase(&api, "bytes", "Succeeded").await;
+    let mut out = Vec::new();
+    api.log_stream("bytes", &LogParams::default())
+        .await
+        .expect("logs")
+        .read_to_end(&mut out)
+        .await
+        .expect("read the log");
+    assert_eq!(out, b"a\xff\xfeb\n");
+}
