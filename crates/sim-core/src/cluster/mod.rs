@@ -452,8 +452,7 @@ impl Cluster {
                     let requested =
                         match (&meta.deletion_timestamp, meta.deletion_grace_period_seconds) {
                             (Some(ts), Some(grace)) => {
-                                ts.0.saturating_sub(jiff::SignedDuration::from_secs(grace))
-                                    .unwrap_or(now)
+                                crate::delete::go_add_seconds(ts.0, grace.wrapping_neg())
                             }
                             _ => now,
                         };
@@ -571,10 +570,18 @@ impl Cluster {
     }
 
     /// Removes the pod after `grace` unless something else (a kubelet, a forced delete) did.
+    /// A grace period of any length (up to 2^63-1 s) waits as a chain of yearly sleeps: tokio's
+    /// timer wheel does not take a single delay past about two years.
     pub fn remove_after(&self, namespace: String, name: String, uid: String, grace: Duration) {
+        const HOP: Duration = Duration::from_secs(365 * 24 * 3600);
         let cluster = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(grace).await;
+            let mut left = grace;
+            while !left.is_zero() {
+                let hop = left.min(HOP);
+                tokio::time::sleep(hop).await;
+                left = left.saturating_sub(hop);
+            }
             cluster.remove_pod(&namespace, &name, &uid);
         });
     }

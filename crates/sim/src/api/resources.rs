@@ -212,7 +212,7 @@ async fn read_body(state: &AppState, req: Request) -> Result<JsonBody, ApiError>
 fn accept_json_or_yaml(body: JsonBody) -> Result<JsonBody, ApiError> {
     match body.media_type.as_str() {
         "" | "application/json" | "application/yaml" | "*/*" => Ok(body),
-        other => Err(ApiError::unsupported_media_type(other)),
+        _ => Err(ApiError::unsupported_media_type()),
     }
 }
 
@@ -331,7 +331,14 @@ fn list<K: ApiKind>(
         None => K::table(state.cluster()).snapshot(filter.namespace.as_deref(), None),
     };
     let list_rv = resume.as_ref().map_or(snapshot_rv, |(rv, _)| *rv);
-    let limit = params.limit.filter(|l| *l > 0).map(|l| l as usize);
+    // `resourceVersion=0` without a continue is served by the watch cache, which does not page
+    // in 1.32: every item, no `continue` (apiserver `pkg/storage/cacher/cacher.go`
+    // `GetList`/`shouldDelegateList`; measured on 1.32.13).
+    let from_cache = resume.is_none() && rv == Some("0");
+    let limit = params
+        .limit
+        .filter(|l| *l > 0 && !from_cache)
+        .map(|l| l as usize);
     let mut selected: Vec<&Stored<K>> = Vec::new();
     let mut next_key = None;
     let mut remaining = 0usize;
@@ -364,7 +371,11 @@ fn list<K: ApiKind>(
             (String::new(), key.1.clone())
         };
         meta["continue"] = json!(continue_token::encode(list_rv, &key));
-        meta["remainingItemCount"] = json!(remaining);
+        // etcd3's store counts what remains only when no selector filters the list
+        // (`pred.Empty()`; apiserver `pkg/storage/etcd3/store.go` `GetList`).
+        if !filter.has_selectors() {
+            meta["remainingItemCount"] = json!(remaining);
+        }
     }
     let items: Vec<Bytes> = selected.iter().map(|stored| stored.json()).collect();
     let size: usize = items.iter().map(|json| json.len() + 1).sum();
@@ -666,7 +677,9 @@ fn patch_object<K: ApiKind>(
     if writer.operation == "Apply" {
         return apply_object::<K>(state, info, query, &body, &writer);
     }
-    let patch = patch::Patch::parse(&body.media_type, &body.bytes)?;
+    let validation =
+        super::decode::FieldValidation::parse(query::Query::new(query).get("fieldValidation"));
+    let patch = patch::Patch::parse(&body.media_type, &body.bytes, validation)?;
     replace::<K>(state, info, &writer, |current| {
         let mut doc: serde_json::Value = serde_json::from_slice(&current.json())
             .map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;

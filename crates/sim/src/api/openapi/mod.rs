@@ -151,9 +151,21 @@ fn serve(doc: &Doc, headers: &HeaderMap, mut extra: Vec<(header::HeaderName, Str
     response
 }
 
-/// `GET /openapi/v3`: the index of group versions.
+/// `GET /openapi/v3`: the index of group versions. kube-apiserver's aggregator serves it with
+/// `http.ServeContent` and sets no content type, so Go sniffs the JSON as
+/// `text/plain; charset=utf-8`, and it sends no ETag (kube-openapi `pkg/handler3/handler.go`
+/// `HandleDiscovery`; measured on 1.32.13, see shared/reference/real-apiserver-facts.md).
 pub async fn v3_index(headers: HeaderMap) -> Response {
-    serve(&DOCS.index, &headers, Vec::new())
+    let mut response = serve(&DOCS.index, &headers, Vec::new());
+    let r = response.headers_mut();
+    r.remove(header::ETAG);
+    if r.contains_key(header::CONTENT_TYPE) {
+        r.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+    }
+    response
 }
 
 /// `GET /openapi/v3/<group version>[?hash=...]`.
