@@ -68,6 +68,9 @@ fn storage_version_hash(resource: &str) -> Option<&'static str> {
         "nodes" => "XwShjMxG9Fs=",
         "poddisruptionbudgets" => "EVWiDmWqyJw=",
         "workflowtaskresults" => "h+8WuvWnY6I=",
+        "secrets" => "S6u1pOWzb84=",
+        "configmaps" => "qFsyl6wFWjQ=",
+        "serviceaccounts" => "pbx9ZvyFpBE=",
         _ => return None,
     })
 }
@@ -109,6 +112,7 @@ pub async fn core_v1() -> Json<Value> {
         "groupVersion": "v1",
         "resources": [
             resource("bindings", "binding", true, "Binding", &["create"], &[]),
+            resource("configmaps", "configmap", true, "ConfigMap", &ALL_VERBS, &["cm"]),
             resource("events", "event", true, "Event", &ALL_VERBS, &["ev"]),
             resource("namespaces", "namespace", false, "Namespace", &["create", "delete", "get", "list", "patch", "update", "watch"], &["ns"]),
             resource("namespaces/finalize", "", false, "Namespace", &["update"], &[]),
@@ -120,6 +124,8 @@ pub async fn core_v1() -> Json<Value> {
             eviction_subresource(),
             resource("pods/log", "", true, "Pod", &["get"], &[]),
             resource("pods/status", "", true, "Pod", &["get", "patch", "update"], &[]),
+            resource("secrets", "secret", true, "Secret", &ALL_VERBS, &[]),
+            resource("serviceaccounts", "serviceaccount", true, "ServiceAccount", &ALL_VERBS, &["sa"]),
         ],
     }))
 }

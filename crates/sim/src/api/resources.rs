@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
 use serde_json::json;
@@ -48,6 +48,9 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
         ("", "v1", "events") => handle::<Event>(state, info, req).await,
         ("", "v1", "nodes") => handle::<Node>(state, info, req).await,
         ("", "v1", "bindings") => legacy_binding(state, info, req).await,
+        ("", "v1", "secrets") => handle::<Secret>(state, info, req).await,
+        ("", "v1", "configmaps") => handle::<ConfigMap>(state, info, req).await,
+        ("", "v1", "serviceaccounts") => handle::<ServiceAccount>(state, info, req).await,
         ("coordination.k8s.io", "v1", "leases") => handle::<Lease>(state, info, req).await,
         ("policy", "v1", "poddisruptionbudgets") => {
             handle::<PodDisruptionBudget>(state, info, req).await
@@ -216,16 +219,18 @@ fn accept_json_or_yaml(body: JsonBody) -> Result<JsonBody, ApiError> {
     }
 }
 
-/// Reads a create body: as [`read_body`], and for Namespaces and PodDisruptionBudgets also
-/// protobuf, which `kubectl create namespace` and `kubectl create poddisruptionbudget` send
-/// (transcoded to JSON, see [`super::protobuf`]).
+/// Reads a create body: as [`read_body`], and for the kinds `kubectl create <kind>` sends as
+/// protobuf (namespaces, poddisruptionbudgets, secrets, configmaps, serviceaccounts) also
+/// protobuf (transcoded to JSON, see [`super::protobuf`]).
 async fn read_create_body<K: ApiKind>(
     state: &AppState,
     req: Request,
 ) -> Result<JsonBody, ApiError> {
     let body = read_raw_body(state, req).await?;
-    if matches!(K::RESOURCE, "namespaces" | "poddisruptionbudgets")
-        && body.media_type == super::protobuf::MEDIA_TYPE
+    if matches!(
+        K::RESOURCE,
+        "namespaces" | "poddisruptionbudgets" | "secrets" | "configmaps" | "serviceaccounts"
+    ) && body.media_type == super::protobuf::MEDIA_TYPE
     {
         return Ok(JsonBody {
             bytes: super::protobuf::object_json(K::KIND, &body.bytes)?.into(),

@@ -65,10 +65,7 @@ fn the_checker_should_report_a_lower_layer_naming_a_higher_one() {
     )
     .top_level();
     let broken = layering_violations(&graph);
-    assert_eq!(
-        broken,
-        ["api -> server (api.rs: crate::server::Sim)"]
-    );
+    assert_eq!(broken, ["api -> server (api.rs: crate::server::Sim)"]);
 }
 
 /// Each edge from a layer to a later one in [`LAYERS`], with where it is.

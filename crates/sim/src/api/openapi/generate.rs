@@ -117,6 +117,36 @@ const CORE: &[Resource] = &[
     Resource {
         group: "",
         version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        namespaced: true,
+        schema: "io.k8s.api.core.v1.Secret",
+        verbs: ALL,
+        subresources: &[],
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        namespaced: true,
+        schema: "io.k8s.api.core.v1.ConfigMap",
+        verbs: ALL,
+        subresources: &[],
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        kind: "ServiceAccount",
+        plural: "serviceaccounts",
+        namespaced: true,
+        schema: "io.k8s.api.core.v1.ServiceAccount",
+        verbs: ALL,
+        subresources: &[],
+    },
+    Resource {
+        group: "",
+        version: "v1",
         kind: "Binding",
         plural: "bindings",
         namespaced: true,
@@ -229,7 +259,9 @@ fn generator() -> SchemaGenerator {
 }
 
 fn core_schemas() -> Map<String, Value> {
-    use k8s_openapi::api::core::v1::{Binding, Event, Namespace, Node, Pod};
+    use k8s_openapi::api::core::v1::{
+        Binding, ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount,
+    };
     use k8s_openapi::api::policy::v1::Eviction;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
         APIResourceList, DeleteOptions, Patch, Status, WatchEvent,
@@ -240,6 +272,9 @@ fn core_schemas() -> Map<String, Value> {
     g.subschema_for::<Node>();
     g.subschema_for::<Event>();
     g.subschema_for::<Binding>();
+    g.subschema_for::<Secret>();
+    g.subschema_for::<ConfigMap>();
+    g.subschema_for::<ServiceAccount>();
     g.subschema_for::<Eviction>();
     g.subschema_for::<Status>();
     g.subschema_for::<DeleteOptions>();
@@ -256,6 +291,17 @@ fn core_schemas() -> Map<String, Value> {
         ),
         ("EventList", "io.k8s.api.core.v1.Event", "events"),
         ("NodeList", "io.k8s.api.core.v1.Node", "Node objects"),
+        ("SecretList", "io.k8s.api.core.v1.Secret", "Secrets"),
+        (
+            "ConfigMapList",
+            "io.k8s.api.core.v1.ConfigMap",
+            "ConfigMaps",
+        ),
+        (
+            "ServiceAccountList",
+            "io.k8s.api.core.v1.ServiceAccount",
+            "ServiceAccounts",
+        ),
     ] {
         schemas.insert(
             format!("io.k8s.api.core.v1.{list}"),
@@ -398,6 +444,21 @@ const KINDS: &[(&str, &[Gvk])] = &[
     ("io.k8s.api.core.v1.Event", &[("", "v1", "Event")]),
     ("io.k8s.api.core.v1.EventList", &[("", "v1", "EventList")]),
     ("io.k8s.api.core.v1.Binding", &[("", "v1", "Binding")]),
+    ("io.k8s.api.core.v1.Secret", &[("", "v1", "Secret")]),
+    ("io.k8s.api.core.v1.SecretList", &[("", "v1", "SecretList")]),
+    ("io.k8s.api.core.v1.ConfigMap", &[("", "v1", "ConfigMap")]),
+    (
+        "io.k8s.api.core.v1.ConfigMapList",
+        &[("", "v1", "ConfigMapList")],
+    ),
+    (
+        "io.k8s.api.core.v1.ServiceAccount",
+        &[("", "v1", "ServiceAccount")],
+    ),
+    (
+        "io.k8s.api.core.v1.ServiceAccountList",
+        &[("", "v1", "ServiceAccountList")],
+    ),
     (
         "io.k8s.api.policy.v1.Eviction",
         &[("policy", "v1", "Eviction")],
@@ -459,6 +520,14 @@ type ListField = (
     &'static [&'static str],
 );
 const LISTS: &[ListField] = &[
+    (
+        "io.k8s.api.core.v1.ServiceAccount",
+        "secrets",
+        Some("name"),
+        Some("merge"),
+        "",
+        &[],
+    ),
     (
         "io.k8s.api.policy.v1.PodDisruptionBudgetStatus",
         "conditions",

@@ -258,6 +258,9 @@ mod tests {
             "Lease",
             "PodDisruptionBudget",
             "WorkflowTaskResult",
+            "Secret",
+            "ConfigMap",
+            "ServiceAccount",
         ] {
             assert!(kinds.contains(&format!("\"{kind}\"")), "{kind}: {kinds:?}");
         }
