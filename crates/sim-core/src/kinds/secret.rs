@@ -160,16 +160,13 @@ fn validate(secret: &Secret) -> Causes {
                 }
             }
         }
-        "kubernetes.io/basic-auth" => {
-            if !has("username") && !has("password") {
-                required(&mut causes, "username");
-                required(&mut causes, "password");
-            }
+        // Either may be empty, but one must be there.
+        "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+            required(&mut causes, "username");
+            required(&mut causes, "password");
         }
-        "kubernetes.io/ssh-auth" => {
-            if data.get("ssh-privatekey").is_none_or(|v| v.0.is_empty()) {
-                required(&mut causes, "ssh-privatekey");
-            }
+        "kubernetes.io/ssh-auth" if data.get("ssh-privatekey").is_none_or(|v| v.0.is_empty()) => {
+            required(&mut causes, "ssh-privatekey");
         }
         "kubernetes.io/tls" => {
             if !has("tls.crt") {
