@@ -378,3 +378,59 @@ async fn discovery_and_tables_of_secrets_config_maps_and_service_accounts() {
         ["Name", "Secrets", "Age"]
     );
 }
+
+/// The system PriorityClasses exist (`system-node-critical` 2000001000,
+/// `system-cluster-critical` 2000000000: pkg/registry/scheduling/rest/storage_scheduling.go),
+/// a pod naming one gets its value as `spec.priority`, a pod naming an unknown class is 403
+/// Forbidden with the Priority admission's message
+/// (plugin/pkg/admission/priority/admission.go), and user classes above 1000000000 are refused
+/// (pkg/apis/scheduling/validation/validation.go).
+#[tokio::test]
+async fn priority_classes_resolve_a_pods_priority_and_an_unknown_one_is_forbidden() {
+    let t = Target::new().await;
+    let classes = "/apis/scheduling.k8s.io/v1/priorityclasses";
+    let critical = t
+        .get(&format!("{classes}/system-cluster-critical"))
+        .await
+        .json();
+    assert_eq!(critical["value"], 2_000_000_000, "{critical}");
+    let node = t
+        .get(&format!("{classes}/system-node-critical"))
+        .await
+        .json();
+    assert_eq!(node["value"], 2_000_001_000, "{node}");
+
+    let mut pod = podline_conformance::pod("critical");
+    pod["spec"]["priorityClassName"] = json!("system-cluster-critical");
+    let r = t.send_json(Method::POST, &t.core_path("pods"), &pod).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let created = r.json();
+    assert_eq!(created["spec"]["priority"], 2_000_000_000, "{created}");
+    assert_eq!(created["spec"]["preemptionPolicy"], "PreemptLowerPriority");
+
+    let mut pod = podline_conformance::pod("unknown-class");
+    pod["spec"]["priorityClassName"] = json!("no-such-class");
+    let r = t.send_json(Method::POST, &t.core_path("pods"), &pod).await;
+    let message = assert_status(&r, 403, "Forbidden");
+    assert_eq!(
+        message,
+        "pods \"unknown-class\" is forbidden: no PriorityClass with name no-such-class was found"
+    );
+
+    let name = format!("podline-too-high-{}", t.namespace());
+    let r = t
+        .send_json(
+            Method::POST,
+            classes,
+            &json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name}, "value": 1_000_000_001}),
+        )
+        .await;
+    let message = assert_status(&r, 422, "Invalid");
+    assert_eq!(
+        message,
+        format!(
+            "PriorityClass.scheduling.k8s.io \"{name}\" is invalid: value: Forbidden: maximum allowed value of a user defined priority is 1000000000"
+        )
+    );
+}

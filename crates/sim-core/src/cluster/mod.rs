@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, Event, Namespace, NamespaceStatus, Node, Pod, Secret, ServiceAccount,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use tokio::sync::broadcast;
 
@@ -147,6 +148,7 @@ struct Inner {
     secrets: Table<Secret>,
     config_maps: Table<ConfigMap>,
     service_accounts: Table<ServiceAccount>,
+    priority_classes: Table<PriorityClass>,
     pod_changes: broadcast::Sender<PodChange>,
     truth: Mutex<GroundTruth>,
     logs: LogStore,
@@ -187,6 +189,7 @@ impl Cluster {
                 secrets: Table::new(clock.clone(), history, SMALL_RING),
                 config_maps: Table::new(clock.clone(), history, SMALL_RING),
                 service_accounts: Table::new(clock.clone(), history, SMALL_RING),
+                priority_classes: Table::new(clock.clone(), history, SMALL_RING),
                 clock,
                 pod_changes,
                 truth: Mutex::new(GroundTruth::default()),
@@ -318,6 +321,10 @@ impl Cluster {
     pub fn service_account_table(&self) -> &Table<ServiceAccount> {
         &self.inner.service_accounts
     }
+    /// The priorityclasses table.
+    pub fn priority_class_table(&self) -> &Table<PriorityClass> {
+        &self.inner.priority_classes
+    }
 
     /// Drops watch history older than the window, for every kind.
     pub fn prune_history(&self) {
@@ -331,6 +338,7 @@ impl Cluster {
         self.inner.secrets.prune_history();
         self.inner.config_maps.prune_history();
         self.inner.service_accounts.prune_history();
+        self.inner.priority_classes.prune_history();
     }
 
     /// Prunes expired watch history every `every` until the last handle to this cluster is
@@ -360,6 +368,7 @@ impl Cluster {
         self.inner.secrets.compact();
         self.inner.config_maps.compact();
         self.inner.service_accounts.compact();
+        self.inner.priority_classes.compact();
     }
 
     /// Writes a pod through the one path that also feeds the kubelet and the ground truth.

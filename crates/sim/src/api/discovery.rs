@@ -71,6 +71,7 @@ fn storage_version_hash(resource: &str) -> Option<&'static str> {
         "secrets" => "S6u1pOWzb84=",
         "configmaps" => "qFsyl6wFWjQ=",
         "serviceaccounts" => "pbx9ZvyFpBE=",
+        "priorityclasses" => "1QwjyaZjj3Y=",
         _ => return None,
     })
 }
@@ -135,10 +136,14 @@ struct Group {
     version: &'static str,
 }
 
-/// In kube-apiserver's order (policy before coordination.k8s.io).
-const GROUPS: [Group; 3] = [
+/// In kube-apiserver's order (policy before scheduling.k8s.io before coordination.k8s.io).
+const GROUPS: [Group; 4] = [
     Group {
         name: "policy",
+        version: "v1",
+    },
+    Group {
+        name: "scheduling.k8s.io",
         version: "v1",
     },
     Group {
@@ -199,6 +204,14 @@ pub async fn group_version(Path((group, version)): Path<(String, String)>) -> Re
                 &[],
             ),
         ],
+        ("scheduling.k8s.io", "v1") => vec![resource(
+            "priorityclasses",
+            "priorityclass",
+            false,
+            "PriorityClass",
+            &ALL_VERBS,
+            &["pc"],
+        )],
         ("coordination.k8s.io", "v1") => {
             vec![resource("leases", "lease", true, "Lease", &ALL_VERBS, &[])]
         }

@@ -9,6 +9,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
 use serde_json::json;
 
@@ -55,6 +56,9 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
         ("policy", "v1", "poddisruptionbudgets") => {
             handle::<PodDisruptionBudget>(state, info, req).await
         }
+        ("scheduling.k8s.io", "v1", "priorityclasses") => {
+            handle::<PriorityClass>(state, info, req).await
+        }
         ("argoproj.io", "v1alpha1", "workflowtaskresults") => {
             handle::<WorkflowTaskResult>(state, info, req).await
         }
@@ -68,7 +72,11 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
 fn served_group_version(group: &str, version: &str) -> bool {
     matches!(
         (group, version),
-        ("", "v1") | ("coordination.k8s.io", "v1") | ("policy", "v1") | ("argoproj.io", "v1alpha1")
+        ("", "v1")
+            | ("coordination.k8s.io", "v1")
+            | ("policy", "v1")
+            | ("scheduling.k8s.io", "v1")
+            | ("argoproj.io", "v1alpha1")
     )
 }
 
@@ -498,6 +506,7 @@ fn create<K: ApiKind>(
             meta.name = Some(generate_name(base));
         }
     }
+    obj.admit_against(state.cluster())?;
     let causes = obj.admit_create();
     let name = obj.meta().name.clone().unwrap_or_default();
     if !causes.is_empty() {

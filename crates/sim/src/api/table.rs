@@ -425,6 +425,19 @@ fn columns(kind: &str) -> Vec<Value> {
             column("Data", "", CONFIG_MAP_DATA_DOC, 0),
             column("Age", "", CREATED_DOC, 0),
         ],
+        // printers.go: priorityClassColumnDefinitions.
+        "PriorityClass" => vec![
+            column("Name", "name", NAME_DOC, 0),
+            json!({"name": "Value", "type": "integer", "format": "", "description": "value represents the integer value of this priority class. This is the actual priority that pods receive when they have the name of this class in their pod spec.", "priority": 0}),
+            json!({"name": "Global-Default", "type": "boolean", "format": "", "description": "globalDefault specifies whether this PriorityClass should be considered as the default priority for pods that do not have any priority class. Only one PriorityClass can be marked as `globalDefault`. However, if more than one PriorityClasses exists with their `globalDefault` field set to true, the smallest value of such global default PriorityClasses will be used as the default priority.", "priority": 0}),
+            column("Age", "", CREATED_DOC, 0),
+            column(
+                "PreemptionPolicy",
+                "",
+                "preemptionPolicy is the Policy for preempting pods with lower priority. One of Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset.",
+                0,
+            ),
+        ],
         "ServiceAccount" => vec![
             column("Name", "name", NAME_DOC, 0),
             column("Secrets", "", SERVICE_ACCOUNT_SECRETS_DOC, 0),
@@ -485,6 +498,13 @@ fn cells(kind: &str, object: &Value, now: Timestamp) -> Vec<Value> {
             let count = |field: &str| object[field].as_object().map_or(0, serde_json::Map::len);
             vec![name, json!(count("data") + count("binaryData")), age]
         }
+        "PriorityClass" => vec![
+            name,
+            json!(object["value"].as_i64().unwrap_or(0)),
+            json!(object["globalDefault"].as_bool().unwrap_or(false)),
+            age,
+            json!(object["preemptionPolicy"].as_str().unwrap_or_default()),
+        ],
         "ServiceAccount" => vec![
             name,
             json!(object["secrets"].as_array().map_or(0, Vec::len)),
