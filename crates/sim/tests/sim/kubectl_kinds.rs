@@ -309,3 +309,44 @@ async fn kubectl_secret_values_never_reach_the_sims_logs_or_audit() {
     assert!(!logs.is_empty(), "the sim logged at trace level");
     assert!(!logs.contains(MARKER), "a secret value was logged: {logs}");
 }
+
+/// `kubectl get priorityclasses` lists the two system classes with kubectl's columns, and
+/// `kubectl run` with an unknown class is refused with the Priority admission's 403.
+#[tokio::test]
+async fn kubectl_get_pc_lists_the_system_classes_and_an_unknown_class_is_forbidden() {
+    let sim = https_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let path = kc.path();
+    let table = ok(&kubectl(path, &["get", "pc"]).await);
+    let rows = words(&table);
+    assert_eq!(
+        rows[0],
+        ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"],
+        "{table}"
+    );
+    assert_eq!(
+        rows[1][..3],
+        ["system-cluster-critical", "2000000000", "false"]
+    );
+    assert_eq!(
+        rows[2][..3],
+        ["system-node-critical", "2000001000", "false"]
+    );
+    let refused = kubectl(
+        path,
+        &[
+            "run",
+            "p",
+            "--image=busybox",
+            "--restart=Never",
+            r#"--overrides={"spec":{"priorityClassName":"nope"}}"#,
+        ],
+    )
+    .await;
+    let stderr = failed(&refused);
+    assert!(
+        stderr.contains("no PriorityClass with name nope was found"),
+        "{stderr}"
+    );
+    sim.shutdown().await;
+}
