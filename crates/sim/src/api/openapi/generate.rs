@@ -178,6 +178,17 @@ const POLICY: &[Resource] = &[Resource {
     subresources: &[STATUS],
 }];
 
+const SCHEDULING: &[Resource] = &[Resource {
+    group: "scheduling.k8s.io",
+    version: "v1",
+    kind: "PriorityClass",
+    plural: "priorityclasses",
+    namespaced: false,
+    schema: "io.k8s.api.scheduling.v1.PriorityClass",
+    verbs: ALL,
+    subresources: &[],
+}];
+
 const ARGO: &[Resource] = &[Resource {
     group: "argoproj.io",
     version: "v1alpha1",
@@ -196,6 +207,7 @@ pub fn documents() -> Vec<(&'static str, Value)> {
     let coordination = coordination_schemas();
     let argo = argo_schemas();
     let policy = policy_schemas();
+    let scheduling = scheduling_schemas();
     let docs = [
         ("api__v1.json", "/api/v1", "core_v1", CORE, core),
         (
@@ -211,6 +223,13 @@ pub fn documents() -> Vec<(&'static str, Value)> {
             "policy_v1",
             POLICY,
             policy,
+        ),
+        (
+            "apis__scheduling.k8s.io__v1.json",
+            "/apis/scheduling.k8s.io/v1",
+            "scheduling_v1",
+            SCHEDULING,
+            scheduling,
         ),
         (
             "apis__argoproj.io__v1alpha1.json",
@@ -362,6 +381,31 @@ fn policy_schemas() -> Map<String, Value> {
     schemas
 }
 
+fn scheduling_schemas() -> Map<String, Value> {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        APIResourceList, DeleteOptions, Patch, Status, WatchEvent,
+    };
+    let mut g = generator();
+    g.subschema_for::<PriorityClass>();
+    g.subschema_for::<Status>();
+    g.subschema_for::<DeleteOptions>();
+    g.subschema_for::<Patch>();
+    g.subschema_for::<WatchEvent<PriorityClass>>();
+    g.subschema_for::<APIResourceList>();
+    let mut schemas = g.take_definitions(true);
+    schemas.insert(
+        "io.k8s.api.scheduling.v1.PriorityClassList".to_owned(),
+        list_schema(
+            "PriorityClassList",
+            "io.k8s.api.scheduling.v1.PriorityClass",
+            "PriorityClasses",
+        ),
+    );
+    finish(&mut schemas);
+    schemas
+}
+
 /// Argo's CRD has no structural schema for its results: everything but the metadata is kept
 /// as sent, as `x-kubernetes-preserve-unknown-fields` says.
 fn argo_schemas() -> Map<String, Value> {
@@ -476,6 +520,14 @@ const KINDS: &[(&str, &[Gvk])] = &[
         &[("coordination.k8s.io", "v1", "Lease")],
     ),
     (
+        "io.k8s.api.scheduling.v1.PriorityClass",
+        &[("scheduling.k8s.io", "v1", "PriorityClass")],
+    ),
+    (
+        "io.k8s.api.scheduling.v1.PriorityClassList",
+        &[("scheduling.k8s.io", "v1", "PriorityClassList")],
+    ),
+    (
         "io.k8s.api.coordination.v1.LeaseList",
         &[("coordination.k8s.io", "v1", "LeaseList")],
     ),
@@ -497,6 +549,7 @@ const KINDS: &[(&str, &[Gvk])] = &[
             ("", "v1", "DeleteOptions"),
             ("coordination.k8s.io", "v1", "DeleteOptions"),
             ("policy", "v1", "DeleteOptions"),
+            ("scheduling.k8s.io", "v1", "DeleteOptions"),
         ],
     ),
     (
@@ -505,6 +558,7 @@ const KINDS: &[(&str, &[Gvk])] = &[
             ("", "v1", "WatchEvent"),
             ("coordination.k8s.io", "v1", "WatchEvent"),
             ("policy", "v1", "WatchEvent"),
+            ("scheduling.k8s.io", "v1", "WatchEvent"),
         ],
     ),
 ];
