@@ -76,6 +76,15 @@ impl Causes {
     pub fn forbidden(&mut self, field: &str, detail: &str) {
         self.push("FieldValueForbidden", field, format!("Forbidden: {detail}"));
     }
+    /// `field: Too long: may not be more than N bytes` (apimachinery's `field.TooLong`, which
+    /// prints no value).
+    pub fn too_long(&mut self, field: &str, max_bytes: usize) {
+        self.push(
+            "FieldValueTooLong",
+            field,
+            format!("Too long: may not be more than {max_bytes} bytes"),
+        );
+    }
     /// Whether nothing was found.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

@@ -7,8 +7,9 @@ use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
 use podline_sim_core::cluster::{Stored, WorkflowTaskResult, Write};
 use podline_sim_core::delete::{arrange_removal, delete_object, no_new_finalizers, update_write};
@@ -48,9 +49,15 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
         ("", "v1", "events") => handle::<Event>(state, info, req).await,
         ("", "v1", "nodes") => handle::<Node>(state, info, req).await,
         ("", "v1", "bindings") => legacy_binding(state, info, req).await,
+        ("", "v1", "secrets") => handle::<Secret>(state, info, req).await,
+        ("", "v1", "configmaps") => handle::<ConfigMap>(state, info, req).await,
+        ("", "v1", "serviceaccounts") => handle::<ServiceAccount>(state, info, req).await,
         ("coordination.k8s.io", "v1", "leases") => handle::<Lease>(state, info, req).await,
         ("policy", "v1", "poddisruptionbudgets") => {
             handle::<PodDisruptionBudget>(state, info, req).await
+        }
+        ("scheduling.k8s.io", "v1", "priorityclasses") => {
+            handle::<PriorityClass>(state, info, req).await
         }
         ("argoproj.io", "v1alpha1", "workflowtaskresults") => {
             handle::<WorkflowTaskResult>(state, info, req).await
@@ -65,7 +72,11 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
 fn served_group_version(group: &str, version: &str) -> bool {
     matches!(
         (group, version),
-        ("", "v1") | ("coordination.k8s.io", "v1") | ("policy", "v1") | ("argoproj.io", "v1alpha1")
+        ("", "v1")
+            | ("coordination.k8s.io", "v1")
+            | ("policy", "v1")
+            | ("scheduling.k8s.io", "v1")
+            | ("argoproj.io", "v1alpha1")
     )
 }
 
@@ -216,16 +227,18 @@ fn accept_json_or_yaml(body: JsonBody) -> Result<JsonBody, ApiError> {
     }
 }
 
-/// Reads a create body: as [`read_body`], and for Namespaces and PodDisruptionBudgets also
-/// protobuf, which `kubectl create namespace` and `kubectl create poddisruptionbudget` send
-/// (transcoded to JSON, see [`super::protobuf`]).
+/// Reads a create body: as [`read_body`], and for the kinds `kubectl create <kind>` sends as
+/// protobuf (namespaces, poddisruptionbudgets, secrets, configmaps, serviceaccounts) also
+/// protobuf (transcoded to JSON, see [`super::protobuf`]).
 async fn read_create_body<K: ApiKind>(
     state: &AppState,
     req: Request,
 ) -> Result<JsonBody, ApiError> {
     let body = read_raw_body(state, req).await?;
-    if matches!(K::RESOURCE, "namespaces" | "poddisruptionbudgets")
-        && body.media_type == super::protobuf::MEDIA_TYPE
+    if matches!(
+        K::RESOURCE,
+        "namespaces" | "poddisruptionbudgets" | "secrets" | "configmaps" | "serviceaccounts"
+    ) && body.media_type == super::protobuf::MEDIA_TYPE
     {
         return Ok(JsonBody {
             bytes: super::protobuf::object_json(K::KIND, &body.bytes)?.into(),
@@ -504,6 +517,7 @@ fn create<K: ApiKind>(
             meta.name = Some(generate_name(base));
         }
     }
+    obj.admit_against(state.cluster())?;
     let causes = obj.admit_create();
     let name = obj.meta().name.clone().unwrap_or_default();
     if !causes.is_empty() {

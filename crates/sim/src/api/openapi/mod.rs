@@ -24,7 +24,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use jiff::Timestamp;
 
 /// The group versions the sim documents, with their embedded documents.
-const SOURCES: [(&str, &str); 4] = [
+const SOURCES: [(&str, &str); 5] = [
     ("api/v1", include_str!("api__v1.json")),
     (
         "apis/argoproj.io/v1alpha1",
@@ -35,6 +35,10 @@ const SOURCES: [(&str, &str); 4] = [
         include_str!("apis__coordination.k8s.io__v1.json"),
     ),
     ("apis/policy/v1", include_str!("apis__policy__v1.json")),
+    (
+        "apis/scheduling.k8s.io/v1",
+        include_str!("apis__scheduling.k8s.io__v1.json"),
+    ),
 ];
 
 /// A document as served: compact JSON and its hash.
@@ -270,6 +274,10 @@ mod tests {
             "Lease",
             "PodDisruptionBudget",
             "WorkflowTaskResult",
+            "Secret",
+            "ConfigMap",
+            "ServiceAccount",
+            "PriorityClass",
         ] {
             assert!(kinds.contains(&format!("\"{kind}\"")), "{kind}: {kinds:?}");
         }
