@@ -265,6 +265,46 @@ impl Target {
         }
     }
 
+    /// GET `path` sending `token` as the bearer token and no other credential (no client
+    /// certificate), for tests of authentication.
+    pub async fn get_with_token(&self, token: &str, path: &str) -> Raw {
+        let mut config = match (&self.sim, &self.cluster_config) {
+            (Some(sim), _) => podline_testkit::kube_config(sim).await,
+            (None, Some(config)) => config.clone(),
+            (None, None) => panic!("a target is a sim or a cluster"),
+        };
+        let file = tempfile::NamedTempFile::new().expect("a temporary file");
+        std::fs::write(file.path(), token).expect("write the token");
+        config.auth_info = kube::config::AuthInfo {
+            token_file: Some(file.path().to_string_lossy().into_owned()),
+            ..kube::config::AuthInfo::default()
+        };
+        config.default_retry = false;
+        let client =
+            kube::Client::try_from(config).unwrap_or_else(|e| panic!("cannot build a client: {e}"));
+        let request = Request::builder()
+            .uri(path)
+            .body(kube::client::Body::empty())
+            .unwrap_or_else(|e| panic!("bad request GET {path}: {e}"));
+        let response = tokio::time::timeout(Duration::from_secs(30), client.send(request))
+            .await
+            .unwrap_or_else(|_| panic!("GET {path}: no answer within 30 s"))
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response
+            .into_body()
+            .collect_bytes()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: reading the body: {e}"))
+            .to_vec();
+        Raw {
+            status,
+            headers,
+            body,
+        }
+    }
+
     /// GET `path` (JSON).
     pub async fn get(&self, path: &str) -> Raw {
         self.request(

@@ -77,6 +77,16 @@ pub fn check_preconditions<K: ApiKind>(opts: &DeleteOptions, current: &K) -> Res
     Ok(())
 }
 
+/// `t.Add(time.Duration(secs) * time.Second)` as kube-apiserver computes a deletionTimestamp
+/// (apiserver `pkg/registry/rest/delete.go` `BeforeDelete`): the product wraps in int64
+/// nanoseconds, so every grace period gives an instant within 292 years of `t` that any client
+/// decodes (2^63-1 s wraps to -1 s). The grace period itself is not bounded by validation.
+pub fn go_add_seconds(t: Timestamp, secs: i64) -> Timestamp {
+    let nanos = secs.wrapping_mul(1_000_000_000);
+    t.checked_add(SignedDuration::from_nanos(nanos))
+        .unwrap_or(t)
+}
+
 /// The pod strategy's `CheckGracefulDelete`: the asked grace period (or the pod's own), 0 for a
 /// pod never scheduled or already terminal.
 fn pod_grace(pod: &Pod, opts: &DeleteOptions) -> i64 {
@@ -229,10 +239,7 @@ pub fn delete_object<K: ApiKind>(
             let meta = obj.meta_mut();
             match (&already, meta.deletion_grace_period_seconds) {
                 (None, _) => {
-                    meta.deletion_timestamp = Some(Time(
-                        now.saturating_add(SignedDuration::from_secs(grace))
-                            .unwrap_or(now),
-                    ));
+                    meta.deletion_timestamp = Some(Time(go_add_seconds(now, grace)));
                     meta.deletion_grace_period_seconds = Some(grace);
                     graceful = true;
                 }
@@ -244,9 +251,7 @@ pub fn delete_object<K: ApiKind>(
                         return Ok((Write::Unchanged, (false, None)));
                     }
                     let requested =
-                        ts.0.saturating_sub(SignedDuration::from_secs(existing))
-                            .and_then(|t| t.saturating_add(SignedDuration::from_secs(grace)))
-                            .unwrap_or(now);
+                        go_add_seconds(go_add_seconds(ts.0, existing.wrapping_neg()), grace);
                     meta.deletion_timestamp = Some(Time(requested));
                     meta.deletion_grace_period_seconds = Some(grace);
                     graceful = true;
@@ -314,7 +319,11 @@ pub fn delete_object<K: ApiKind>(
 /// The JSON of what a delete left (for `deletecollection`'s list, which the API builds).
 pub fn deleted_json<K: ApiKind>(deleted: &Deleted<K>) -> Option<Bytes> {
     match deleted {
-        Deleted::Gone(obj) => serde_json::to_vec(&**obj).ok().map(Bytes::from),
+        Deleted::Gone(obj) => {
+            let mut json = Vec::new();
+            obj.write_json(&mut json);
+            Some(Bytes::from(json))
+        }
         Deleted::Pending(json) => Some(json.clone()),
     }
 }

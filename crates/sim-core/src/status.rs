@@ -136,15 +136,27 @@ impl ApiError {
         )
     }
 
-    /// 415 UnsupportedMediaType.
-    pub fn unsupported_media_type(content_type: &str) -> Self {
+    /// 415 UnsupportedMediaType for a create or update body of a type the server cannot decode:
+    /// apimachinery's `NewUnsupportedMediaTypeError` lists the serializers of the request's
+    /// negotiation (JSON, YAML, protobuf; CBOR is off in 1.32), and no details
+    /// (`k8s.io/apimachinery/pkg/runtime/serializer` negotiation, `errors.go`).
+    pub fn unsupported_media_type() -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/apply-patch+yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"
-            ),
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf",
         )
+    }
+
+    /// 415 for a PATCH whose content type is not a patch type: go-restful refuses it by the
+    /// route's `Consumes` before any handler runs, and kube-apiserver's service error handler
+    /// turns go-restful's text into `NewGenericServerResponse(415, ...)`, so the message is
+    /// go-restful's and the details are empty (apiserver `pkg/endpoints/installer.go`,
+    /// `pkg/server/handler.go` `serviceErrorHandler`; measured on 1.32.13).
+    pub fn unsupported_patch_media_type() -> Self {
+        let mut err = Self::new(415, "UnsupportedMediaType", "415: Unsupported Media Type");
+        err.details = Some(Box::default());
+        err
     }
 
     /// 401 Unauthorized (missing or wrong bearer token).

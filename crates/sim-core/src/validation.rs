@@ -76,6 +76,15 @@ impl Causes {
     pub fn forbidden(&mut self, field: &str, detail: &str) {
         self.push("FieldValueForbidden", field, format!("Forbidden: {detail}"));
     }
+    /// `field: Too long: may not be more than N bytes` (apimachinery's `field.TooLong`, which
+    /// prints no value).
+    pub fn too_long(&mut self, field: &str, max_bytes: usize) {
+        self.push(
+            "FieldValueTooLong",
+            field,
+            format!("Too long: may not be more than {max_bytes} bytes"),
+        );
+    }
     /// Whether nothing was found.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
@@ -223,6 +232,69 @@ pub fn validate_meta(causes: &mut Causes, meta: &ObjectMeta) {
     }
 }
 
+/// `IsDNS1123Subdomain`'s messages for `name` (apimachinery `pkg/util/validation`).
+fn dns1123_subdomain_errors(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if name.len() > 253 {
+        out.push("must be no more than 253 characters".to_owned());
+    }
+    if !is_dns1123_subdomain_shape(name) {
+        out.push(DNS1123_SUBDOMAIN_MSG.to_owned());
+    }
+    out
+}
+
+/// Whether `name` matches the DNS-1123 subdomain pattern, whatever its length.
+fn is_dns1123_subdomain_shape(name: &str) -> bool {
+    !name.is_empty()
+        && name.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
+}
+
+/// A container's resources as `ValidateResourceRequirements` checks them
+/// (pkg/apis/core/validation/validation.go): no negative quantity (`<path>.limits[<name>]`,
+/// `<path>.requests[<name>]`: `must be greater than or equal to 0`), and no request above its
+/// limit (reported on `<path>.requests` itself: `must be less than or equal to <name> limit of
+/// <limit>`).
+fn validate_resources(
+    causes: &mut Causes,
+    path: &str,
+    resources: &k8s_openapi::api::core::v1::ResourceRequirements,
+) {
+    use crate::quantity::Quantity;
+    let negative = "must be greater than or equal to 0";
+    let limits = resources.limits.as_ref();
+    for (name, q) in limits.into_iter().flatten() {
+        if Quantity::parse(&q.0).is_some_and(|v| v.nanos < 0) {
+            causes.invalid(&format!("{path}.limits[{name}]"), &quote(&q.0), negative);
+        }
+    }
+    for (name, q) in resources.requests.iter().flatten() {
+        let Some(request) = Quantity::parse(&q.0) else {
+            continue;
+        };
+        if request.nanos < 0 {
+            causes.invalid(&format!("{path}.requests[{name}]"), &quote(&q.0), negative);
+        }
+        let limit = limits.and_then(|l| l.get(name));
+        if let Some(limit) = limit
+            && Quantity::parse(&limit.0).is_some_and(|l| request.nanos > l.nanos)
+        {
+            causes.invalid(
+                &format!("{path}.requests"),
+                &quote(&q.0),
+                &format!("must be less than or equal to {name} limit of {}", limit.0),
+            );
+        }
+    }
+}
+
 /// Validates a pod for create: metadata, containers (at least one, names, images), restart policy.
 pub fn validate_pod(pod: &Pod) -> Causes {
     let mut causes = Causes::default();
@@ -258,6 +330,20 @@ pub fn validate_pod(pod: &Pod) -> Causes {
         }
         if c.image.as_deref().is_none_or(|i| i.trim().is_empty()) {
             causes.required(&format!("{path}.image"), "");
+        }
+        if let Some(resources) = &c.resources {
+            validate_resources(&mut causes, &format!("{path}.resources"), resources);
+        }
+    }
+    // `ValidateServiceAccountName`: a DNS-1123 subdomain (pkg/apis/core/validation/validation.go
+    // `ValidatePodSpec`).
+    if let Some(name) = spec
+        .service_account_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+    {
+        for message in dns1123_subdomain_errors(name) {
+            causes.invalid("spec.serviceAccountName", &quote(name), &message);
         }
     }
     if let Some(policy) = spec.restart_policy.as_deref()
@@ -363,6 +449,51 @@ mod tests {
         );
         assert_eq!(label_value_errors(&"x".repeat(64)).len(), 1);
         assert_eq!(label_value_errors(&format!("-{}", "x".repeat(64))).len(), 2);
+    }
+
+    /// pkg/apis/core/validation/validation.go: `ValidateResourceRequirements` (negative
+    /// quantities on the keyed path, a request above its limit on `requests` itself) and
+    /// `ValidatePodSpec`'s `ValidateServiceAccountName`.
+    #[test]
+    fn pods_with_negative_or_inverted_resources_or_a_bad_service_account_are_invalid() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "bad"},
+            "spec": {
+                "serviceAccountName": "../../etc",
+                "containers": [{
+                    "name": "main", "image": "busybox",
+                    "resources": {
+                        "requests": {"memory": "-1Gi", "cpu": "2"},
+                        "limits": {"cpu": "1"}
+                    }
+                }]
+            }
+        }))
+        .expect("a pod");
+        let messages: Vec<String> = validate_pod(&pod)
+            .0
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}: {}",
+                    c.field.as_deref().unwrap_or(""),
+                    c.message.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                r#"spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1"#.to_owned(),
+                r#"spec.containers[0].resources.requests[memory]: Invalid value: "-1Gi": must be greater than or equal to 0"#.to_owned(),
+                format!(r#"spec.serviceAccountName: Invalid value: "../../etc": {DNS1123_SUBDOMAIN_MSG}"#),
+            ]
+        );
+        let mut fine = pod.clone();
+        let spec = fine.spec.as_mut().expect("spec");
+        spec.service_account_name = Some("builder.example".to_owned());
+        spec.containers[0].resources = None;
+        assert!(validate_pod(&fine).is_empty());
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub fn app(state: AppState, faults: FaultHandle) -> Router {
     let api = api::routes()
         .merge(fault::control::routes(faults.clone()))
         .layer(middleware::from_fn(api::negotiate))
+        .layer(middleware::from_fn(api::end_json_with_newline))
         .layer(middleware::from_fn_with_state(
             faults,
             fault::layer::fault_layer,
@@ -28,5 +29,9 @@ pub fn app(state: AppState, faults: FaultHandle) -> Router {
             state.clone(),
             api::authenticate,
         ));
-    api::probes().merge(api).with_state(state)
+    let probes = api::probes().layer(middleware::from_fn_with_state(
+        state.clone(),
+        api::refuse_bad_tokens,
+    ));
+    probes.merge(api).with_state(state)
 }

@@ -9,6 +9,7 @@ mod sim {
     mod http2;
     mod kinds;
     mod kubectl;
+    mod kubectl_kinds;
     mod kubelet;
     mod layering;
     mod limits;

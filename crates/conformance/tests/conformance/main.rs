@@ -6,6 +6,7 @@
 //! docs/sim.md); it runs against a cluster with `--run-ignored all`, and its marker goes when
 //! the sim learns it.
 
+mod config_kinds;
 mod deletes;
 mod openapi;
 mod pods;

@@ -215,6 +215,62 @@ async fn a_body_that_is_not_json_is_unrecognized() {
     );
 }
 
+/// A body that is not JSON at all is reported with Go's JSON scanner's words for the first byte
+/// it cannot take (`encoding/json/scanner.go`), behind the decoder's `couldn't get version/kind`
+/// and the body's start in hex (apiserver `pkg/endpoints/handlers/create.go`
+/// `transformDecodeError`, `summarizeData`; measured on 1.32.13).
+#[tokio::test]
+async fn a_body_of_plain_words_is_reported_with_gos_scanner_message() {
+    let t = Target::new().await;
+    for (body, why) in [
+        (
+            "not json at all",
+            "invalid character 'o' in literal null (expecting 'u')",
+        ),
+        (
+            "this is not json",
+            "invalid character 'h' in literal true (expecting 'r')",
+        ),
+    ] {
+        let r = t
+            .request(
+                Method::POST,
+                &t.core_path("pods"),
+                Some("application/json"),
+                Some("application/json"),
+                body.as_bytes().to_vec(),
+            )
+            .await;
+        let message = assert_status(&r, 400, "BadRequest");
+        let hex: String = body.bytes().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            message,
+            format!(
+                "the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: {why} ({hex})"
+            )
+        );
+    }
+}
+
+/// An object of another registered kind sent to pods decodes as that kind, and its conversion
+/// to a Pod fails (apimachinery `pkg/runtime/scheme.go` `Convert`; apiserver
+/// `pkg/endpoints/handlers/create.go` `transformDecodeError`; measured on 1.32.13).
+#[tokio::test]
+async fn a_service_posted_to_pods_cannot_be_converted() {
+    let t = Target::new().await;
+    let service = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "svc"},
+        "spec": {"ports": [{"port": 80}]}
+    });
+    let r = t.create_pod(&service).await;
+    let message = assert_status(&r, 400, "BadRequest");
+    assert_eq!(
+        message,
+        r#"Service in version "v1" cannot be handled as a Pod: converting (v1.Service) to (core.Pod): unknown conversion"#
+    );
+}
+
 /// An invalid `generateName` is reported on `metadata.generateName` with the prefix as the value.
 #[tokio::test]
 async fn an_invalid_generate_name_is_reported_on_generate_name() {
@@ -261,24 +317,44 @@ async fn a_json_patch_that_cannot_be_applied_is_rejected_with_empty_details() {
     assert_eq!(r.json()["details"], json!({}), "{}", r.text());
 }
 
-/// Malformed patch bodies are 400 BadRequest with the decoders' messages.
+/// Malformed patch bodies are 400 BadRequest. Under the default `fieldValidation` (Warn, which
+/// decodes strictly) kube-apiserver first decodes a JSON or merge patch into its own types and
+/// answers `error decoding patch: <Go's error>`; with `fieldValidation=Ignore` the patch
+/// libraries' own messages show. A strategic merge patch is decoded the same way under both
+/// (apiserver `pkg/endpoints/handlers/patch.go`: `jsonPatcher.applyJSPatch`,
+/// `strategicPatchObject`; measured on 1.32.13).
 #[tokio::test]
 async fn malformed_patch_bodies_are_bad_requests_with_the_decoders_messages() {
     let t = Target::new().await;
     assert!(t.create_pod(&pod("badpatch")).await.status.is_success());
     let path = format!("{}/badpatch", t.core_path("pods"));
-    for (content_type, body, expected) in [
+    for (query, content_type, body, expected) in [
         (
+            "",
+            "application/json-patch+json",
+            r#"{"op": "add"}"#,
+            "error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp",
+        ),
+        (
+            "",
+            "application/merge-patch+json",
+            "{nope",
+            "error decoding patch: invalid character 'n' looking for beginning of object key string",
+        ),
+        (
+            "?fieldValidation=Ignore",
             "application/json-patch+json",
             r#"{"op": "add"}"#,
             "json: cannot unmarshal object into Go value of type jsonpatch.Patch",
         ),
         (
+            "?fieldValidation=Ignore",
             "application/merge-patch+json",
             "{nope",
             "Invalid JSON Patch",
         ),
         (
+            "",
             "application/strategic-merge-patch+json",
             "[1]",
             "json: cannot unmarshal array into Go value of type map[string]interface {}",
@@ -287,13 +363,86 @@ async fn malformed_patch_bodies_are_bad_requests_with_the_decoders_messages() {
         let r = t
             .request(
                 Method::PATCH,
-                &path,
+                &format!("{path}{query}"),
                 Some(content_type),
                 Some("application/json"),
                 body.as_bytes().to_vec(),
             )
             .await;
         let message = assert_status(&r, 400, "BadRequest");
-        assert_eq!(message, expected, "{content_type}");
+        assert_eq!(message, expected, "{content_type}{query}");
     }
+}
+
+/// A status merge-patch answers the pod as kube-apiserver stores it: `podIPs` follow `podIP`
+/// (`Convert_v1_PodStatus_To_core_PodStatus`, `pkg/apis/core/v1/conversion.go`), a container
+/// status has `state` and `lastState` as `{}` and a condition's unset `lastProbeTime` and
+/// `lastTransitionTime` are `null` (Go structs that `omitempty` never omits: k8s.io/api
+/// `core/v1/types.go`; metav1 `Time.MarshalJSON`); measured on 1.32.13.
+#[tokio::test]
+async fn a_status_merge_patch_answers_the_status_as_stored() {
+    let t = Target::new().await;
+    let mut p = pod("status");
+    // No scheduler places it, so no kubelet writes its status meanwhile.
+    p["spec"]["schedulerName"] = json!("podline-no-such-scheduler");
+    assert!(t.create_pod(&p).await.status.is_success());
+    let patch = json!({"status": {
+        "podIP": "10.1.2.3",
+        "conditions": [{"type": "Example", "status": "True"}],
+        "containerStatuses": [{
+            "name": "main", "ready": false, "restartCount": 0,
+            "image": "busybox:1.36", "imageID": ""
+        }]
+    }});
+    let r = t
+        .request(
+            Method::PATCH,
+            &format!("{}/status/status", t.core_path("pods")),
+            Some("application/merge-patch+json"),
+            Some("application/json"),
+            patch.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let status = &r.json()["status"];
+    assert_eq!(status["podIPs"], json!([{"ip": "10.1.2.3"}]), "{status}");
+    let container = &status["containerStatuses"][0];
+    assert_eq!(container["lastState"], json!({}), "{container}");
+    assert_eq!(container["state"], json!({}), "{container}");
+    let condition = &status["conditions"][0];
+    assert_eq!(
+        condition.get("lastProbeTime"),
+        Some(&Value::Null),
+        "{condition}"
+    );
+    assert_eq!(
+        condition.get("lastTransitionTime"),
+        Some(&Value::Null),
+        "{condition}"
+    );
+}
+
+/// A negative resource quantity and a request above its limit are 422 Invalid with
+/// `ValidateResourceRequirements`' words: the negative one on its keyed path, the inverted one
+/// on `requests` itself (pkg/apis/core/validation/validation.go).
+#[tokio::test]
+async fn negative_or_inverted_resources_are_invalid() {
+    let t = Target::new().await;
+    let mut negative = pod("negative");
+    negative["spec"]["containers"][0]["resources"] = json!({"requests": {"memory": "-1Gi"}});
+    let r = t.create_pod(&negative).await;
+    let message = assert_status(&r, 422, "Invalid");
+    assert_eq!(
+        message,
+        r#"Pod "negative" is invalid: spec.containers[0].resources.requests[memory]: Invalid value: "-1Gi": must be greater than or equal to 0"#
+    );
+    let mut inverted = pod("inverted");
+    inverted["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}});
+    let r = t.create_pod(&inverted).await;
+    let message = assert_status(&r, 422, "Invalid");
+    assert_eq!(
+        message,
+        r#"Pod "inverted" is invalid: spec.containers[0].resources.requests: Invalid value: "2Gi": must be less than or equal to memory limit of 1Gi"#
+    );
 }

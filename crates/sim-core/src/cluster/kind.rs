@@ -33,6 +33,14 @@ pub trait Kind:
         None
     }
 
+    /// Writes the object's JSON as kube-apiserver answers it; serde's serialization unless a
+    /// kind's wire form has fields serde leaves out (pods: see `impl Kind for Pod`).
+    fn write_json(&self, buf: &mut Vec<u8>) {
+        // Invariant: the stored kinds are plain data (string map keys, no fallible Serialize
+        // impls), and writing into a Vec cannot fail, so serialization cannot fail.
+        serde_json::to_writer(buf, self).expect("k8s objects always serialize");
+    }
+
     /// The object's metadata.
     fn meta(&self) -> &ObjectMeta;
     /// The object's metadata, mutable.
@@ -63,6 +71,35 @@ impl Kind for Pod {
         "spec.serviceAccountName",
         "status.podIP",
     ];
+    /// A pod condition's `lastProbeTime` and `lastTransitionTime` are `metav1.Time` structs,
+    /// which Go's `omitempty` never omits: kube-apiserver writes `null` for unset ones (k8s.io/api
+    /// `core/v1/types.go` `PodCondition`; metav1 `Time.MarshalJSON`), where serde leaves them out.
+    fn write_json(&self, buf: &mut Vec<u8>) {
+        let conditions = self
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| !c.is_empty());
+        // Invariant: as the default `write_json`, a pod always serializes.
+        if !conditions {
+            serde_json::to_writer(buf, self).expect("k8s objects always serialize");
+            return;
+        }
+        // k8s-openapi writes fields in alphabetical order, as a `Value`'s sorted map does, so
+        // the bytes are serde's but for the nulls added.
+        let mut value = serde_json::to_value(self).expect("k8s objects always serialize");
+        if let Some(list) = value
+            .pointer_mut("/status/conditions")
+            .and_then(serde_json::Value::as_array_mut)
+        {
+            for condition in list.iter_mut().filter_map(serde_json::Value::as_object_mut) {
+                for time in ["lastProbeTime", "lastTransitionTime"] {
+                    condition.entry(time).or_insert(serde_json::Value::Null);
+                }
+            }
+        }
+        serde_json::to_writer(buf, &value).expect("JSON values always serialize");
+    }
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }

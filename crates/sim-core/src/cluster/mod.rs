@@ -20,8 +20,11 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceStatus, Node, Pod};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Event, Namespace, NamespaceStatus, Node, Pod, Secret, ServiceAccount,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use tokio::sync::broadcast;
 
@@ -142,6 +145,10 @@ struct Inner {
     nodes: Table<Node>,
     disruption_budgets: Table<PodDisruptionBudget>,
     workflow_task_results: Table<WorkflowTaskResult>,
+    secrets: Table<Secret>,
+    config_maps: Table<ConfigMap>,
+    service_accounts: Table<ServiceAccount>,
+    priority_classes: Table<PriorityClass>,
     pod_changes: broadcast::Sender<PodChange>,
     truth: Mutex<GroundTruth>,
     logs: LogStore,
@@ -179,6 +186,10 @@ impl Cluster {
                 nodes: Table::new(clock.clone(), history, SMALL_RING),
                 disruption_budgets: Table::new(clock.clone(), history, SMALL_RING),
                 workflow_task_results: Table::new(clock.clone(), history, SMALL_RING),
+                secrets: Table::new(clock.clone(), history, SMALL_RING),
+                config_maps: Table::new(clock.clone(), history, SMALL_RING),
+                service_accounts: Table::new(clock.clone(), history, SMALL_RING),
+                priority_classes: Table::new(clock.clone(), history, SMALL_RING),
                 clock,
                 pod_changes,
                 truth: Mutex::new(GroundTruth::default()),
@@ -298,6 +309,22 @@ impl Cluster {
     pub fn workflow_task_result_table(&self) -> &Table<WorkflowTaskResult> {
         &self.inner.workflow_task_results
     }
+    /// The secrets table.
+    pub fn secret_table(&self) -> &Table<Secret> {
+        &self.inner.secrets
+    }
+    /// The configmaps table.
+    pub fn config_map_table(&self) -> &Table<ConfigMap> {
+        &self.inner.config_maps
+    }
+    /// The serviceaccounts table.
+    pub fn service_account_table(&self) -> &Table<ServiceAccount> {
+        &self.inner.service_accounts
+    }
+    /// The priorityclasses table.
+    pub fn priority_class_table(&self) -> &Table<PriorityClass> {
+        &self.inner.priority_classes
+    }
 
     /// Drops watch history older than the window, for every kind.
     pub fn prune_history(&self) {
@@ -308,6 +335,10 @@ impl Cluster {
         self.inner.nodes.prune_history();
         self.inner.disruption_budgets.prune_history();
         self.inner.workflow_task_results.prune_history();
+        self.inner.secrets.prune_history();
+        self.inner.config_maps.prune_history();
+        self.inner.service_accounts.prune_history();
+        self.inner.priority_classes.prune_history();
     }
 
     /// Prunes expired watch history every `every` until the last handle to this cluster is
@@ -334,6 +365,10 @@ impl Cluster {
         self.inner.nodes.compact();
         self.inner.disruption_budgets.compact();
         self.inner.workflow_task_results.compact();
+        self.inner.secrets.compact();
+        self.inner.config_maps.compact();
+        self.inner.service_accounts.compact();
+        self.inner.priority_classes.compact();
     }
 
     /// Writes a pod through the one path that also feeds the kubelet and the ground truth.
@@ -452,8 +487,7 @@ impl Cluster {
                     let requested =
                         match (&meta.deletion_timestamp, meta.deletion_grace_period_seconds) {
                             (Some(ts), Some(grace)) => {
-                                ts.0.saturating_sub(jiff::SignedDuration::from_secs(grace))
-                                    .unwrap_or(now)
+                                crate::delete::go_add_seconds(ts.0, grace.wrapping_neg())
                             }
                             _ => now,
                         };
@@ -571,10 +605,18 @@ impl Cluster {
     }
 
     /// Removes the pod after `grace` unless something else (a kubelet, a forced delete) did.
+    /// A grace period of any length (up to 2^63-1 s) waits as a chain of yearly sleeps: tokio's
+    /// timer wheel does not take a single delay past about two years.
     pub fn remove_after(&self, namespace: String, name: String, uid: String, grace: Duration) {
+        const HOP: Duration = Duration::from_secs(365 * 24 * 3600);
         let cluster = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(grace).await;
+            let mut left = grace;
+            while !left.is_zero() {
+                let hop = left.min(HOP);
+                tokio::time::sleep(hop).await;
+                left = left.saturating_sub(hop);
+            }
             cluster.remove_pod(&namespace, &name, &uid);
         });
     }

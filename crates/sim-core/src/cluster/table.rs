@@ -354,12 +354,8 @@ impl<K: Kind> std::fmt::Debug for Table<K> {
 }
 
 /// Serializes `obj` into a watch line of the given type; returns the line and the object's JSON.
-pub fn event_line<K: serde::Serialize>(kind: &str, obj: &K) -> (Bytes, Bytes) {
-    build_line(kind, 1024, |buf| {
-        // Invariant: the stored kinds are plain data (string map keys, no fallible Serialize
-        // impls), and writing into a Vec cannot fail, so serialization cannot fail.
-        serde_json::to_writer(buf, obj).expect("k8s objects always serialize");
-    })
+pub fn event_line<K: Kind>(kind: &str, obj: &K) -> (Bytes, Bytes) {
+    build_line(kind, 1024, |buf| obj.write_json(buf))
 }
 
 /// A watch line of the given type around an object's `json`; returns the line and the JSON (a

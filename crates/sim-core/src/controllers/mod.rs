@@ -7,13 +7,15 @@ pub mod disruption;
 pub mod gc;
 pub mod namespace;
 pub mod node_lifecycle;
+pub mod service_account;
 
 use crate::cluster::Cluster;
 
-/// Starts the garbage collector, the node lifecycle controller and the disruption controller
-/// of `cluster`; each ends by itself with the cluster.
+/// Starts the garbage collector, the node lifecycle controller, the disruption controller and
+/// the serviceaccount controller of `cluster`; each ends by itself with the cluster.
 pub fn spawn_all(cluster: &Cluster) {
     drop(gc::spawn(cluster));
     drop(node_lifecycle::spawn(cluster));
     drop(disruption::spawn(cluster));
+    drop(service_account::spawn(cluster));
 }

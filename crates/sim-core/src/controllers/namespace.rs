@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, StatusCause, StatusDetails};
 
@@ -175,6 +175,9 @@ async fn run_controller(weak: WeakCluster, name: String, uid: String) {
             + delete_all::<Lease>(&cluster, &name)
             + delete_all::<PodDisruptionBudget>(&cluster, &name)
             + delete_all::<WorkflowTaskResult>(&cluster, &name)
+            + delete_all::<Secret>(&cluster, &name)
+            + delete_all::<ConfigMap>(&cluster, &name)
+            + delete_all::<ServiceAccount>(&cluster, &name)
             + delete_all::<Event>(&cluster, &name);
         if remaining == 0 && finish(&cluster, &name, &uid) {
             // Anything written meanwhile (a kubelet's last Event) goes with it.

@@ -35,6 +35,13 @@ pub trait ApiKind: Kind {
         Self::table(cluster).write((namespace.to_owned(), name.to_owned()), decide, |_, _| {})
     }
 
+    /// Admission that reads other objects (kube-apiserver's admission plugins, e.g. Priority),
+    /// run on a create before [`ApiKind::admit_create`]; an Err refuses the create as it is.
+    fn admit_against(&mut self, cluster: &Cluster) -> Result<(), crate::status::ApiError> {
+        let _ = cluster;
+        Ok(())
+    }
+
     /// Defaults and validates a new object (metadata is already filled in).
     fn admit_create(&mut self) -> Causes {
         let mut causes = Causes::default();
@@ -185,6 +192,9 @@ impl ApiKind for Pod {
         decide: impl FnOnce(Option<&Stored<Self>>) -> Result<(Write<Self>, T), E>,
     ) -> Result<Committed<Self, T>, E> {
         cluster.write_pod(namespace, name, decide)
+    }
+    fn admit_against(&mut self, cluster: &Cluster) -> Result<(), crate::status::ApiError> {
+        super::priority_class::admit_pod_priority(cluster, self)
     }
     fn admit_create(&mut self) -> Causes {
         pod::default_pod(self);

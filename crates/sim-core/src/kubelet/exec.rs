@@ -202,9 +202,9 @@ where
                 if buf.last() == Some(&b'\n') {
                     buf.pop();
                 }
-                let line = String::from_utf8_lossy(&buf);
+                // As the container wrote it: the log API passes invalid UTF-8 through.
                 logs.as_ref()
-                    .append(uid, container, &line, Timestamp::now());
+                    .append_bytes(uid, container, &buf, Timestamp::now());
             }
         }
     }

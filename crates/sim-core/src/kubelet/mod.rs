@@ -510,12 +510,23 @@ impl Driver {
         let (namespace, name) = (tracked.work.namespace.clone(), tracked.work.name.clone());
         self.forget(uid);
         let message = format!("the simulated kubelet failed on this pod: {what}");
-        let _ = self.cluster.mutate_pod(&namespace, &name, uid, |pod| {
-            let status = pod.status.get_or_insert_with(Default::default);
-            status.phase = Some("Failed".to_owned());
-            status.reason = Some("SimKubeletError".to_owned());
-            status.message = Some(message);
-        });
+        // The write that fails the pod may meet what made the step panic (the pod itself): it
+        // is guarded too, so the kubelet goes on with the other pods whatever happens to it.
+        let cluster = &self.cluster;
+        let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = cluster.mutate_pod(&namespace, &name, uid, |pod| {
+                let status = pod.status.get_or_insert_with(Default::default);
+                status.phase = Some("Failed".to_owned());
+                status.reason = Some("SimKubeletError".to_owned());
+                status.message = Some(message);
+            });
+        }));
+        if failed.is_err() {
+            tracing::error!(
+                uid,
+                "could not mark the pod Failed after its kubelet step panicked"
+            );
+        }
     }
 
     fn spawn_exec(&mut self, uid: &Arc<str>, idx: usize, run: u32) {

@@ -85,6 +85,21 @@ impl LogScript {
     }
 }
 
+/// The most of a termination message the kubelet reports: it reads at most the last 4096 bytes
+/// of the message file (`kubecontainer.MaxContainerTerminationMessageLength`, read with
+/// `tail.ReadAtMost` in kubelet `pkg/kubelet/kuberuntime/kuberuntime_container.go`).
+pub(crate) const MAX_TERMINATION_MESSAGE: usize = 4096;
+
+/// The last [`MAX_TERMINATION_MESSAGE`] bytes of `message` (from the first whole character
+/// within them: the sim's messages are text).
+pub(crate) fn last_termination_bytes(message: &str) -> &str {
+    let mut start = message.len().saturating_sub(MAX_TERMINATION_MESSAGE);
+    while !message.is_char_boundary(start) {
+        start += 1;
+    }
+    &message[start..]
+}
+
 /// What one container does when scripted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ContainerScript {
@@ -243,7 +258,9 @@ fn apply(
                     _ => return Err(err("is not a pull failure count", "a non-negative integer")),
                 }
             }
-            "termination-message" => script.termination_message = Some(value.to_owned()),
+            "termination-message" => {
+                script.termination_message = Some(last_termination_bytes(value).to_owned());
+            }
             _ => script.oom = boolean(value).map_err(|p| err(&p, BOOL))?,
         }
     }

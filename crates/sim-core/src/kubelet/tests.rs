@@ -274,3 +274,23 @@ async fn the_scheduler_leaves_a_pod_bound_elsewhere_alone() {
             .is_none()
     );
 }
+
+/// Without a kubelet, the store removes a gracefully deleted pod when its grace period ends,
+/// however long: a grace period past tokio's two-year timer limit waits as a chain of hops
+/// instead of panicking the removal task.
+#[tokio::test(start_paused = true)]
+async fn a_removal_after_years_of_grace_waits_them_out() {
+    let cluster = cluster();
+    add_pod(&cluster, "patient", serde_json::json!({}));
+    let years = |n: u64| Duration::from_secs(n * 365 * 24 * 3600);
+    cluster.remove_after(
+        "default".to_owned(),
+        "patient".to_owned(),
+        "uid-patient".to_owned(),
+        years(3),
+    );
+    tokio::time::sleep(years(2)).await;
+    assert!(cluster.get_pod("default", "patient").is_some());
+    tokio::time::sleep(years(1) + Duration::from_secs(1)).await;
+    assert!(cluster.get_pod("default", "patient").is_none());
+}

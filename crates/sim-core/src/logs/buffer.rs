@@ -22,29 +22,31 @@ pub(crate) struct ContainerLog {
 /// The guarded part of a [`ContainerLog`].
 #[derive(Debug, Default)]
 pub(crate) struct Lines {
-    pub(crate) text: String,
+    /// The bytes of every line, as the container wrote them: not necessarily UTF-8 (the
+    /// kubelet passes a container's output through unchanged).
+    pub(crate) text: Vec<u8>,
     pub(crate) lines: Vec<LineMeta>,
     pub(crate) finished: bool,
 }
 
 impl Lines {
     /// The text of line `i` (without newline).
-    pub(crate) fn line(&self, i: usize) -> &str {
+    pub(crate) fn line(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.lines[i - 1].end };
         &self.text[start..self.lines[i].end]
     }
 }
 
 impl ContainerLog {
-    pub(crate) fn append(&self, line: &str, at: Timestamp) {
+    pub(crate) fn append(&self, line: &[u8], at: Timestamp) {
         {
             let mut inner = self.lock();
             if inner.finished {
                 return;
             }
-            let line = line.strip_suffix('\n').unwrap_or(line);
-            for part in line.split('\n') {
-                inner.text.push_str(part);
+            let line = line.strip_suffix(b"\n").unwrap_or(line);
+            for part in line.split(|b| *b == b'\n') {
+                inner.text.extend_from_slice(part);
                 let end = inner.text.len();
                 inner.lines.push(LineMeta { at, end });
             }

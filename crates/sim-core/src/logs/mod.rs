@@ -72,6 +72,13 @@ impl LogStore {
     /// A line containing `\n` is stored as several lines with the same time, as a container
     /// runtime would split it. Appending after [`finish`](Self::finish) is ignored.
     pub fn append(&self, uid: &str, container: &str, line: &str, at: Timestamp) {
+        self.append_bytes(uid, container, line.as_bytes(), at);
+    }
+
+    /// Appends output as the container wrote it, valid UTF-8 or not: the kubelet and the log
+    /// API pass a container's bytes through unchanged (kubelet `pkg/kubelet/kuberuntime/logs`
+    /// copies the CRI log's bytes; the API server proxies them as they come).
+    pub fn append_bytes(&self, uid: &str, container: &str, line: &[u8], at: Timestamp) {
         let log = self.entry(uid, container);
         log.append(line, at);
     }

@@ -78,8 +78,8 @@ pub(crate) fn follow(
 
 impl Reader {
     /// Renders the lines from `next` on (up to [`MAX_CHUNK`]), advancing the position.
-    fn render(&mut self, lines: &Lines) -> String {
-        let mut out = String::new();
+    fn render(&mut self, lines: &Lines) -> Vec<u8> {
+        let mut out = Vec::new();
         let stop = self.end.unwrap_or(usize::MAX).min(lines.lines.len());
         while self.next < stop && out.len() < MAX_CHUNK && !self.done {
             let i = self.next;
@@ -90,16 +90,19 @@ impl Reader {
             }
             let before = out.len();
             if self.timestamps {
-                write_rfc3339_nano_fixed(&mut out, meta.at);
-                out.push(' ');
+                let mut stamp = String::new();
+                write_rfc3339_nano_fixed(&mut stamp, meta.at);
+                out.extend_from_slice(stamp.as_bytes());
+                out.push(b' ');
             }
-            out.push_str(lines.line(i));
-            out.push('\n');
+            out.extend_from_slice(lines.line(i));
+            out.push(b'\n');
             if let Some(remaining) = self.remaining.as_mut() {
                 let written = (out.len() - before) as u64;
                 if written >= *remaining {
+                    // The kubelet's `LimitWriter` cuts at the byte, mid-character or not.
                     let keep = before + usize::try_from(*remaining).unwrap_or(usize::MAX);
-                    truncate_at_char_boundary(&mut out, keep);
+                    out.truncate(keep);
                     *remaining = 0;
                     self.done = true;
                 } else {
@@ -112,15 +115,4 @@ impl Reader {
         }
         out
     }
-}
-
-/// Cuts `s` to at most `len` bytes without splitting a UTF-8 character.
-fn truncate_at_char_boundary(s: &mut String, mut len: usize) {
-    if len >= s.len() {
-        return;
-    }
-    while !s.is_char_boundary(len) {
-        len -= 1;
-    }
-    s.truncate(len);
 }

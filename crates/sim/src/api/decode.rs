@@ -186,6 +186,17 @@ fn decode_value<T: serde::de::DeserializeOwned>(
     if !expected.any_kind
         && (sent_kind != expected.kind || !expected.api_versions.contains(&sent_version))
     {
+        // A kind the scheme registers decodes into its own type, and the conversion to the
+        // expected kind's internal type is what fails (apimachinery `pkg/runtime/scheme.go`
+        // `convertToVersion`/`Convert`: `converting (v1.Service) to (core.Pod): unknown
+        // conversion`).
+        if registered(sent_version, sent_kind) {
+            let internal = internal_package(expected.api_versions.first().copied().unwrap_or(""));
+            return Err(handled(format!(
+                "converting ({version}.{sent_kind}) to ({internal}.{}): unknown conversion",
+                expected.kind
+            )));
+        }
         return Err(handled(format!(
             "no kind {sent_kind:?} is registered for version {sent_version:?} in scheme {SCHEME:?}"
         )));
@@ -194,6 +205,76 @@ fn decode_value<T: serde::de::DeserializeOwned>(
         let path = e.path().to_string();
         handled(go_type_error(value, &path, e.inner(), expected.kind))
     })
+}
+
+/// Whether kube-apiserver 1.32's scheme registers `kind` in the group version `api_version`:
+/// the core v1 kinds (`pkg/apis/core/v1/register.go` via k8s.io/api `core/v1/register.go`) and
+/// the kinds of the other group versions the sim serves.
+fn registered(api_version: &str, kind: &str) -> bool {
+    const CORE_V1: &[&str] = &[
+        "Pod",
+        "PodList",
+        "PodStatusResult",
+        "PodTemplate",
+        "PodTemplateList",
+        "ReplicationController",
+        "ReplicationControllerList",
+        "Service",
+        "ServiceList",
+        "ServiceProxyOptions",
+        "Endpoints",
+        "EndpointsList",
+        "Node",
+        "NodeList",
+        "NodeProxyOptions",
+        "Binding",
+        "Event",
+        "EventList",
+        "LimitRange",
+        "LimitRangeList",
+        "ResourceQuota",
+        "ResourceQuotaList",
+        "Namespace",
+        "NamespaceList",
+        "Secret",
+        "SecretList",
+        "ServiceAccount",
+        "ServiceAccountList",
+        "PersistentVolume",
+        "PersistentVolumeList",
+        "PersistentVolumeClaim",
+        "PersistentVolumeClaimList",
+        "PodAttachOptions",
+        "PodLogOptions",
+        "PodExecOptions",
+        "PodPortForwardOptions",
+        "PodProxyOptions",
+        "ComponentStatus",
+        "ComponentStatusList",
+        "SerializedReference",
+        "RangeAllocation",
+        "ConfigMap",
+        "ConfigMapList",
+        "List",
+    ];
+    match api_version {
+        "v1" => CORE_V1.contains(&kind),
+        "coordination.k8s.io/v1" => matches!(kind, "Lease" | "LeaseList"),
+        "policy/v1" => matches!(
+            kind,
+            "PodDisruptionBudget" | "PodDisruptionBudgetList" | "Eviction"
+        ),
+        _ => false,
+    }
+}
+
+/// The Go package of a group's internal types, as conversion errors name them: `core` for the
+/// core group, else the group's first label (`coordination`, `policy`).
+fn internal_package(api_version: &str) -> &str {
+    match api_version.rsplit_once('/') {
+        None => "core",
+        Some((group, _)) => group.split('.').next().unwrap_or(group),
+    }
 }
 
 /// `the object provided is unrecognized (must be of type Pod): <detail> (<summary>)`.
@@ -222,6 +303,9 @@ fn summarize(data: &[u8]) -> String {
 
 /// A serde_json syntax error worded like Go's `encoding/json`.
 pub(super) fn go_syntax_error(err: &serde_json::Error, data: &[u8]) -> String {
+    if let Some(go) = super::gojson::syntax_error(data) {
+        return go;
+    }
     if err.is_eof() {
         return "unexpected end of JSON input".to_owned();
     }

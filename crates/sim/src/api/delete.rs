@@ -18,10 +18,11 @@ use crate::status::ErrorResponse;
 pub(crate) fn delete_response<K: ApiKind>(deleted: &Deleted<K>) -> Response {
     match deleted {
         Deleted::Gone(obj) if K::RESOURCE != "pods" => super::respond::success_status(&**obj),
-        Deleted::Gone(obj) => match serde_json::to_vec(&**obj) {
-            Ok(json) => json_response(StatusCode::OK, json),
-            Err(e) => ApiError::internal(e.to_string()).into_response(),
-        },
+        Deleted::Gone(obj) => {
+            let mut json = Vec::new();
+            obj.write_json(&mut json);
+            json_response(StatusCode::OK, json)
+        }
         Deleted::Pending(json) => json_response(StatusCode::OK, json.clone()),
     }
 }

@@ -67,6 +67,10 @@ fn storage_version_hash(resource: &str) -> Option<&'static str> {
         "nodes" => "XwShjMxG9Fs=",
         "poddisruptionbudgets" => "EVWiDmWqyJw=",
         "workflowtaskresults" => "h+8WuvWnY6I=",
+        "secrets" => "S6u1pOWzb84=",
+        "configmaps" => "qFsyl6wFWjQ=",
+        "serviceaccounts" => "pbx9ZvyFpBE=",
+        "priorityclasses" => "1QwjyaZjj3Y=",
         _ => return None,
     })
 }
@@ -108,6 +112,7 @@ pub async fn core_v1() -> Json<Value> {
         "groupVersion": "v1",
         "resources": [
             resource("bindings", "binding", true, "Binding", &["create"], &[]),
+            resource("configmaps", "configmap", true, "ConfigMap", &ALL_VERBS, &["cm"]),
             resource("events", "event", true, "Event", &ALL_VERBS, &["ev"]),
             resource("namespaces", "namespace", false, "Namespace", &["create", "delete", "get", "list", "patch", "update", "watch"], &["ns"]),
             resource("namespaces/finalize", "", false, "Namespace", &["update"], &[]),
@@ -119,6 +124,8 @@ pub async fn core_v1() -> Json<Value> {
             eviction_subresource(),
             resource("pods/log", "", true, "Pod", &["get"], &[]),
             resource("pods/status", "", true, "Pod", &["get", "patch", "update"], &[]),
+            resource("secrets", "secret", true, "Secret", &ALL_VERBS, &[]),
+            resource("serviceaccounts", "serviceaccount", true, "ServiceAccount", &ALL_VERBS, &["sa"]),
         ],
     }))
 }
@@ -128,10 +135,14 @@ struct Group {
     version: &'static str,
 }
 
-/// In kube-apiserver's order (policy before coordination.k8s.io).
-const GROUPS: [Group; 3] = [
+/// In kube-apiserver's order (policy before scheduling.k8s.io before coordination.k8s.io).
+const GROUPS: [Group; 4] = [
     Group {
         name: "policy",
+        version: "v1",
+    },
+    Group {
+        name: "scheduling.k8s.io",
         version: "v1",
     },
     Group {
@@ -192,6 +203,14 @@ pub async fn group_version(Path((group, version)): Path<(String, String)>) -> Re
                 &[],
             ),
         ],
+        ("scheduling.k8s.io", "v1") => vec![resource(
+            "priorityclasses",
+            "priorityclass",
+            false,
+            "PriorityClass",
+            &ALL_VERBS,
+            &["pc"],
+        )],
         ("coordination.k8s.io", "v1") => {
             vec![resource("leases", "lease", true, "Lease", &ALL_VERBS, &[])]
         }

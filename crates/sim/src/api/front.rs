@@ -29,6 +29,31 @@ pub(crate) fn probes() -> Router<AppState> {
         .route("/readyz", get(discovery::ok))
 }
 
+/// 401 for a public path (`/version`, the health probes) when the request sends a bearer token
+/// the sim does not accept; without one it is anonymous, and allowed. kube-apiserver
+/// authenticates every path, and its union authenticator with the anonymous fallback fails on a
+/// token error instead of falling back (apiserver `pkg/endpoints/filters/authentication.go`,
+/// `pkg/kubeapiserver/authenticator/config.go`; measured on 1.32.13).
+pub(crate) async fn refuse_bad_tokens(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let sent = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
+    match sent {
+        Some(t) if !constant_time_eq(t.as_bytes(), state.token().as_bytes()) => {
+            ApiError::unauthorized().into_response()
+        }
+        _ => next.run(req).await,
+    }
+}
+
 /// 401 unless the request carries `Authorization: Bearer <token>`.
 pub(crate) async fn authenticate(
     State(state): State<AppState>,

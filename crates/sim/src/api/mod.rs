@@ -17,6 +17,7 @@ mod discovery;
 mod eviction;
 mod filter;
 mod front;
+mod gojson;
 mod logs;
 mod namespaces;
 pub mod openapi;
@@ -35,9 +36,10 @@ use axum::Router;
 use axum::routing::get;
 
 pub(crate) use body::read_raw_body;
-pub(crate) use front::{authenticate, classify_and_count, probes};
+pub(crate) use front::{authenticate, classify_and_count, probes, refuse_bad_tokens};
 pub use query::query_flag;
 pub use request_info::{RequestInfo, Verb};
+pub(crate) use respond::end_json_with_newline;
 pub use selector::{FieldSelector, LabelSelector};
 pub use state::{
     AppState, BodyLimits, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_REQUEST_BODY, Transport,

@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value};
 
+use super::decode::FieldValidation;
 use crate::status::ApiError;
 
 /// A parsed patch body.
@@ -53,14 +54,43 @@ impl Patch {
     /// Parses a body of the given media type; 415 for other types, 400 for malformed bodies
     /// (worded like kube-apiserver's JSON decoders), and a JSON patch whose operations cannot be
     /// read is the 422 [`rejected`] answer its application would give.
-    pub fn parse(media_type: &str, body: &[u8]) -> Result<Self, ApiError> {
+    ///
+    /// Under `fieldValidation` Warn (the default) or Strict, kube-apiserver first decodes a JSON
+    /// or merge patch strictly into its own types and answers `error decoding patch: <Go's
+    /// error>`; only with Ignore do the patch libraries' own messages show (apiserver
+    /// `pkg/endpoints/handlers/patch.go`, `jsonPatcher.applyJSPatch`).
+    pub fn parse(
+        media_type: &str,
+        body: &[u8],
+        validation: FieldValidation,
+    ) -> Result<Self, ApiError> {
         let syntax =
             |e: serde_json::Error| ApiError::bad_request(super::decode::go_syntax_error(&e, body));
+        let strict = validation != FieldValidation::Ignore;
+        // `kjson.UnmarshalStrict(patch, &v)` into `want` (a Go type name), as the handler does.
+        let strictly = |is_ok: fn(&Value) -> bool, want: &str| -> Result<(), ApiError> {
+            if !strict {
+                return Ok(());
+            }
+            let decoding = |m: String| ApiError::bad_request(format!("error decoding patch: {m}"));
+            let value: Value = serde_json::from_slice(body)
+                .map_err(|e| decoding(super::decode::go_syntax_error(&e, body)))?;
+            if !is_ok(&value) {
+                return Err(decoding(format!(
+                    "json: cannot unmarshal {} into Go value of type {want}",
+                    go_json_type(&value)
+                )));
+            }
+            Ok(())
+        };
         match media_type {
-            "application/merge-patch+json" => serde_json::from_slice(body)
-                .map(Patch::Merge)
-                // evanphx/json-patch's MergePatch: `errBadJSONPatch`.
-                .map_err(|_| ApiError::bad_request("Invalid JSON Patch")),
+            "application/merge-patch+json" => {
+                strictly(|v| v.is_object() || v.is_null(), "map[string]interface {}")?;
+                serde_json::from_slice(body)
+                    .map(Patch::Merge)
+                    // evanphx/json-patch's MergePatch: `errBadJSONPatch`.
+                    .map_err(|_| ApiError::bad_request("Invalid JSON Patch"))
+            }
             "application/strategic-merge-patch+json" => {
                 let value: Value = serde_json::from_slice(body).map_err(syntax)?;
                 if !value.is_object() && !value.is_null() {
@@ -72,6 +102,7 @@ impl Patch {
                 Ok(Patch::Strategic(value))
             }
             "application/json-patch+json" => {
+                strictly(|v| v.is_array() || v.is_null(), "[]handlers.jsonPatchOp")?;
                 let value: Value = serde_json::from_slice(body).map_err(syntax)?;
                 if !value.is_array() && !value.is_null() {
                     return Err(ApiError::bad_request(format!(
@@ -86,7 +117,7 @@ impl Patch {
                     .map(Patch::Json)
                     .map_err(|_| rejected())
             }
-            other => Err(ApiError::unsupported_media_type(other)),
+            _ => Err(ApiError::unsupported_patch_media_type()),
         }
     }
 

@@ -4,8 +4,10 @@
 //! `application/vnd.kubernetes.protobuf` and nothing else, so without this a newcomer who makes a
 //! namespace for `podline run -n` against the sim gets a 415. The sim still stores and serves
 //! JSON: the body is transcoded on the way in. Only the kinds kubectl creates this way are
-//! understood: Namespaces (`kubectl create namespace`) and PodDisruptionBudgets (`kubectl create
-//! poddisruptionbudget`); every other kind kubectl creates from JSON. The messages below declare
+//! understood: Namespaces (`kubectl create namespace`), PodDisruptionBudgets (`kubectl create
+//! poddisruptionbudget`), Secrets (`kubectl create secret`), ConfigMaps (`kubectl create
+//! configmap`) and ServiceAccounts (`kubectl create serviceaccount`); every other kind kubectl
+//! creates from JSON. Field numbers are those of k8s.io/api's core/v1/generated.proto. The messages below declare
 //! just the fields such a create carries, and protobuf skips the rest.
 
 use std::collections::BTreeMap;
@@ -52,6 +54,44 @@ struct Namespace {
 struct NamespaceSpec {
     #[prost(string, repeated, tag = "1")]
     finalizers: Vec<String>,
+}
+
+/// `k8s.io.api.core.v1.Secret`.
+#[derive(Clone, PartialEq, Message)]
+struct Secret {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ObjectMeta>,
+    #[prost(btree_map = "string, bytes", tag = "2")]
+    data: BTreeMap<String, Vec<u8>>,
+    #[prost(string, optional, tag = "3")]
+    type_: Option<String>,
+    #[prost(btree_map = "string, string", tag = "4")]
+    string_data: BTreeMap<String, String>,
+    #[prost(bool, optional, tag = "5")]
+    immutable: Option<bool>,
+}
+
+/// `k8s.io.api.core.v1.ConfigMap`.
+#[derive(Clone, PartialEq, Message)]
+struct ConfigMap {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ObjectMeta>,
+    #[prost(btree_map = "string, string", tag = "2")]
+    data: BTreeMap<String, String>,
+    #[prost(btree_map = "string, bytes", tag = "3")]
+    binary_data: BTreeMap<String, Vec<u8>>,
+    #[prost(bool, optional, tag = "4")]
+    immutable: Option<bool>,
+}
+
+/// `k8s.io.api.core.v1.ServiceAccount` (metadata and `automountServiceAccountToken`; the
+/// references `kubectl create serviceaccount` never sets are skipped).
+#[derive(Clone, PartialEq, Message)]
+struct ServiceAccount {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ObjectMeta>,
+    #[prost(bool, optional, tag = "4")]
+    automount_service_account_token: Option<bool>,
 }
 
 /// `k8s.io.api.policy.v1.PodDisruptionBudget` (metadata and spec; a create sends no status).
@@ -145,8 +185,81 @@ fn unwrap(body: &[u8], api_version: &str, kind: &str) -> Result<Vec<u8>, ApiErro
 pub fn object_json(kind: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     match kind {
         "PodDisruptionBudget" => budget_json(body),
+        "Secret" => secret_json(body),
+        "ConfigMap" => config_map_json(body),
+        "ServiceAccount" => service_account_json(body),
         _ => namespace_json(body),
     }
+}
+
+/// The base64 of bytes, as JSON carries `[]byte`.
+fn base64_map(map: BTreeMap<String, Vec<u8>>) -> serde_json::Value {
+    use base64::Engine;
+    let engine = base64::engine::general_purpose::STANDARD;
+    map.into_iter()
+        .map(|(k, v)| (k, serde_json::Value::String(engine.encode(v))))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// A Secret's JSON (its values never reach an error: a decode error names no field value).
+fn secret_json(body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let raw = unwrap(body, "v1", "Secret")?;
+    let secret = Secret::decode(raw.as_slice()).map_err(|e| bad(e.to_string()))?;
+    let mut object = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata_json(secret.metadata.unwrap_or_default()),
+    });
+    if !secret.data.is_empty() {
+        object["data"] = base64_map(secret.data);
+    }
+    if !secret.string_data.is_empty() {
+        object["stringData"] = serde_json::json!(secret.string_data);
+    }
+    if let Some(type_) = secret.type_ {
+        object["type"] = type_.into();
+    }
+    if let Some(immutable) = secret.immutable {
+        object["immutable"] = immutable.into();
+    }
+    serde_json::to_vec(&object).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// A ConfigMap's JSON.
+fn config_map_json(body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let raw = unwrap(body, "v1", "ConfigMap")?;
+    let config = ConfigMap::decode(raw.as_slice()).map_err(|e| bad(e.to_string()))?;
+    let mut object = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata_json(config.metadata.unwrap_or_default()),
+    });
+    if !config.data.is_empty() {
+        object["data"] = serde_json::json!(config.data);
+    }
+    if !config.binary_data.is_empty() {
+        object["binaryData"] = base64_map(config.binary_data);
+    }
+    if let Some(immutable) = config.immutable {
+        object["immutable"] = immutable.into();
+    }
+    serde_json::to_vec(&object).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// A ServiceAccount's JSON.
+fn service_account_json(body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let raw = unwrap(body, "v1", "ServiceAccount")?;
+    let account = ServiceAccount::decode(raw.as_slice()).map_err(|e| bad(e.to_string()))?;
+    let mut object = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata_json(account.metadata.unwrap_or_default()),
+    });
+    if let Some(automount) = account.automount_service_account_token {
+        object["automountServiceAccountToken"] = automount.into();
+    }
+    serde_json::to_vec(&object).map_err(|e| ApiError::internal(e.to_string()))
 }
 
 /// A PodDisruptionBudget's JSON.
@@ -270,6 +383,82 @@ mod tests {
                 "apiVersion": "v1",
                 "kind": "Namespace",
                 "metadata": {"name": "team-a", "labels": {"team": "a"}}
+            })
+        );
+    }
+
+    #[test]
+    fn a_protobuf_secret_and_config_map_become_their_json() {
+        let secret = Secret {
+            metadata: Some(ObjectMeta {
+                name: "creds".into(),
+                ..ObjectMeta::default()
+            }),
+            data: [("key".to_owned(), b"\x00v".to_vec())].into(),
+            type_: Some("Opaque".into()),
+            string_data: [("s".to_owned(), "t".to_owned())].into(),
+            immutable: Some(true),
+        };
+        let body = [
+            MAGIC,
+            Unknown {
+                type_meta: Some(TypeMeta {
+                    api_version: "v1".into(),
+                    kind: "Secret".into(),
+                }),
+                raw: secret.encode_to_vec(),
+            }
+            .encode_to_vec()
+            .as_slice(),
+        ]
+        .concat();
+        let json: serde_json::Value =
+            serde_json::from_slice(&object_json("Secret", &body).expect("a secret")).expect("JSON");
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "creds"},
+                "data": {"key": "AHY="},
+                "stringData": {"s": "t"},
+                "type": "Opaque",
+                "immutable": true,
+            })
+        );
+        let config = ConfigMap {
+            metadata: Some(ObjectMeta {
+                name: "settings".into(),
+                ..ObjectMeta::default()
+            }),
+            data: [("a".to_owned(), "b".to_owned())].into(),
+            binary_data: [("bin".to_owned(), vec![0xff])].into(),
+            immutable: None,
+        };
+        let body = [
+            MAGIC,
+            Unknown {
+                type_meta: Some(TypeMeta {
+                    api_version: "v1".into(),
+                    kind: "ConfigMap".into(),
+                }),
+                raw: config.encode_to_vec(),
+            }
+            .encode_to_vec()
+            .as_slice(),
+        ]
+        .concat();
+        let json: serde_json::Value =
+            serde_json::from_slice(&object_json("ConfigMap", &body).expect("a config map"))
+                .expect("JSON");
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "settings"},
+                "data": {"a": "b"},
+                "binaryData": {"bin": "/w=="},
             })
         );
     }

@@ -336,7 +336,16 @@ pub mod continue_token {
     /// `invalid continue token: `).
     pub fn decode(token: &str) -> Result<(u64, Key), String> {
         let generic = "continue key is not valid";
-        let data = URL_SAFE_NO_PAD.decode(token).map_err(|e| match e {
+        // Go's `base64.RawURLEncoding` is not strict: it ignores the unused bits of the last
+        // symbol, so any token of the URL alphabet decodes (apiserver `pkg/storage/continue.go`).
+        let go_raw_url = base64::engine::GeneralPurpose::new(
+            &base64::alphabet::URL_SAFE,
+            base64::engine::GeneralPurposeConfig::new()
+                .with_encode_padding(false)
+                .with_decode_padding_mode(base64::engine::DecodePaddingMode::RequireNone)
+                .with_decode_allow_trailing_bits(true),
+        );
+        let data = go_raw_url.decode(token).map_err(|e| match e {
             base64::DecodeError::InvalidByte(at, _)
             | base64::DecodeError::InvalidLastSymbol(at, _) => {
                 format!("{generic}: illegal base64 data at input byte {at}")
@@ -346,6 +355,11 @@ pub mod continue_token {
                 token.len()
             ),
         })?;
+        // `json.Unmarshal`: Go's scanner words a syntax error (`invalid character '\u0081'
+        // looking for beginning of value`).
+        if let Some(go) = crate::api::gojson::syntax_error(&data) {
+            return Err(format!("{generic}: {go}"));
+        }
         let token: Token = serde_json::from_slice(&data).map_err(|e| format!("{generic}: {e}"))?;
         if token.v != "meta.k8s.io/v1" {
             return Err(format!(
@@ -385,6 +399,10 @@ pub mod continue_token {
                 Err("continue key is not valid: illegal base64 data at input byte 2".to_owned())
             );
             assert!(super::decode("abc").is_err());
+            assert_eq!(
+                super::decode("gQ"),
+                Err("continue key is not valid: invalid character '\\u0081' looking for beginning of value".to_owned())
+            );
         }
     }
 }

@@ -7,8 +7,9 @@ use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
 use podline_sim_core::cluster::{Stored, WorkflowTaskResult, Write};
 use podline_sim_core::delete::{arrange_removal, delete_object, no_new_finalizers, update_write};
@@ -48,9 +49,15 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
         ("", "v1", "events") => handle::<Event>(state, info, req).await,
         ("", "v1", "nodes") => handle::<Node>(state, info, req).await,
         ("", "v1", "bindings") => legacy_binding(state, info, req).await,
+        ("", "v1", "secrets") => handle::<Secret>(state, info, req).await,
+        ("", "v1", "configmaps") => handle::<ConfigMap>(state, info, req).await,
+        ("", "v1", "serviceaccounts") => handle::<ServiceAccount>(state, info, req).await,
         ("coordination.k8s.io", "v1", "leases") => handle::<Lease>(state, info, req).await,
         ("policy", "v1", "poddisruptionbudgets") => {
             handle::<PodDisruptionBudget>(state, info, req).await
+        }
+        ("scheduling.k8s.io", "v1", "priorityclasses") => {
+            handle::<PriorityClass>(state, info, req).await
         }
         ("argoproj.io", "v1alpha1", "workflowtaskresults") => {
             handle::<WorkflowTaskResult>(state, info, req).await
@@ -65,7 +72,11 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
 fn served_group_version(group: &str, version: &str) -> bool {
     matches!(
         (group, version),
-        ("", "v1") | ("coordination.k8s.io", "v1") | ("policy", "v1") | ("argoproj.io", "v1alpha1")
+        ("", "v1")
+            | ("coordination.k8s.io", "v1")
+            | ("policy", "v1")
+            | ("scheduling.k8s.io", "v1")
+            | ("argoproj.io", "v1alpha1")
     )
 }
 
@@ -212,20 +223,22 @@ async fn read_body(state: &AppState, req: Request) -> Result<JsonBody, ApiError>
 fn accept_json_or_yaml(body: JsonBody) -> Result<JsonBody, ApiError> {
     match body.media_type.as_str() {
         "" | "application/json" | "application/yaml" | "*/*" => Ok(body),
-        other => Err(ApiError::unsupported_media_type(other)),
+        _ => Err(ApiError::unsupported_media_type()),
     }
 }
 
-/// Reads a create body: as [`read_body`], and for Namespaces and PodDisruptionBudgets also
-/// protobuf, which `kubectl create namespace` and `kubectl create poddisruptionbudget` send
-/// (transcoded to JSON, see [`super::protobuf`]).
+/// Reads a create body: as [`read_body`], and for the kinds `kubectl create <kind>` sends as
+/// protobuf (namespaces, poddisruptionbudgets, secrets, configmaps, serviceaccounts) also
+/// protobuf (transcoded to JSON, see [`super::protobuf`]).
 async fn read_create_body<K: ApiKind>(
     state: &AppState,
     req: Request,
 ) -> Result<JsonBody, ApiError> {
     let body = read_raw_body(state, req).await?;
-    if matches!(K::RESOURCE, "namespaces" | "poddisruptionbudgets")
-        && body.media_type == super::protobuf::MEDIA_TYPE
+    if matches!(
+        K::RESOURCE,
+        "namespaces" | "poddisruptionbudgets" | "secrets" | "configmaps" | "serviceaccounts"
+    ) && body.media_type == super::protobuf::MEDIA_TYPE
     {
         return Ok(JsonBody {
             bytes: super::protobuf::object_json(K::KIND, &body.bytes)?.into(),
@@ -331,7 +344,14 @@ fn list<K: ApiKind>(
         None => K::table(state.cluster()).snapshot(filter.namespace.as_deref(), None),
     };
     let list_rv = resume.as_ref().map_or(snapshot_rv, |(rv, _)| *rv);
-    let limit = params.limit.filter(|l| *l > 0).map(|l| l as usize);
+    // `resourceVersion=0` without a continue is served by the watch cache, which does not page
+    // in 1.32: every item, no `continue` (apiserver `pkg/storage/cacher/cacher.go`
+    // `GetList`/`shouldDelegateList`; measured on 1.32.13).
+    let from_cache = resume.is_none() && rv == Some("0");
+    let limit = params
+        .limit
+        .filter(|l| *l > 0 && !from_cache)
+        .map(|l| l as usize);
     let mut selected: Vec<&Stored<K>> = Vec::new();
     let mut next_key = None;
     let mut remaining = 0usize;
@@ -364,7 +384,11 @@ fn list<K: ApiKind>(
             (String::new(), key.1.clone())
         };
         meta["continue"] = json!(continue_token::encode(list_rv, &key));
-        meta["remainingItemCount"] = json!(remaining);
+        // etcd3's store counts what remains only when no selector filters the list
+        // (`pred.Empty()`; apiserver `pkg/storage/etcd3/store.go` `GetList`).
+        if !filter.has_selectors() {
+            meta["remainingItemCount"] = json!(remaining);
+        }
     }
     let items: Vec<Bytes> = selected.iter().map(|stored| stored.json()).collect();
     let size: usize = items.iter().map(|json| json.len() + 1).sum();
@@ -493,6 +517,7 @@ fn create<K: ApiKind>(
             meta.name = Some(generate_name(base));
         }
     }
+    obj.admit_against(state.cluster())?;
     let causes = obj.admit_create();
     let name = obj.meta().name.clone().unwrap_or_default();
     if !causes.is_empty() {
@@ -666,7 +691,9 @@ fn patch_object<K: ApiKind>(
     if writer.operation == "Apply" {
         return apply_object::<K>(state, info, query, &body, &writer);
     }
-    let patch = patch::Patch::parse(&body.media_type, &body.bytes)?;
+    let validation =
+        super::decode::FieldValidation::parse(query::Query::new(query).get("fieldValidation"));
+    let patch = patch::Patch::parse(&body.media_type, &body.bytes, validation)?;
     replace::<K>(state, info, &writer, |current| {
         let mut doc: serde_json::Value = serde_json::from_slice(&current.json())
             .map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;

@@ -7,7 +7,8 @@
 //! Tables carry kubectl's columns for pods (Name, Ready, Status, Restarts, Age, IP, Node,
 //! Nominated Node, Readiness Gates), nodes, events (Last Seen, Type, Reason, Object, Message, and
 //! five wide columns), disruption budgets (Name, Min Available, Max Unavailable, Allowed
-//! Disruptions, Age), namespaces (Name, Status, Age) and leases (Name, Holder, Age); other kinds
+//! Disruptions, Age), namespaces (Name, Status, Age), leases (Name, Holder, Age), secrets (Name,
+//! Type, Data, Age), configmaps (Name, Data, Age) and serviceaccounts (Name, Secrets, Age); other kinds
 //! get kube-apiserver's default table (Name, Created At). Rows carry the
 //! object as PartialObjectMetadata unless `includeObject=Object` (the whole object) or `None`.
 
@@ -239,6 +240,10 @@ fn column(name: &str, format: &str, description: &str, priority: u32) -> Value {
 
 const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 const NODE_ADDRESSES_DOC: &str = "List of addresses reachable to the node. Queried from cloud provider, if available. More info: https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field is declared as mergeable, but the merge key is not sufficiently unique, which can cause data corruption when it is merged. Callers should instead use a full-replacement patch. See https://pr.k8s.io/79391 for an example. Consumers should assume that addresses can change during the lifetime of a Node. However, there are some exceptions where this may not be possible, such as Pods that inherit a Node's address in its own status or consumers of the downward API (status.hostIP).";
+const SECRET_TYPE_DOC: &str = "Used to facilitate programmatic handling of secret data. More info: https://kubernetes.io/docs/concepts/configuration/secret/#secret-types";
+const SECRET_DATA_DOC: &str = "Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' or '.'. The serialized form of the secret data is a base64 encoded string, representing the arbitrary (possibly non-string) data value here. Described in https://tools.ietf.org/html/rfc4648#section-4";
+const CONFIG_MAP_DATA_DOC: &str = "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.";
+const SERVICE_ACCOUNT_SECRETS_DOC: &str = "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use. Pods are only limited to this list if this service account has a \"kubernetes.io/enforce-mountable-secrets\" annotation set to \"true\". The \"kubernetes.io/enforce-mountable-secrets\" annotation is deprecated since v1.32. Prefer separate namespaces to isolate access to mounted secrets. This field should not be used to find auto-generated service account token secrets for use outside of pods. Instead, tokens can be requested directly using the TokenRequest API, or service account token secrets can be manually created. More info: https://kubernetes.io/docs/concepts/configuration/secret";
 const CREATED_DOC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
 fn columns(kind: &str) -> Vec<Value> {
@@ -406,6 +411,38 @@ fn columns(kind: &str) -> Vec<Value> {
             }),
             column("Age", "", CREATED_DOC, 0),
         ],
+        // pkg/printers/internalversion/printers.go: secretColumnDefinitions,
+        // configMapColumnDefinitions, serviceAccountColumnDefinitions (each count a string
+        // column, though its cells are integers).
+        "Secret" => vec![
+            column("Name", "name", NAME_DOC, 0),
+            column("Type", "", SECRET_TYPE_DOC, 0),
+            column("Data", "", SECRET_DATA_DOC, 0),
+            column("Age", "", CREATED_DOC, 0),
+        ],
+        "ConfigMap" => vec![
+            column("Name", "name", NAME_DOC, 0),
+            column("Data", "", CONFIG_MAP_DATA_DOC, 0),
+            column("Age", "", CREATED_DOC, 0),
+        ],
+        // printers.go: priorityClassColumnDefinitions.
+        "PriorityClass" => vec![
+            column("Name", "name", NAME_DOC, 0),
+            json!({"name": "Value", "type": "integer", "format": "", "description": "value represents the integer value of this priority class. This is the actual priority that pods receive when they have the name of this class in their pod spec.", "priority": 0}),
+            json!({"name": "Global-Default", "type": "boolean", "format": "", "description": "globalDefault specifies whether this PriorityClass should be considered as the default priority for pods that do not have any priority class. Only one PriorityClass can be marked as `globalDefault`. However, if more than one PriorityClasses exists with their `globalDefault` field set to true, the smallest value of such global default PriorityClasses will be used as the default priority.", "priority": 0}),
+            column("Age", "", CREATED_DOC, 0),
+            column(
+                "PreemptionPolicy",
+                "",
+                "preemptionPolicy is the Policy for preempting pods with lower priority. One of Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset.",
+                0,
+            ),
+        ],
+        "ServiceAccount" => vec![
+            column("Name", "name", NAME_DOC, 0),
+            column("Secrets", "", SERVICE_ACCOUNT_SECRETS_DOC, 0),
+            column("Age", "", CREATED_DOC, 0),
+        ],
         _ => vec![
             column("Name", "name", NAME_DOC, 0),
             json!({"name": "Created At", "type": "date", "format": "", "description": CREATED_DOC, "priority": 0}),
@@ -448,6 +485,29 @@ fn cells(kind: &str, object: &Value, now: Timestamp) -> Vec<Value> {
                     .as_str()
                     .unwrap_or("<none>")
             ),
+            age,
+        ],
+        // printSecret, printConfigMap, printServiceAccount: counts of entries.
+        "Secret" => vec![
+            name,
+            json!(object["type"].as_str().unwrap_or_default()),
+            json!(object["data"].as_object().map_or(0, serde_json::Map::len)),
+            age,
+        ],
+        "ConfigMap" => {
+            let count = |field: &str| object[field].as_object().map_or(0, serde_json::Map::len);
+            vec![name, json!(count("data") + count("binaryData")), age]
+        }
+        "PriorityClass" => vec![
+            name,
+            json!(object["value"].as_i64().unwrap_or(0)),
+            json!(object["globalDefault"].as_bool().unwrap_or(false)),
+            age,
+            json!(object["preemptionPolicy"].as_str().unwrap_or_default()),
+        ],
+        "ServiceAccount" => vec![
+            name,
+            json!(object["secrets"].as_array().map_or(0, Vec::len)),
             age,
         ],
         _ => vec![name, json!(created)],

@@ -287,6 +287,15 @@ impl<K: ApiKind> Watcher<K> {
     async fn next_frame(&mut self) -> Option<Bytes> {
         loop {
             if let Some(frame) = self.pending.pop_front() {
+                // kube-apiserver's dispatcher feeds new events into a watcher's buffer while the
+                // watcher still sends its initial events, and force-closes it ("Forcing ...
+                // watcher close due to unresponsiveness") once that buffer stays full: a slow
+                // reader of a long backlog is cut off mid-backlog (apiserver
+                // `pkg/storage/cacher/cacher.go` `dispatchEvent`, `cache_watcher.go` `add`).
+                if self.buffer > 0 && self.rx.len() >= self.buffer {
+                    self.close_slow();
+                    return None;
+                }
                 return Some(frame);
             }
             let now = Instant::now();

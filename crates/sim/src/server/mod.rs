@@ -433,6 +433,8 @@ impl Sim {
         cluster.set_kubelet_enabled(cfg.kubelet.enabled);
         cluster.set_watch_buffer(cfg.watch_buffer);
         let history_pruner = cluster.spawn_history_pruner(HISTORY_PRUNE_EVERY);
+        // What kube-apiserver's post-start hooks make: the system PriorityClasses.
+        podline_sim_core::kinds::priority_class::ensure_system_classes(&cluster);
         // kube-controller-manager's part; each ends by itself with the cluster.
         podline_sim_core::controllers::spawn_all(&cluster);
         let state = AppState::new(cluster.clone(), cfg.token.clone(), cfg.bookmark_interval);

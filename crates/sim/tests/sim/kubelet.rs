@@ -650,3 +650,67 @@ async fn ten_thousand_scripted_pods_should_run_to_completion_quickly() {
         started.elapsed()
     );
 }
+
+/// A pod with the largest grace period there is (`terminationGracePeriodSeconds: 2^63-1`),
+/// deleted while running: the deletionTimestamp is what kube-apiserver writes, `now +
+/// time.Duration(grace) * time.Second` in Go's wrapping int64 nanoseconds (apiserver
+/// `pkg/registry/rest/delete.go` `BeforeDelete`), so one second before now and decodable by any
+/// client; the pod stays readable and writable, and the kubelet goes on taking pods.
+#[tokio::test]
+async fn the_largest_grace_period_wedges_nothing() {
+    let (_sim, api) = sim(KubeletConfig::default()).await;
+    let mut spec = busybox();
+    spec["terminationGracePeriodSeconds"] = serde_json::json!(i64::MAX);
+    create(&api, scripted("forever", &[("duration", "1h")], spec)).await;
+    wait_phase(&api, "forever", "Running").await;
+    let before = jiff::Timestamp::now();
+    api.delete("forever", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let deleting = api.get("forever").await.expect("the pod decodes");
+    let stamp = deleting
+        .metadata
+        .deletion_timestamp
+        .expect("a deletion timestamp")
+        .0;
+    let offset = stamp.duration_since(before).as_secs_f64();
+    assert!((-2.0..=1.0).contains(&offset), "{stamp} vs {before}");
+    assert_eq!(
+        deleting.metadata.deletion_grace_period_seconds,
+        Some(i64::MAX)
+    );
+    let patch = serde_json::json!({"metadata": {"labels": {"still": "writable"}}});
+    api.patch(
+        "forever",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .expect("the pod takes writes");
+    create(&api, scripted("next", &[("duration", "10ms")], busybox())).await;
+    wait_phase(&api, "next", "Succeeded").await;
+}
+
+/// A container's output that is not UTF-8 reaches the log API byte for byte: the kubelet and
+/// kube-apiserver copy a container's log bytes as they are (kubelet
+/// `pkg/kubelet/kuberuntime/logs/logs.go` writes the CRI log's bytes; the API server proxies the
+/// kubelet's response), with no U+FFFD replacement.
+#[tokio::test]
+async fn exec_mode_should_pass_invalid_utf8_output_through_the_log_api() {
+    use futures::AsyncReadExt;
+    let (_sim, api) = sim(KubeletConfig::default().exec(true)).await;
+    let spec = serde_json::json!({"restartPolicy": "Never", "containers": [{
+        "name": "main", "image": "busybox",
+        "command": ["sh", "-c"], "args": ["printf 'a\\377\\376b\\n'"],
+    }]});
+    create(&api, scripted("bytes", &[], spec)).await;
+    wait_phase(&api, "bytes", "Succeeded").await;
+    let mut out = Vec::new();
+    api.log_stream("bytes", &LogParams::default())
+        .await
+        .expect("logs")
+        .read_to_end(&mut out)
+        .await
+        .expect("read the log");
+    assert_eq!(out, b"a\xff\xfeb\n");
+}

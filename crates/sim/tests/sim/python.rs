@@ -136,3 +136,18 @@ async fn the_python_client_should_read_the_version_and_the_node() {
     run_script("kube_nodes.py", kubeconfig.path()).await;
     sim.shutdown().await;
 }
+
+/// Secrets, ConfigMaps and ServiceAccounts through the Python client: `string_data` becomes
+/// base64 `data` and is never returned, an immutable ConfigMap's change is kube's 422, the
+/// namespace's `default` ServiceAccount is listed, and a watch of secrets sees a change.
+#[tokio::test]
+async fn the_python_client_should_use_secrets_config_maps_and_service_accounts() {
+    if !python_client_installed().await {
+        return;
+    }
+    let sim = podline_testkit::start_sim(SimConfig::default().kubelet_enabled(false)).await;
+    let kubeconfig = podline_testkit::kubeconfig_file(&sim);
+    run_script("kube_kinds.py", kubeconfig.path()).await;
+    assert!(sim.counts().get("watch", "secrets") >= 1, "it watched");
+    sim.shutdown().await;
+}

@@ -456,6 +456,35 @@ async fn a_watcher_that_falls_behind_its_buffer_is_closed_and_a_resume_loses_not
     sim.shutdown().await;
 }
 
+/// A watch without a resourceVersion starts with an ADDED event per existing pod; a consumer
+/// that reads none of them while more than `watch_buffer` changes happen is force-closed in the
+/// middle of that backlog, as kube-apiserver's cacher closes an unresponsive watcher whatever it
+/// is still sending (`pkg/storage/cacher/cacher.go` `dispatchEvent`): the body ends early, with
+/// no ERROR event.
+#[tokio::test]
+async fn a_slow_reader_of_the_initial_events_is_closed_mid_backlog() {
+    let sim = podline_testkit::start_sim(config().watch_buffer(8)).await;
+    let pods: Api<Pod> = Api::default_namespaced(podline_testkit::client(&sim).await);
+    let names: Vec<String> = (0..20).map(|i| format!("old-{i:02}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    create_pods(&pods, &refs).await;
+    let stream = open_stream(&sim, "/api/v1/namespaces/default/pods?watch=true").await;
+    let newer: Vec<String> = (0..10).map(|i| format!("new-{i:02}")).collect();
+    let refs: Vec<&str> = newer.iter().map(String::as_str).collect();
+    create_pods(&pods, &refs).await;
+    let events = body_lines(stream).await;
+    assert!(
+        events.len() < names.len(),
+        "cut off before the 20 initial events were all sent, got {}",
+        events.len()
+    );
+    assert!(
+        events.iter().all(|e| e["type"] == "ADDED"),
+        "a forced close sends no ERROR: {events:?}"
+    );
+    sim.shutdown().await;
+}
+
 /// By default (a buffer of 1000 events), a watcher a few events behind is not closed.
 #[tokio::test]
 async fn a_watcher_a_few_events_behind_is_not_closed_by_default() {

@@ -141,6 +141,9 @@ pub fn admit_pod_update(new: &mut Pod, old: &Pod, part: Part) -> Causes {
             new.spec.clone_from(&old.spec);
         }
     }
+    if let Some(status) = new.status.as_mut() {
+        as_stored(status);
+    }
     if part == Part::Main {
         validate_deadline_update(&mut causes, new, old);
     }
@@ -148,6 +151,37 @@ pub fn admit_pod_update(new: &mut Pod, old: &Pod, part: Part) -> Causes {
     crate::validation::validate_meta(&mut meta, &new.metadata);
     causes.0.extend(meta.0);
     causes
+}
+
+/// A status as kube-apiserver stores and answers it: `podIPs` (`hostIPs`) follow `podIP`
+/// (`hostIP`) when they are not given or disagree with it (`Convert_v1_PodStatus_To_core_PodStatus`
+/// in `pkg/apis/core/v1/conversion.go`), and a container status always has `state` and
+/// `lastState`, `{}` when empty (Go structs, which `omitempty` never omits: k8s.io/api
+/// `core/v1/types.go` `ContainerStatus`).
+pub fn as_stored(status: &mut PodStatus) {
+    use k8s_openapi::api::core::v1::{HostIP, PodIP};
+    if let Some(ip) = status.pod_ip.clone().filter(|ip| !ip.is_empty()) {
+        let first = status.pod_ips.as_ref().and_then(|ips| ips.first());
+        if first.is_none_or(|p| p.ip != ip) {
+            status.pod_ips = Some(vec![PodIP { ip }]);
+        }
+    }
+    if let Some(ip) = status.host_ip.clone().filter(|ip| !ip.is_empty()) {
+        let first = status.host_ips.as_ref().and_then(|ips| ips.first());
+        if first.is_none_or(|h| h.ip != ip) {
+            status.host_ips = Some(vec![HostIP { ip }]);
+        }
+    }
+    for c in status
+        .container_statuses
+        .iter_mut()
+        .chain(status.init_container_statuses.iter_mut())
+        .chain(status.ephemeral_container_statuses.iter_mut())
+        .flatten()
+    {
+        c.state.get_or_insert_with(Default::default);
+        c.last_state.get_or_insert_with(Default::default);
+    }
 }
 
 /// `spec.activeDeadlineSeconds` on update, as kube-apiserver's `ValidatePodUpdate`: in range,

@@ -198,6 +198,21 @@ fn termination_message_should_be_reported() {
     assert_eq!(h.terminated(0).message.as_deref(), Some("bye"));
 }
 
+/// The kubelet reports at most the last 4096 bytes of a termination message
+/// (`MaxContainerTerminationMessageLength`, `tail.ReadAtMost`).
+#[test]
+fn a_long_termination_message_should_keep_its_last_4096_bytes() {
+    let message = format!("{}{}", "a".repeat(100 * 1024), "b".repeat(4000));
+    let mut h = Harness::new(&pod(
+        &[("termination-message", message.as_str())],
+        one_container("busybox"),
+    ));
+    h.run(100);
+    let reported = h.terminated(0).message.clone().unwrap_or_default();
+    assert_eq!(reported.len(), 4096);
+    assert!(reported.ends_with(&"b".repeat(4000)) && reported.starts_with(&"a".repeat(96)));
+}
+
 #[test]
 fn log_lines_should_be_emitted_in_order_before_exit() {
     let mut h = Harness::new(&pod(

@@ -117,6 +117,36 @@ const CORE: &[Resource] = &[
     Resource {
         group: "",
         version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        namespaced: true,
+        schema: "io.k8s.api.core.v1.Secret",
+        verbs: ALL,
+        subresources: &[],
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        namespaced: true,
+        schema: "io.k8s.api.core.v1.ConfigMap",
+        verbs: ALL,
+        subresources: &[],
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        kind: "ServiceAccount",
+        plural: "serviceaccounts",
+        namespaced: true,
+        schema: "io.k8s.api.core.v1.ServiceAccount",
+        verbs: ALL,
+        subresources: &[],
+    },
+    Resource {
+        group: "",
+        version: "v1",
         kind: "Binding",
         plural: "bindings",
         namespaced: true,
@@ -148,6 +178,17 @@ const POLICY: &[Resource] = &[Resource {
     subresources: &[STATUS],
 }];
 
+const SCHEDULING: &[Resource] = &[Resource {
+    group: "scheduling.k8s.io",
+    version: "v1",
+    kind: "PriorityClass",
+    plural: "priorityclasses",
+    namespaced: false,
+    schema: "io.k8s.api.scheduling.v1.PriorityClass",
+    verbs: ALL,
+    subresources: &[],
+}];
+
 const ARGO: &[Resource] = &[Resource {
     group: "argoproj.io",
     version: "v1alpha1",
@@ -166,6 +207,7 @@ pub fn documents() -> Vec<(&'static str, Value)> {
     let coordination = coordination_schemas();
     let argo = argo_schemas();
     let policy = policy_schemas();
+    let scheduling = scheduling_schemas();
     let docs = [
         ("api__v1.json", "/api/v1", "core_v1", CORE, core),
         (
@@ -181,6 +223,13 @@ pub fn documents() -> Vec<(&'static str, Value)> {
             "policy_v1",
             POLICY,
             policy,
+        ),
+        (
+            "apis__scheduling.k8s.io__v1.json",
+            "/apis/scheduling.k8s.io/v1",
+            "scheduling_v1",
+            SCHEDULING,
+            scheduling,
         ),
         (
             "apis__argoproj.io__v1alpha1.json",
@@ -229,7 +278,9 @@ fn generator() -> SchemaGenerator {
 }
 
 fn core_schemas() -> Map<String, Value> {
-    use k8s_openapi::api::core::v1::{Binding, Event, Namespace, Node, Pod};
+    use k8s_openapi::api::core::v1::{
+        Binding, ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount,
+    };
     use k8s_openapi::api::policy::v1::Eviction;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
         APIResourceList, DeleteOptions, Patch, Status, WatchEvent,
@@ -240,6 +291,9 @@ fn core_schemas() -> Map<String, Value> {
     g.subschema_for::<Node>();
     g.subschema_for::<Event>();
     g.subschema_for::<Binding>();
+    g.subschema_for::<Secret>();
+    g.subschema_for::<ConfigMap>();
+    g.subschema_for::<ServiceAccount>();
     g.subschema_for::<Eviction>();
     g.subschema_for::<Status>();
     g.subschema_for::<DeleteOptions>();
@@ -256,6 +310,17 @@ fn core_schemas() -> Map<String, Value> {
         ),
         ("EventList", "io.k8s.api.core.v1.Event", "events"),
         ("NodeList", "io.k8s.api.core.v1.Node", "Node objects"),
+        ("SecretList", "io.k8s.api.core.v1.Secret", "Secrets"),
+        (
+            "ConfigMapList",
+            "io.k8s.api.core.v1.ConfigMap",
+            "ConfigMaps",
+        ),
+        (
+            "ServiceAccountList",
+            "io.k8s.api.core.v1.ServiceAccount",
+            "ServiceAccounts",
+        ),
     ] {
         schemas.insert(
             format!("io.k8s.api.core.v1.{list}"),
@@ -310,6 +375,31 @@ fn policy_schemas() -> Map<String, Value> {
             "PodDisruptionBudgetList",
             "io.k8s.api.policy.v1.PodDisruptionBudget",
             "list of PodDisruptionBudgets",
+        ),
+    );
+    finish(&mut schemas);
+    schemas
+}
+
+fn scheduling_schemas() -> Map<String, Value> {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        APIResourceList, DeleteOptions, Patch, Status, WatchEvent,
+    };
+    let mut g = generator();
+    g.subschema_for::<PriorityClass>();
+    g.subschema_for::<Status>();
+    g.subschema_for::<DeleteOptions>();
+    g.subschema_for::<Patch>();
+    g.subschema_for::<WatchEvent<PriorityClass>>();
+    g.subschema_for::<APIResourceList>();
+    let mut schemas = g.take_definitions(true);
+    schemas.insert(
+        "io.k8s.api.scheduling.v1.PriorityClassList".to_owned(),
+        list_schema(
+            "PriorityClassList",
+            "io.k8s.api.scheduling.v1.PriorityClass",
+            "PriorityClasses",
         ),
     );
     finish(&mut schemas);
@@ -398,6 +488,21 @@ const KINDS: &[(&str, &[Gvk])] = &[
     ("io.k8s.api.core.v1.Event", &[("", "v1", "Event")]),
     ("io.k8s.api.core.v1.EventList", &[("", "v1", "EventList")]),
     ("io.k8s.api.core.v1.Binding", &[("", "v1", "Binding")]),
+    ("io.k8s.api.core.v1.Secret", &[("", "v1", "Secret")]),
+    ("io.k8s.api.core.v1.SecretList", &[("", "v1", "SecretList")]),
+    ("io.k8s.api.core.v1.ConfigMap", &[("", "v1", "ConfigMap")]),
+    (
+        "io.k8s.api.core.v1.ConfigMapList",
+        &[("", "v1", "ConfigMapList")],
+    ),
+    (
+        "io.k8s.api.core.v1.ServiceAccount",
+        &[("", "v1", "ServiceAccount")],
+    ),
+    (
+        "io.k8s.api.core.v1.ServiceAccountList",
+        &[("", "v1", "ServiceAccountList")],
+    ),
     (
         "io.k8s.api.policy.v1.Eviction",
         &[("policy", "v1", "Eviction")],
@@ -413,6 +518,14 @@ const KINDS: &[(&str, &[Gvk])] = &[
     (
         "io.k8s.api.coordination.v1.Lease",
         &[("coordination.k8s.io", "v1", "Lease")],
+    ),
+    (
+        "io.k8s.api.scheduling.v1.PriorityClass",
+        &[("scheduling.k8s.io", "v1", "PriorityClass")],
+    ),
+    (
+        "io.k8s.api.scheduling.v1.PriorityClassList",
+        &[("scheduling.k8s.io", "v1", "PriorityClassList")],
     ),
     (
         "io.k8s.api.coordination.v1.LeaseList",
@@ -436,6 +549,7 @@ const KINDS: &[(&str, &[Gvk])] = &[
             ("", "v1", "DeleteOptions"),
             ("coordination.k8s.io", "v1", "DeleteOptions"),
             ("policy", "v1", "DeleteOptions"),
+            ("scheduling.k8s.io", "v1", "DeleteOptions"),
         ],
     ),
     (
@@ -444,6 +558,7 @@ const KINDS: &[(&str, &[Gvk])] = &[
             ("", "v1", "WatchEvent"),
             ("coordination.k8s.io", "v1", "WatchEvent"),
             ("policy", "v1", "WatchEvent"),
+            ("scheduling.k8s.io", "v1", "WatchEvent"),
         ],
     ),
 ];
@@ -459,6 +574,14 @@ type ListField = (
     &'static [&'static str],
 );
 const LISTS: &[ListField] = &[
+    (
+        "io.k8s.api.core.v1.ServiceAccount",
+        "secrets",
+        Some("name"),
+        Some("merge"),
+        "",
+        &[],
+    ),
     (
         "io.k8s.api.policy.v1.PodDisruptionBudgetStatus",
         "conditions",

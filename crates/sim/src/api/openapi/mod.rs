@@ -24,7 +24,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use jiff::Timestamp;
 
 /// The group versions the sim documents, with their embedded documents.
-const SOURCES: [(&str, &str); 4] = [
+const SOURCES: [(&str, &str); 5] = [
     ("api/v1", include_str!("api__v1.json")),
     (
         "apis/argoproj.io/v1alpha1",
@@ -35,6 +35,10 @@ const SOURCES: [(&str, &str); 4] = [
         include_str!("apis__coordination.k8s.io__v1.json"),
     ),
     ("apis/policy/v1", include_str!("apis__policy__v1.json")),
+    (
+        "apis/scheduling.k8s.io/v1",
+        include_str!("apis__scheduling.k8s.io__v1.json"),
+    ),
 ];
 
 /// A document as served: compact JSON and its hash.
@@ -151,9 +155,21 @@ fn serve(doc: &Doc, headers: &HeaderMap, mut extra: Vec<(header::HeaderName, Str
     response
 }
 
-/// `GET /openapi/v3`: the index of group versions.
+/// `GET /openapi/v3`: the index of group versions. kube-apiserver's aggregator serves it with
+/// `http.ServeContent` and sets no content type, so Go sniffs the JSON as
+/// `text/plain; charset=utf-8`, and it sends no ETag (kube-openapi `pkg/handler3/handler.go`
+/// `HandleDiscovery`; measured on 1.32.13, see shared/reference/real-apiserver-facts.md).
 pub async fn v3_index(headers: HeaderMap) -> Response {
-    serve(&DOCS.index, &headers, Vec::new())
+    let mut response = serve(&DOCS.index, &headers, Vec::new());
+    let r = response.headers_mut();
+    r.remove(header::ETAG);
+    if r.contains_key(header::CONTENT_TYPE) {
+        r.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+    }
+    response
 }
 
 /// `GET /openapi/v3/<group version>[?hash=...]`.
@@ -258,6 +274,10 @@ mod tests {
             "Lease",
             "PodDisruptionBudget",
             "WorkflowTaskResult",
+            "Secret",
+            "ConfigMap",
+            "ServiceAccount",
+            "PriorityClass",
         ] {
             assert!(kinds.contains(&format!("\"{kind}\"")), "{kind}: {kinds:?}");
         }
