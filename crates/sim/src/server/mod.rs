@@ -354,7 +354,7 @@ async fn serve_connection(
         None => Box::new(io),
     };
     // The auto builder reads the client's preface, so ALPN needs no branch here.
-    let conn = builder.serve_connection(TokioIo::new(io), service);
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     let mut conn = std::pin::pin!(conn);
     let result = tokio::select! {
         () = ctl.killed() => return,
@@ -441,6 +441,7 @@ impl Sim {
             max_bytes: cfg.max_request_body,
             read_timeout: cfg.body_read_timeout,
         });
+        state.set_exec_processes(cfg.kubelet.exec);
         let tls = if cfg.tls {
             Some(TlsMaterial::generate(!cfg.http1_only)?)
         } else {
