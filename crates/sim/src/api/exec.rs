@@ -32,7 +32,7 @@ use std::process::Stdio;
 use axum::body::Body;
 use axum::extract::FromRequestParts;
 use axum::extract::Request;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -57,9 +57,12 @@ const STDERR: u8 = 2;
 const ERROR: u8 = 3;
 const CLOSE: u8 = 255;
 
-/// The subprotocols served, as kube-apiserver's translator lists them; the client's order picks.
-const PROTOCOLS: [&str; 4] = [
-    "v5.channel.k8s.io",
+/// The protocol of kube-apiserver's stream translator (`v5.channel.k8s.io`).
+const V5: &str = "v5.channel.k8s.io";
+
+/// The kubelet's WebSocket protocols the sim serves, client's order deciding (the unversioned
+/// binary `channel.k8s.io`, whose error channel is plain text, is not served).
+const KUBELET_PROTOCOLS: [&str; 3] = [
     "v4.channel.k8s.io",
     "v4.base64.channel.k8s.io",
     "base64.channel.k8s.io",
@@ -146,19 +149,37 @@ pub async fn pod_exec(
     let Ok(upgrade) = WebSocketUpgrade::from_request_parts(&mut parts, &()).await else {
         return Err(ApiError::bad_request("Upgrade request required"));
     };
-    let Some(protocol) = offered
-        .iter()
-        .find(|p| PROTOCOLS.contains(&p.as_str()))
-        .cloned()
-    else {
-        // golang.org/x/net/websocket answers a failed handshake with 403 and no body.
-        let _ = upgrade;
-        return Ok((StatusCode::FORBIDDEN, Body::empty()).into_response());
+    // A v5 offer goes to kube-apiserver's stream translator, which speaks v5 only
+    // (`wsstream.IsWebSocketRequestWithStreamCloseProtocol` picks it); anything else is proxied to
+    // the kubelet, whose WebSocket server (`pkg/kubelet/cri/streaming/remotecommand/websocket.go`)
+    // speaks the v4 and base64 protocols.
+    let translated = offered.iter().any(|p| p == V5);
+    let protocol = if translated {
+        Some(V5.to_owned())
+    } else {
+        offered
+            .iter()
+            .find(|p| KUBELET_PROTOCOLS.contains(&p.as_str()))
+            .cloned()
     };
     let answer = Answer::choose(state, &pod, &container);
+    if !translated && matches!(answer, Answer::NotRunning) {
+        // The kubelet refuses before upgrading (`streaming.WriteError`: 500, the error as text),
+        // and the apiserver's UpgradeAwareHandler passes its answer through.
+        return Ok((
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("container not found (\"{container}\")"),
+        )
+            .into_response());
+    }
+    let Some(protocol) = protocol else {
+        // golang.org/x/net/websocket answers a failed subprotocol handshake with 403.
+        return Ok((StatusCode::FORBIDDEN, Body::empty()).into_response());
+    };
     let session = Session {
         base64: protocol.contains("base64"),
-        v5: protocol == "v5.channel.k8s.io",
+        v5: translated,
         params,
         container,
     };
@@ -230,20 +251,14 @@ impl Answer {
                 .chain(s.init_container_statuses.iter().flatten())
                 .chain(s.ephemeral_container_statuses.iter().flatten())
                 .any(|cs| {
-                    cs.name == container
-                        && cs.state.as_ref().is_some_and(|st| st.running.is_some())
+                    cs.name == container && cs.state.as_ref().is_some_and(|st| st.running.is_some())
                 })
         });
         if !running {
             return Answer::NotRunning;
         }
         let key = format!("{SCRIPT_ANNOTATION_PREFIX}{container}");
-        if let Some(script) = pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(&key))
-        {
+        if let Some(script) = pod.metadata.annotations.as_ref().and_then(|a| a.get(&key)) {
             return Answer::Script(serde_json::from_str(script).map_err(|e| {
                 format!(
                     "annotation {key} is not a valid exec script ({e}); expected JSON \
@@ -283,14 +298,24 @@ fn success_status() -> serde_json::Value {
     serde_json::json!({"metadata": {}, "status": "Success"})
 }
 
-/// `codeExitToStatusError` of streamtranslator.go; the inner message is client-go's
-/// `errorDecoderV4` (`command terminated with exit code N`), as the translator reads the kubelet
-/// through client-go.
-fn exit_status(code: i32) -> serde_json::Value {
+/// A non-zero exit code as a `Status`. The kubelet's `ServeExec`
+/// (`pkg/kubelet/cri/streaming/remotecommand/exec.go`) wraps the runtime's error (containerd's
+/// `error executing command [argv], exit code N`); on v5, streamtranslator.go's
+/// `codeExitToStatusError` wraps what client-go's `errorDecoderV4` made of that
+/// (`command terminated with exit code N`).
+fn exit_status(code: i32, command: &[String], v5: bool) -> serde_json::Value {
+    let inner = if v5 {
+        format!("command terminated with exit code {code}")
+    } else {
+        format!(
+            "error executing command [{}], exit code {code}",
+            command.join(" ")
+        )
+    };
     serde_json::json!({
         "metadata": {},
         "status": "Failure",
-        "message": format!("command terminated with non-zero exit code: command terminated with exit code {code}"),
+        "message": format!("command terminated with non-zero exit code: {inner}"),
         "reason": "NonZeroExitCode",
         "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]},
     })
@@ -405,7 +430,7 @@ impl Session {
                 if script.exit_code == 0 {
                     success_status()
                 } else {
-                    exit_status(script.exit_code)
+                    exit_status(script.exit_code, &self.params.command, self.v5)
                 }
             }
             Answer::Process(container, hostname) => {
@@ -415,7 +440,14 @@ impl Session {
         let _ = out_tx
             .send(self.frame(ERROR, status.to_string().as_bytes()))
             .await;
-        let _ = out_tx.send(Message::Close(None)).await;
+        // A normal closure (1000): clients read it as the end of every stream (a close without
+        // a code is an error to gorilla/websocket, kubectl's library).
+        let _ = out_tx
+            .send(Message::Close(Some(CloseFrame {
+                code: axum::extract::ws::close_code::NORMAL,
+                reason: "".into(),
+            })))
+            .await;
         drop(out_tx);
         let _ = writer.await;
         reader.abort();
@@ -495,7 +527,7 @@ impl Session {
                 if code == 0 {
                     success_status()
                 } else {
-                    exit_status(code)
+                    exit_status(code, &self.params.command, self.v5)
                 }
             }
             Err(e) => internal_status(&format!("error executing command in container: {e}")),
@@ -504,9 +536,7 @@ impl Session {
 }
 
 /// Moves the stdin receiver into the feeding task.
-fn stdin_rx_take(
-    rx: &mut mpsc::Receiver<Option<Vec<u8>>>,
-) -> mpsc::Receiver<Option<Vec<u8>>> {
+fn stdin_rx_take(rx: &mut mpsc::Receiver<Option<Vec<u8>>>) -> mpsc::Receiver<Option<Vec<u8>>> {
     let (_tx, empty) = mpsc::channel(1);
     std::mem::replace(rx, empty)
 }
@@ -559,7 +589,11 @@ mod tests {
 
     #[test]
     fn exec_exit_status_is_the_translators_non_zero_exit_code_status() {
-        let s = exit_status(3);
+        let s = exit_status(3, &["sh".into(), "-c".into(), "exit 3".into()], false);
+        assert_eq!(
+            s["message"],
+            "command terminated with non-zero exit code: error executing command [sh -c exit 3], exit code 3"
+        );
         assert_eq!(s["reason"], "NonZeroExitCode");
         assert_eq!(s["details"]["causes"][0]["reason"], "ExitCode");
         assert_eq!(s["details"]["causes"][0]["message"], "3");
