@@ -372,19 +372,25 @@ impl Session {
         let (base64, v5) = (self.base64, self.v5);
         let reader = tokio::spawn(async move {
             while let Some(Ok(msg)) = incoming.next().await {
-                let data = match msg {
-                    Message::Binary(b) if !base64 => b.to_vec(),
-                    Message::Text(t) if base64 => {
-                        let t = t.as_str();
-                        let Some(ch) = t.bytes().next() else { continue };
-                        let Ok(mut rest) = BASE64.decode(&t[1..]) else {
-                            continue;
-                        };
-                        rest.insert(0, ch.wrapping_sub(b'0'));
-                        rest
-                    }
+                // x/net/websocket's `Message.Receive` into bytes takes text and binary frames
+                // alike (the Python client sends stdin as text frames).
+                let raw = match msg {
+                    Message::Binary(b) => b.to_vec(),
+                    Message::Text(t) => t.as_str().as_bytes().to_vec(),
                     Message::Close(_) => break,
                     _ => continue,
+                };
+                let data = if base64 {
+                    let Some((&ch, rest)) = raw.split_first() else {
+                        continue;
+                    };
+                    let Ok(mut decoded) = BASE64.decode(rest) else {
+                        continue;
+                    };
+                    decoded.insert(0, ch.wrapping_sub(b'0'));
+                    decoded
+                } else {
+                    raw
                 };
                 match data.split_first() {
                     Some((&CLOSE, [STDIN])) if v5 => {
