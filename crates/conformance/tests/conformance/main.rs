@@ -7,6 +7,7 @@
 //! the sim learns it.
 
 mod deletes;
+mod exec;
 mod openapi;
 mod pods;
 mod query;
