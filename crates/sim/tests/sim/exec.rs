@@ -240,5 +240,46 @@ async fn kubectl_exec_errors_are_kubes() {
         "{out:?}"
     );
     assert!(!out.status.success());
+
+    // A container that has exited while the pod runs: kube-apiserver's v5 translator has
+    // upgraded already, so the kubelet's refusal comes back as an InternalError Status.
+    let mut pod = sleeper("exec-done", dir.path());
+    pod["spec"]["containers"]
+        .as_array_mut()
+        .expect("containers")
+        .push(serde_json::json!({"name": "done", "image": "busybox", "command": ["true"]}));
+    run_pod_created(kc.path(), pod).await;
+    ok(&kubectl(
+        kc.path(),
+        &[
+            "wait",
+            "--for=jsonpath={.status.containerStatuses[1].state.terminated.reason}=Completed",
+            "pod/exec-done",
+            "--timeout=20s",
+        ],
+    )
+    .await);
+    let out = kubectl(
+        kc.path(),
+        &["exec", "exec-done", "-c", "done", "--", "true"],
+    )
+    .await;
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            r#"Internal error occurred: unable to upgrade connection: container not found ("done")"#
+        ),
+        "{out:?}"
+    );
+    assert!(!out.status.success());
     sim.shutdown().await;
+}
+
+/// Creates `pod` (JSON) with kubectl.
+async fn run_pod_created(kubeconfig: &std::path::Path, pod: serde_json::Value) {
+    ok(&kubectl_stdin(
+        kubeconfig,
+        &["create", "-f", "-"],
+        pod.to_string().as_bytes(),
+    )
+    .await);
 }
