@@ -370,7 +370,10 @@ impl Session {
         let _ = out_tx.send(self.frame(first, &[])).await;
         let (stdin_tx, stdin_rx) = mpsc::channel::<Option<Vec<u8>>>(16);
         let (base64, v5) = (self.base64, self.v5);
+        // Fires when the client's side of the socket ends (close or error): the process goes.
+        let (gone_tx, gone_rx) = tokio::sync::oneshot::channel::<()>();
         let reader = tokio::spawn(async move {
+            let _gone = gone_tx;
             while let Some(Ok(msg)) = incoming.next().await {
                 // x/net/websocket's `Message.Receive` into bytes takes text and binary frames
                 // alike (the Python client sends stdin as text frames).
@@ -440,7 +443,8 @@ impl Session {
                 }
             }
             Answer::Process(container, hostname) => {
-                self.process(&container, &hostname, &out_tx, stdin_rx).await
+                self.process(&container, &hostname, &out_tx, stdin_rx, gone_rx)
+                    .await
             }
         };
         let _ = out_tx
@@ -466,6 +470,7 @@ impl Session {
         hostname: &str,
         out: &mpsc::Sender<Message>,
         mut stdin_rx: mpsc::Receiver<Option<Vec<u8>>>,
+        gone: tokio::sync::oneshot::Receiver<()>,
     ) -> serde_json::Value {
         let Some((program, args)) = self.params.command.split_first() else {
             return internal_status(
@@ -522,7 +527,15 @@ impl Session {
             pump(child.stdout.take(), STDOUT, self, out),
             pump(child.stderr.take(), err_channel, self, out),
         );
-        let (waited, _) = tokio::join!(child.wait(), pumps);
+        let ran = async { tokio::join!(child.wait(), pumps) };
+        let waited = tokio::select! {
+            (waited, _) = ran => waited,
+            // The client went away: returning drops the child, which kills it (kill_on_drop).
+            _ = gone => {
+                feed.abort();
+                return internal_status("error executing command in container: the client went away");
+            }
+        };
         feed.abort();
         match waited {
             Ok(status) => {

@@ -283,3 +283,41 @@ async fn run_pod_created(kubeconfig: &std::path::Path, pod: serde_json::Value) {
     )
     .await);
 }
+
+/// A client that goes away mid-command takes the command with it (as a kubelet's exec session
+/// ends with its stream): the process is killed, not left running.
+#[tokio::test]
+async fn an_exec_process_is_killed_when_the_client_disconnects() {
+    let sim = exec_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_pod(kc.path(), sleeper("exec-gone", dir.path())).await;
+    let pidfile = dir.path().join("pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
+    let mut client = kubectl_cmd(kc.path(), &["exec", "exec-gone", "--", "sh", "-c", &script])
+        .spawn()
+        .expect("kubectl runs");
+    let read_pid = || {
+        std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+    };
+    assert!(
+        podline_testkit::wait_until(Duration::from_secs(20), || async { read_pid().is_some() })
+            .await,
+        "the command never started"
+    );
+    let pid = read_pid().expect("pid");
+    client.kill().await.expect("kill kubectl");
+    let alive = || {
+        std::process::Command::new("kill")
+            .args(["-0", &pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    assert!(
+        podline_testkit::wait_until(Duration::from_secs(10), || async { !alive() }).await,
+        "the exec process {pid} outlived its client"
+    );
+    sim.shutdown().await;
+}
