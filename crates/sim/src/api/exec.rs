@@ -7,13 +7,17 @@
 //!   not valid for pod Y`, or `a container name must be specified for pod Y, choose one of: [..]`)
 //!   and that the pod has a node (400 `pod Y does not have a host assigned`). A request that is
 //!   not an upgrade gets 400 `Upgrade request required` (`UpgradeAwareHandler`).
-//! - Then `staging/src/k8s.io/apiserver/pkg/util/proxy/streamtranslator.go` upgrades the
-//!   WebSocket *first* and reports everything the kubelet says on the error channel: success as
-//!   a `Status` with `status: Success`; an exit code as `reason: NonZeroExitCode` with
-//!   `details.causes: [{reason: ExitCode, message: "N"}]` (`codeExitToStatusError`); any other
-//!   failure (the kubelet's `container not found ("c")` for a container that is not running,
-//!   `pkg/kubelet/kubelet_pods.go` `GetExec`, seen through client-go's SPDY upgrade as `unable
-//!   to upgrade connection: ...`) as an `InternalError`.
+//! - A client offering `v5.channel.k8s.io` gets the stream translator
+//!   (`staging/src/k8s.io/apiserver/pkg/util/proxy/streamtranslator.go`, v5 only), which
+//!   upgrades the WebSocket *first* and reports everything the kubelet says on the error
+//!   channel: success as a `Status` with `status: Success`; an exit code as `reason:
+//!   NonZeroExitCode` with `details.causes: [{reason: ExitCode, message: "N"}]`
+//!   (`codeExitToStatusError`); any other failure (the kubelet's `container not found ("c")` for
+//!   a container that is not running, `pkg/kubelet/kubelet_pods.go` `GetExec`, seen through
+//!   client-go's SPDY upgrade as `unable to upgrade connection: ...`) as an `InternalError`.
+//! - Any other offer is proxied to the kubelet (`pkg/kubelet/cri/streaming/remotecommand`:
+//!   `websocket.go` serves v4 and the base64 protocols, `exec.go` writes the exit `Status`), which
+//!   refuses a container that is not running before upgrading (500, the error as text).
 //! - Channels (`staging/src/k8s.io/apimachinery/pkg/util/remotecommand/constants.go`): 0 stdin,
 //!   1 stdout, 2 stderr, 3 error, 4 resize, and on `v5.channel.k8s.io` 255 close (`[255, 0]`:
 //!   the client's stdin ended, `staging/src/k8s.io/client-go/tools/remotecommand/v5.go`). The
@@ -400,9 +404,8 @@ impl Session {
                         let _ = stdin_tx.send(None).await;
                     }
                     Some((&STDIN, rest)) => {
-                        if stdin_tx.send(Some(rest.to_vec())).await.is_err() {
-                            continue;
-                        }
+                        // No receiver: the command does not read stdin (any more).
+                        let _ = stdin_tx.send(Some(rest.to_vec())).await;
                     }
                     // Resize (4) and anything else: no terminal to resize.
                     _ => {}
@@ -469,7 +472,7 @@ impl Session {
         container: &Container,
         hostname: &str,
         out: &mpsc::Sender<Message>,
-        mut stdin_rx: mpsc::Receiver<Option<Vec<u8>>>,
+        stdin_rx: mpsc::Receiver<Option<Vec<u8>>>,
         gone: tokio::sync::oneshot::Receiver<()>,
     ) -> serde_json::Value {
         let Some((program, args)) = self.params.command.split_first() else {
@@ -521,7 +524,7 @@ impl Session {
             }
         };
         let stdin = child.stdin.take();
-        let feed = tokio::spawn(feed_stdin(stdin, stdin_rx_take(&mut stdin_rx)));
+        let feed = tokio::spawn(feed_stdin(stdin, stdin_rx));
         let err_channel = if self.params.tty { STDOUT } else { STDERR };
         let pumps = futures::future::join(
             pump(child.stdout.take(), STDOUT, self, out),
@@ -552,12 +555,6 @@ impl Session {
             Err(e) => internal_status(&format!("error executing command in container: {e}")),
         }
     }
-}
-
-/// Moves the stdin receiver into the feeding task.
-fn stdin_rx_take(rx: &mut mpsc::Receiver<Option<Vec<u8>>>) -> mpsc::Receiver<Option<Vec<u8>>> {
-    let (_tx, empty) = mpsc::channel(1);
-    std::mem::replace(rx, empty)
 }
 
 /// Writes the client's stdin frames into the child until the client closes stdin.
