@@ -1,5 +1,6 @@
-//! `GET /api/v1/namespaces/{ns}/pods/{name}/exec`: a command in a running container, over the
-//! WebSocket remote-command protocol kubectl 1.30+ and the Python client's `stream()` speak.
+//! `GET /api/v1/namespaces/{ns}/pods/{name}/exec` (a command in a running container) and
+//! `.../attach` (the running container's output), over the WebSocket remote-command protocol
+//! kubectl 1.30+ and the Python client's `stream()` speak.
 //!
 //! As kube-apiserver 1.32 serves it (read from upstream, not copied):
 //! - Before any upgrade, `pkg/registry/core/pod/strategy.go` (`ExecLocation` -> `streamLocation`,
@@ -47,6 +48,8 @@ use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{ChildStdin, Command};
 use tokio::sync::mpsc;
+
+use podline_sim_core::cluster::Cluster;
 
 use super::{AppState, RequestInfo};
 use crate::status::ApiError;
@@ -128,6 +131,26 @@ pub async fn pod_exec(
     info: &RequestInfo,
     req: Request,
 ) -> Result<Response, ApiError> {
+    serve(state, info, req, false).await
+}
+
+/// Serves `pods/attach`: the same checks and protocols as exec (`AttachLocation` shares
+/// `streamLocation`), then the container's output from now on, on stdout, until it exits
+/// (Success). The sim's containers have no stdin to attach to: stdin frames are ignored.
+pub async fn pod_attach(
+    state: &AppState,
+    info: &RequestInfo,
+    req: Request,
+) -> Result<Response, ApiError> {
+    serve(state, info, req, true).await
+}
+
+async fn serve(
+    state: &AppState,
+    info: &RequestInfo,
+    req: Request,
+    attach: bool,
+) -> Result<Response, ApiError> {
     let params = ExecParams::parse(req.uri().query());
     let pod = state
         .cluster()
@@ -166,7 +189,10 @@ pub async fn pod_exec(
             .find(|p| KUBELET_PROTOCOLS.contains(&p.as_str()))
             .cloned()
     };
-    let answer = Answer::choose(state, &pod, &container);
+    let mut answer = Answer::choose(state, &pod, &container);
+    if attach && !matches!(answer, Answer::NotRunning) {
+        answer = Answer::Attach(pod.metadata.uid.clone().unwrap_or_default());
+    }
     if !translated && matches!(answer, Answer::NotRunning) {
         // The kubelet refuses before upgrading (`streaming.WriteError`: 500, the error as text),
         // and the apiserver's UpgradeAwareHandler passes its answer through.
@@ -187,9 +213,10 @@ pub async fn pod_exec(
         params,
         container,
     };
+    let cluster = state.cluster().clone();
     Ok(upgrade
         .protocols([protocol])
-        .on_upgrade(move |socket| session.run(socket, answer)))
+        .on_upgrade(move |socket| session.run(socket, answer, cluster)))
 }
 
 /// kube's `validateContainer` (`pkg/registry/core/pod/strategy.go`): the named container must be
@@ -244,6 +271,8 @@ enum Answer {
     Script(Result<Script, String>),
     /// Neither `--exec` nor a script: nothing can run the command.
     Nothing,
+    /// `pods/attach`: the running container's output (the log of this pod uid) from now on.
+    Attach(String),
 }
 
 impl Answer {
@@ -352,7 +381,7 @@ impl Session {
         }
     }
 
-    async fn run(self, socket: WebSocket, answer: Answer) {
+    async fn run(self, socket: WebSocket, answer: Answer, cluster: Cluster) {
         let (mut sink, mut incoming) = socket.split();
         let (out_tx, mut out_rx) = mpsc::channel::<Message>(64);
         let writer = tokio::spawn(async move {
@@ -444,6 +473,31 @@ impl Session {
                 } else {
                     exit_status(script.exit_code, &self.params.command, self.v5)
                 }
+            }
+            Answer::Attach(uid) => {
+                let query = podline_sim_core::logs::LogQuery {
+                    follow: true,
+                    timestamps: false,
+                    since_time: None,
+                    since_seconds: None,
+                    tail_lines: Some(0),
+                    limit_bytes: None,
+                };
+                let mut lines = cluster.logs().stream(&uid, &self.container, query);
+                let mut gone = gone_rx;
+                loop {
+                    tokio::select! {
+                        chunk = lines.next() => match chunk {
+                            Some(bytes) if self.params.stdout => {
+                                let _ = out_tx.send(self.frame(STDOUT, &bytes)).await;
+                            }
+                            Some(_) => {}
+                            None => break,
+                        },
+                        _ = &mut gone => break,
+                    }
+                }
+                success_status()
             }
             Answer::Process(container, hostname) => {
                 self.process(&container, &hostname, &out_tx, stdin_rx, gone_rx)

@@ -107,6 +107,7 @@ async fn handle<K: ApiKind>(
     match (info.subresource.as_str(), info.verb.as_str()) {
         ("log", "get") if is_pod => super::logs::pod_log(&state, &info, query.as_deref()).await,
         ("exec", "get" | "create") if is_pod => super::exec::pod_exec(&state, &info, req).await,
+        ("attach", "get" | "create") if is_pod => super::exec::pod_attach(&state, &info, req).await,
         ("binding", "create") if is_pod => {
             let dry_run = is_dry_run(query.as_deref())?;
             let body = read_body(&state, req).await?;

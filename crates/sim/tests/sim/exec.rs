@@ -321,3 +321,31 @@ async fn an_exec_process_is_killed_when_the_client_disconnects() {
     );
     sim.shutdown().await;
 }
+
+/// `kubectl attach` streams the running container's output from the moment it attached until
+/// the container exits (the scripted kubelet spreads `log-lines` over the run).
+#[tokio::test]
+async fn kubectl_attach_streams_the_containers_output_until_it_exits() {
+    let sim = podline_testkit::start_sim(SimConfig::default()).await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "attached", "annotations": {
+            "sim.podline.io/duration": "3s",
+            "sim.podline.io/log-lines": "6",
+        }},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
+    });
+    run_pod(kc.path(), pod).await;
+    let out = ok(&kubectl(kc.path(), &["attach", "attached"]).await);
+    let lines: Vec<&str> = out.lines().collect();
+    // From the attach on: a run of consecutive lines ending with the last one.
+    let first: usize = lines
+        .first()
+        .and_then(|l| l.strip_prefix("line "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("kubectl attach printed: {out:?}"));
+    let expected: Vec<String> = (first..=6).map(|n| format!("line {n}")).collect();
+    assert_eq!(lines, expected, "kubectl attach printed: {out:?}");
+    sim.shutdown().await;
+}
