@@ -349,3 +349,27 @@ async fn kubectl_attach_streams_the_containers_output_until_it_exits() {
     assert_eq!(lines, expected, "kubectl attach printed: {out:?}");
     sim.shutdown().await;
 }
+
+/// A `status` fault matching `get` on pods hits an exec before its upgrade, as it would a log
+/// read: kubectl reports the injected 503, and the next exec (the rule spent) runs.
+#[tokio::test]
+async fn a_status_fault_hits_an_exec_before_the_upgrade() {
+    use podline_sim::{FaultAction, FaultRule, FaultVerb};
+    let sim = exec_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_pod(kc.path(), sleeper("exec-fault", dir.path())).await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(503))
+            .verb(FaultVerb::Get)
+            .resource("pods")
+            .times(1),
+    );
+    // kubectl's WebSocket GET meets the rule; its SPDY fallback (a POST) is not served.
+    let out = kubectl(kc.path(), &["exec", "exec-fault", "--", "echo", "hi"]).await;
+    assert!(!out.status.success(), "{out:?}");
+    assert!(sim.faults().list().is_empty(), "the exec met the rule");
+    let out = ok(&kubectl(kc.path(), &["exec", "exec-fault", "--", "echo", "hi"]).await);
+    assert_eq!(out, "hi\n");
+    sim.shutdown().await;
+}
