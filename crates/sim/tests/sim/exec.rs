@@ -373,3 +373,21 @@ async fn a_status_fault_hits_an_exec_before_the_upgrade() {
     assert_eq!(out, "hi\n");
     sim.shutdown().await;
 }
+
+/// An HTTP/1.1-only sim serves the exec WebSocket too (its connections are served by hyper's
+/// HTTP/1 builder, with upgrades).
+#[tokio::test]
+async fn kubectl_exec_works_against_an_http1_only_sim() {
+    let sim = podline_testkit::start_sim(
+        SimConfig::default()
+            .kubelet(KubeletConfig::default().exec(true))
+            .http1_only(true),
+    )
+    .await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_pod(kc.path(), sleeper("exec-h1", dir.path())).await;
+    let out = ok(&kubectl(kc.path(), &["exec", "exec-h1", "--", "echo", "hi"]).await);
+    assert_eq!(out, "hi\n");
+    sim.shutdown().await;
+}
