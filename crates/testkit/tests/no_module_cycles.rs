@@ -64,9 +64,7 @@ fn no_crate_should_have_a_module_cycle() {
         }
     }
     // The check reads what it should: the crates there are, each with edges between modules.
-    for expected in [
-        "client", "launch", "podline", "record", "sim", "sim-core", "store",
-    ] {
+    for expected in ["client", "launch", "podline", "record", "sim", "sim-core", "store"] {
         assert!(
             read.iter().any(|(n, edges)| n == expected && *edges > 10),
             "the checker read too little of crates/{expected}: {read:?}"
