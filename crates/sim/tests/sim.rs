@@ -4,6 +4,7 @@ mod sim {
     pub mod common;
     mod crud;
     mod errors;
+    mod exec;
     mod faults;
     mod gc;
     mod http2;

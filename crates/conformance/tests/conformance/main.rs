@@ -8,6 +8,7 @@
 
 mod config_kinds;
 mod deletes;
+mod exec;
 mod openapi;
 mod pods;
 mod query;

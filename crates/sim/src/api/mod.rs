@@ -15,6 +15,7 @@ mod decode;
 mod delete;
 mod discovery;
 mod eviction;
+mod exec;
 mod filter;
 mod front;
 mod gojson;

@@ -117,6 +117,12 @@ async fn handle<K: ApiKind>(
     );
     match (info.subresource.as_str(), info.verb) {
         ("log", Verb::Get) if is_pod => super::logs::pod_log(&state, &info, query.as_deref()).await,
+        ("exec", Verb::Get | Verb::Create) if is_pod => {
+            super::exec::pod_exec(&state, &info, req).await
+        }
+        ("attach", Verb::Get | Verb::Create) if is_pod => {
+            super::exec::pod_attach(&state, &info, req).await
+        }
         ("binding", Verb::Create) if is_pod => {
             let dry_run = is_dry_run(query.as_deref())?;
             let body = read_body(&state, req).await?;

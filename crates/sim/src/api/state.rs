@@ -47,6 +47,7 @@ struct StateInner {
     bookmark_interval: Duration,
     server: OnceLock<Weak<dyn Transport>>,
     body_limits: OnceLock<BodyLimits>,
+    exec_processes: OnceLock<bool>,
 }
 
 /// How much of a request body the handlers read, and for how long (see
@@ -80,6 +81,7 @@ impl AppState {
                 bookmark_interval,
                 server: OnceLock::new(),
                 body_limits: OnceLock::new(),
+                exec_processes: OnceLock::new(),
             }),
         }
     }
@@ -108,6 +110,17 @@ impl AppState {
     pub fn set_body_limits(&self, limits: BodyLimits) {
         let _ = self.inner.body_limits.set(limits);
     }
+    /// Lets `pods/exec` run commands as local processes: set from the kubelet's `--exec` mode
+    /// (opt-in, as it executes whatever a client asks for); only the first call counts.
+    pub fn set_exec_processes(&self, on: bool) {
+        let _ = self.inner.exec_processes.set(on);
+    }
+
+    /// Whether `pods/exec` runs commands as local processes (see [`Self::set_exec_processes`]).
+    pub fn exec_processes(&self) -> bool {
+        self.inner.exec_processes.get().copied().unwrap_or(false)
+    }
+
     /// The request body limits (the defaults unless set).
     pub fn body_limits(&self) -> BodyLimits {
         self.inner.body_limits.get().copied().unwrap_or_default()

@@ -353,8 +353,30 @@ async fn serve_connection(
         }
         None => Box::new(io),
     };
-    // The auto builder reads the client's preface, so ALPN needs no branch here.
-    let conn = builder.serve_connection(TokioIo::new(io), service);
+    if http1_only {
+        // hyper-util's auto builder sniffs the preface when serving upgrades even if HTTP/1
+        // only, so an HTTP/1-only sim serves with hyper's HTTP/1 builder (the same settings),
+        // upgrades (`pods/exec` WebSockets) included.
+        let mut h1 = hyper::server::conn::http1::Builder::new();
+        h1.timer(HeaderTimer::new(ctl.clone(), timeouts.idle))
+            .header_read_timeout(timeouts.header_read)
+            .keep_alive(true);
+        let conn = h1
+            .serve_connection(TokioIo::new(io), service)
+            .with_upgrades();
+        let result = tokio::select! {
+            () = ctl.killed() => return,
+            () = first_request => return,
+            result = conn => result,
+        };
+        if let Err(err) = result {
+            tracing::debug!(%err, "connection ended with an error");
+        }
+        return;
+    }
+    // The auto builder reads the client's preface, so ALPN needs no branch here; it serves
+    // upgrades (`pods/exec` WebSockets) over HTTP/1.1.
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     let mut conn = std::pin::pin!(conn);
     let result = tokio::select! {
         () = ctl.killed() => return,
@@ -443,6 +465,7 @@ impl Sim {
             max_bytes: cfg.max_request_body,
             read_timeout: cfg.body_read_timeout,
         });
+        state.set_exec_processes(cfg.kubelet.exec);
         let tls = if cfg.tls {
             Some(TlsMaterial::generate(!cfg.http1_only)?)
         } else {

@@ -151,3 +151,19 @@ async fn the_python_client_should_use_secrets_config_maps_and_service_accounts()
     assert!(sim.counts().get("watch", "secrets") >= 1, "it watched");
     sim.shutdown().await;
 }
+
+/// `stream(connect_get_namespaced_pod_exec, ...)` into a pod of a `--exec` sim: the command's
+/// output with the container's env, stdin, and the exit code from the error channel's Status.
+#[tokio::test]
+async fn the_python_client_should_exec_into_a_pod_through_stream() {
+    if !python_client_installed().await {
+        return;
+    }
+    let sim = podline_testkit::start_sim(
+        SimConfig::default().kubelet(podline_sim::KubeletConfig::default().exec(true)),
+    )
+    .await;
+    let kubeconfig = podline_testkit::kubeconfig_file(&sim);
+    run_script("kube_exec.py", kubeconfig.path()).await;
+    sim.shutdown().await;
+}

@@ -1,0 +1,393 @@
+//! `pods/exec` through real kubectl (1.30+ speaks `v5.channel.k8s.io` over WebSocket): a command
+//! run as a process in an `--exec` pod's context, stdin, a non-zero exit code, `kubectl cp` out
+//! of the pod, the scripted answer without `--exec`, and kube's errors.
+
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use podline_sim::{KubeletConfig, Sim, SimConfig};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+fn kubectl_cmd(kubeconfig: &std::path::Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new("kubectl");
+    cmd.arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+async fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Output {
+    let mut cmd = kubectl_cmd(kubeconfig, args);
+    tokio::time::timeout(Duration::from_secs(30), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
+        .expect("kubectl runs")
+}
+
+async fn kubectl_stdin(kubeconfig: &std::path::Path, args: &[&str], input: &[u8]) -> Output {
+    let mut child = kubectl_cmd(kubeconfig, args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    stdin.write_all(input).await.expect("write stdin");
+    drop(stdin);
+    tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
+        .expect("kubectl runs")
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "kubectl failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Creates `pod` (JSON) with kubectl and waits until it is Ready.
+async fn run_pod(kubeconfig: &std::path::Path, pod: serde_json::Value) {
+    let name = pod["metadata"]["name"].as_str().expect("name").to_owned();
+    ok(&kubectl_stdin(
+        kubeconfig,
+        &["create", "-f", "-"],
+        pod.to_string().as_bytes(),
+    )
+    .await);
+    ok(&kubectl(
+        kubeconfig,
+        &[
+            "wait",
+            "--for=condition=Ready",
+            &format!("pod/{name}"),
+            "--timeout=20s",
+        ],
+    )
+    .await);
+}
+
+async fn exec_sim() -> Sim {
+    podline_testkit::start_sim(SimConfig::default().kubelet(KubeletConfig::default().exec(true)))
+        .await
+}
+
+/// A long-running `--exec` pod whose container has an env value and a working directory.
+fn sleeper(name: &str, workdir: &std::path::Path) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "busybox", "command": ["sleep", "60"],
+            "workingDir": workdir.to_str().expect("utf-8 path"),
+            "env": [{"name": "GREETING", "value": "hello from the pod"}],
+        }]},
+    })
+}
+
+#[tokio::test]
+async fn kubectl_exec_runs_the_command_in_the_containers_env_and_working_dir() {
+    let sim = exec_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_pod(kc.path(), sleeper("exec-env", dir.path())).await;
+    let out = ok(&kubectl(kc.path(), &["exec", "exec-env", "--", "echo", "hi"]).await);
+    assert_eq!(out, "hi\n");
+    let out = ok(&kubectl(
+        kc.path(),
+        &[
+            "exec",
+            "exec-env",
+            "--",
+            "sh",
+            "-c",
+            "echo $GREETING; pwd; echo oops >&2",
+        ],
+    )
+    .await);
+    let canonical = dir.path().canonicalize().expect("canonical");
+    assert_eq!(
+        out,
+        format!("hello from the pod\n{}\n", canonical.display())
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubectl_exec_dash_i_feeds_stdin_and_ends_it() {
+    let sim = exec_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_pod(kc.path(), sleeper("exec-stdin", dir.path())).await;
+    // `wc -c` prints only once stdin ended: v5's close signal reached the process.
+    let out = ok(&kubectl_stdin(
+        kc.path(),
+        &[
+            "exec",
+            "-i",
+            "exec-stdin",
+            "--",
+            "sh",
+            "-c",
+            "cat; wc -c </dev/null",
+        ],
+        b"line one\nline two\n",
+    )
+    .await);
+    assert_eq!(out, "line one\nline two\n0\n");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubectl_exec_returns_the_commands_non_zero_exit_code() {
+    let sim = exec_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_pod(kc.path(), sleeper("exec-exit", dir.path())).await;
+    let out = kubectl(
+        kc.path(),
+        &["exec", "exec-exit", "--", "sh", "-c", "echo before; exit 3"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "before\n");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("command terminated with exit code 3"),
+        "{out:?}"
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubectl_cp_copies_a_file_out_of_an_exec_pod() {
+    let sim = exec_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("result.txt");
+    std::fs::write(&src, "the result\n").expect("write the pod's file");
+    run_pod(kc.path(), sleeper("exec-cp", dir.path())).await;
+    let out_dir = tempfile::tempdir().expect("tempdir");
+    let dest = out_dir.path().join("copied.txt");
+    ok(&kubectl(
+        kc.path(),
+        &[
+            "cp",
+            &format!("exec-cp:{}", src.display()),
+            dest.to_str().expect("utf-8 path"),
+        ],
+    )
+    .await);
+    assert_eq!(
+        std::fs::read_to_string(&dest).expect("copied"),
+        "the result\n"
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubectl_exec_without_exec_mode_answers_the_annotation_script() {
+    let sim = podline_testkit::start_sim(SimConfig::default()).await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "scripted", "annotations": {
+            "sim.podline.io/duration": "60s",
+            "sim.podline.io/exec-main": "{\"stdout\": \"42\\n\", \"exitCode\": 7}",
+        }},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
+    });
+    run_pod(kc.path(), pod).await;
+    let out = kubectl(
+        kc.path(),
+        &["exec", "scripted", "--", "cat", "/airflow/xcom/return.json"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "42\n");
+    sim.shutdown().await;
+}
+
+/// kube's errors as kubectl prints them: an unknown pod (404 before any upgrade), a container
+/// the pod does not have (400), and a container that is not running (the kubelet's `container
+/// not found`, reported by kube-apiserver's v5 translator as an internal error after the
+/// upgrade).
+#[tokio::test]
+async fn kubectl_exec_errors_are_kubes() {
+    let sim = exec_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let out = kubectl(kc.path(), &["exec", "nope", "--", "true"]).await;
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(r#"pods "nope" not found"#),
+        "{out:?}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_pod(kc.path(), sleeper("exec-errs", dir.path())).await;
+    let out = kubectl(
+        kc.path(),
+        &["exec", "exec-errs", "-c", "other", "--", "true"],
+    )
+    .await;
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("container other is not valid for pod exec-errs"),
+        "{out:?}"
+    );
+    assert!(!out.status.success());
+
+    // A container that has exited while the pod runs: kube-apiserver's v5 translator has
+    // upgraded already, so the kubelet's refusal comes back as an InternalError Status.
+    let mut pod = sleeper("exec-done", dir.path());
+    pod["spec"]["containers"]
+        .as_array_mut()
+        .expect("containers")
+        .push(serde_json::json!({"name": "done", "image": "busybox", "command": ["true"]}));
+    run_pod_created(kc.path(), pod).await;
+    ok(&kubectl(
+        kc.path(),
+        &[
+            "wait",
+            "--for=jsonpath={.status.containerStatuses[1].state.terminated.reason}=Completed",
+            "pod/exec-done",
+            "--timeout=20s",
+        ],
+    )
+    .await);
+    let out = kubectl(
+        kc.path(),
+        &["exec", "exec-done", "-c", "done", "--", "true"],
+    )
+    .await;
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            r#"Internal error occurred: unable to upgrade connection: container not found ("done")"#
+        ),
+        "{out:?}"
+    );
+    assert!(!out.status.success());
+    sim.shutdown().await;
+}
+
+/// Creates `pod` (JSON) with kubectl.
+async fn run_pod_created(kubeconfig: &std::path::Path, pod: serde_json::Value) {
+    ok(&kubectl_stdin(
+        kubeconfig,
+        &["create", "-f", "-"],
+        pod.to_string().as_bytes(),
+    )
+    .await);
+}
+
+/// A client that goes away mid-command takes the command with it (as a kubelet's exec session
+/// ends with its stream): the process is killed, not left running.
+#[tokio::test]
+async fn an_exec_process_is_killed_when_the_client_disconnects() {
+    let sim = exec_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_pod(kc.path(), sleeper("exec-gone", dir.path())).await;
+    let pidfile = dir.path().join("pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
+    let mut client = kubectl_cmd(kc.path(), &["exec", "exec-gone", "--", "sh", "-c", &script])
+        .spawn()
+        .expect("kubectl runs");
+    let read_pid = || {
+        std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+    };
+    assert!(
+        podline_testkit::wait_until(Duration::from_secs(20), || async { read_pid().is_some() })
+            .await,
+        "the command never started"
+    );
+    let pid = read_pid().expect("pid");
+    client.kill().await.expect("kill kubectl");
+    let alive = || {
+        std::process::Command::new("kill")
+            .args(["-0", &pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    assert!(
+        podline_testkit::wait_until(Duration::from_secs(10), || async { !alive() }).await,
+        "the exec process {pid} outlived its client"
+    );
+    sim.shutdown().await;
+}
+
+/// `kubectl attach` streams the running container's output from the moment it attached until
+/// the container exits (the scripted kubelet spreads `log-lines` over the run).
+#[tokio::test]
+async fn kubectl_attach_streams_the_containers_output_until_it_exits() {
+    let sim = podline_testkit::start_sim(SimConfig::default()).await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "attached", "annotations": {
+            "sim.podline.io/duration": "3s",
+            "sim.podline.io/log-lines": "6",
+        }},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
+    });
+    run_pod(kc.path(), pod).await;
+    let out = ok(&kubectl(kc.path(), &["attach", "attached"]).await);
+    let lines: Vec<&str> = out.lines().collect();
+    // From the attach on: a run of consecutive lines ending with the last one.
+    let first: usize = lines
+        .first()
+        .and_then(|l| l.strip_prefix("line "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("kubectl attach printed: {out:?}"));
+    let expected: Vec<String> = (first..=6).map(|n| format!("line {n}")).collect();
+    assert_eq!(lines, expected, "kubectl attach printed: {out:?}");
+    sim.shutdown().await;
+}
+
+/// A `status` fault matching `get` on pods hits an exec before its upgrade, as it would a log
+/// read: kubectl reports the injected 503, and the next exec (the rule spent) runs.
+#[tokio::test]
+async fn a_status_fault_hits_an_exec_before_the_upgrade() {
+    use podline_sim::{FaultAction, FaultRule, FaultVerb};
+    let sim = exec_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_pod(kc.path(), sleeper("exec-fault", dir.path())).await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::status(503))
+            .verb(FaultVerb::Get)
+            .resource("pods")
+            .times(1),
+    );
+    // kubectl's WebSocket GET meets the rule; its SPDY fallback (a POST) is not served.
+    let out = kubectl(kc.path(), &["exec", "exec-fault", "--", "echo", "hi"]).await;
+    assert!(!out.status.success(), "{out:?}");
+    assert!(sim.faults().list().is_empty(), "the exec met the rule");
+    let out = ok(&kubectl(kc.path(), &["exec", "exec-fault", "--", "echo", "hi"]).await);
+    assert_eq!(out, "hi\n");
+    sim.shutdown().await;
+}
+
+/// An HTTP/1.1-only sim serves the exec WebSocket too (its connections are served by hyper's
+/// HTTP/1 builder, with upgrades).
+#[tokio::test]
+async fn kubectl_exec_works_against_an_http1_only_sim() {
+    let sim = podline_testkit::start_sim(
+        SimConfig::default()
+            .kubelet(KubeletConfig::default().exec(true))
+            .http1_only(true),
+    )
+    .await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_pod(kc.path(), sleeper("exec-h1", dir.path())).await;
+    let out = ok(&kubectl(kc.path(), &["exec", "exec-h1", "--", "echo", "hi"]).await);
+    assert_eq!(out, "hi\n");
+    sim.shutdown().await;
+}
