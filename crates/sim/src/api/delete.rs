@@ -11,7 +11,6 @@ use podline_sim_core::kinds::ApiKind;
 use podline_sim_core::status::ApiError;
 
 use super::respond::json_response;
-use crate::status::ErrorResponse;
 
 /// The answer to a DELETE: pods always answer the object; other kinds a Success Status once gone,
 /// and the object while it waits for finalizers.
