@@ -910,12 +910,14 @@ async fn after_a_30s_freeze_of_every_connection_the_watch_resumes_within_2s() {
 
 /// A termination message no well-behaved container writes, as the sim's kubelet reports it:
 /// NULs (PostgreSQL refuses them in TEXT, SQLite cut at them), the store's escape character and
-/// its escapes, control characters, noncharacters, bidi overrides, SQL, and 64 KiB long.
+/// its escapes, control characters, noncharacters, bidi overrides, SQL, and as long as a
+/// kubelet keeps (4096 bytes: `pkg/kubelet/kuberuntime/kuberuntime_container.go`
+/// `MaxContainerTerminationMessageLength`, which the sim applies too), so it is reported whole.
 fn hostile_message() -> String {
     let unit = "exit\0code\0\0 ␀ ␀0 ␀␀ \\0 \t\r\n\u{1b}[31m\u{7f}\u{85}\u{feff}\u{fffe}\u{ffff} \
                 \u{202e}evil\u{202c} 🧨 e\u{301} '; DROP TABLE pods; -- \"q\" ";
     let mut text = String::new();
-    while text.len() < 64 * 1024 {
+    while text.len() + unit.len() <= 4096 {
         text.push_str(unit);
     }
     text

@@ -10,11 +10,12 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, Time};
 
 use crate::cluster::{Cluster, Write};
+use crate::go_time::go_add_seconds;
 use crate::kinds::ApiKind;
 use crate::status::ApiError;
 
@@ -75,16 +76,6 @@ pub fn check_preconditions<K: ApiKind>(opts: &DeleteOptions, current: &K) -> Res
         )));
     }
     Ok(())
-}
-
-/// `t.Add(time.Duration(secs) * time.Second)` as kube-apiserver computes a deletionTimestamp
-/// (apiserver `pkg/registry/rest/delete.go` `BeforeDelete`): the product wraps in int64
-/// nanoseconds, so every grace period gives an instant within 292 years of `t` that any client
-/// decodes (2^63-1 s wraps to -1 s). The grace period itself is not bounded by validation.
-pub fn go_add_seconds(t: Timestamp, secs: i64) -> Timestamp {
-    let nanos = secs.wrapping_mul(1_000_000_000);
-    t.checked_add(SignedDuration::from_nanos(nanos))
-        .unwrap_or(t)
 }
 
 /// The pod strategy's `CheckGracefulDelete`: the asked grace period (or the pod's own), 0 for a

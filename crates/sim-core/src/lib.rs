@@ -40,6 +40,7 @@
 pub mod cluster;
 pub mod controllers;
 pub mod delete;
+pub mod go_time;
 pub mod kinds;
 pub mod kubelet;
 pub mod logs;

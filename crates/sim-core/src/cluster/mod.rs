@@ -487,7 +487,7 @@ impl Cluster {
                     let requested =
                         match (&meta.deletion_timestamp, meta.deletion_grace_period_seconds) {
                             (Some(ts), Some(grace)) => {
-                                crate::delete::go_add_seconds(ts.0, grace.wrapping_neg())
+                                crate::go_time::go_add_seconds(ts.0, grace.wrapping_neg())
                             }
                             _ => now,
                         };

@@ -3,13 +3,11 @@
 //! kinds without a unit of their own.
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceStatus, Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceStatus, Node};
 
 use crate::cluster::{Cluster, Committed, Kind, Stored, Table, WorkflowTaskResult, Write};
 use crate::part::Part;
 use crate::validation::{Causes, validate_meta};
-
-use super::pod;
 
 /// A kind served by the generic handlers.
 pub trait ApiKind: Kind {
@@ -176,31 +174,5 @@ impl ApiKind for WorkflowTaskResult {
         let mut causes = Causes::default();
         validate_meta(&mut causes, self.meta());
         causes
-    }
-}
-
-impl ApiKind for Pod {
-    const GROUP: &'static str = "";
-    const HAS_STATUS: bool = true;
-    fn table(cluster: &Cluster) -> &Table<Self> {
-        cluster.pod_table()
-    }
-    fn commit<T, E>(
-        cluster: &Cluster,
-        namespace: &str,
-        name: &str,
-        decide: impl FnOnce(Option<&Stored<Self>>) -> Result<(Write<Self>, T), E>,
-    ) -> Result<Committed<Self, T>, E> {
-        cluster.write_pod(namespace, name, decide)
-    }
-    fn admit_against(&mut self, cluster: &Cluster) -> Result<(), crate::status::ApiError> {
-        super::priority_class::admit_pod_priority(cluster, self)
-    }
-    fn admit_create(&mut self) -> Causes {
-        pod::default_pod(self);
-        crate::validation::validate_pod(self)
-    }
-    fn admit_update(&mut self, old: &Self, part: Part) -> Causes {
-        pod::admit_pod_update(self, old, part)
     }
 }

@@ -27,7 +27,7 @@
 //!   streams are up. `base64.channel.k8s.io` / `v4.base64.channel.k8s.io` carry the same
 //!   frames as text: the channel as an ASCII digit, then base64.
 //!
-//! What runs (see docs/sim.md "exec"): with `podline sim --exec` the command runs as a local
+//! What runs (see docs/sim.md "exec"): in the sim's exec mode (`podline sim` with its exec flag) the command runs as a local
 //! process in the container's context (its literal `env` values, `workingDir`, `PATH` and
 //! `HOSTNAME`); otherwise the pod's `sim.podline.io/exec-<container>` annotation scripts the
 //! answer: JSON `{"stdout": "..", "stderr": "..", "exitCode": N}` (all optional).
@@ -269,7 +269,7 @@ enum Answer {
     Process(Box<Container>, String),
     /// The annotation's script.
     Script(Result<Script, String>),
-    /// Neither `--exec` nor a script: nothing can run the command.
+    /// Neither exec mode nor a script: nothing can run the command.
     Nothing,
     /// `pods/attach`: the running container's output (the log of this pod uid) from now on.
     Attach(String),
@@ -450,7 +450,7 @@ impl Session {
             )),
             Answer::Nothing => internal_status(&format!(
                 "error executing command in container: podline sim runs no process for container \
-                 \"{}\": start the sim with --exec, or script the answer with the {}{} annotation",
+                 \"{}\": start the sim in exec mode, or script the answer with the {}{} annotation",
                 self.container, SCRIPT_ANNOTATION_PREFIX, self.container
             )),
             Answer::Script(Err(e)) => {

@@ -110,7 +110,7 @@ impl AppState {
     pub fn set_body_limits(&self, limits: BodyLimits) {
         let _ = self.inner.body_limits.set(limits);
     }
-    /// Lets `pods/exec` run commands as local processes: set from the kubelet's `--exec` mode
+    /// Lets `pods/exec` run commands as local processes: set from the kubelet's exec mode
     /// (opt-in, as it executes whatever a client asks for); only the first call counts.
     pub fn set_exec_processes(&self, on: bool) {
         let _ = self.inner.exec_processes.set(on);

@@ -4,8 +4,11 @@
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, ResourceRequirements, Toleration};
 
+use crate::cluster::{Cluster, Committed, Stored, Table, Write};
 use crate::part::Part;
 use crate::validation::Causes;
+
+use super::api_kind::ApiKind;
 
 mod qos;
 
@@ -210,5 +213,33 @@ fn validate_deadline_update(causes: &mut Causes, new: &Pod, old: &Pod) {
             );
         }
         _ => {}
+    }
+}
+
+/// Pods through the generic handlers: their table, their write path (the pod table's own), the
+/// Priority admission, and the pod strategy's defaults and update rules above.
+impl ApiKind for Pod {
+    const GROUP: &'static str = "";
+    const HAS_STATUS: bool = true;
+    fn table(cluster: &Cluster) -> &Table<Self> {
+        cluster.pod_table()
+    }
+    fn commit<T, E>(
+        cluster: &Cluster,
+        namespace: &str,
+        name: &str,
+        decide: impl FnOnce(Option<&Stored<Self>>) -> Result<(Write<Self>, T), E>,
+    ) -> Result<Committed<Self, T>, E> {
+        cluster.write_pod(namespace, name, decide)
+    }
+    fn admit_against(&mut self, cluster: &Cluster) -> Result<(), crate::status::ApiError> {
+        super::priority_class::admit_pod_priority(cluster, self)
+    }
+    fn admit_create(&mut self) -> Causes {
+        default_pod(self);
+        crate::validation::validate_pod(self)
+    }
+    fn admit_update(&mut self, old: &Self, part: Part) -> Causes {
+        admit_pod_update(self, old, part)
     }
 }
