@@ -11,6 +11,7 @@ mod sim {
     mod kinds;
     mod kubectl;
     mod kubectl_kinds;
+    mod kubectl_kit;
     mod kubelet;
     mod layering;
     mod limits;

@@ -5,27 +5,9 @@
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
+use super::kubectl_kit::{kubectl, kubectl_cmd, ok};
 use podline_sim::{KubeletConfig, Sim, SimConfig};
 use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
-
-fn kubectl_cmd(kubeconfig: &std::path::Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new("kubectl");
-    cmd.arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    cmd
-}
-
-async fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Output {
-    let mut cmd = kubectl_cmd(kubeconfig, args);
-    tokio::time::timeout(Duration::from_secs(30), cmd.output())
-        .await
-        .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
-        .expect("kubectl runs")
-}
 
 async fn kubectl_stdin(kubeconfig: &std::path::Path, args: &[&str], input: &[u8]) -> Output {
     let mut child = kubectl_cmd(kubeconfig, args)
@@ -41,16 +23,6 @@ async fn kubectl_stdin(kubeconfig: &std::path::Path, args: &[&str], input: &[u8]
         .await
         .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
         .expect("kubectl runs")
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "kubectl failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Creates `pod` (JSON) with kubectl and waits until it is Ready.

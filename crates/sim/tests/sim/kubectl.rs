@@ -2,11 +2,12 @@
 //! negotiates by ALPN when offered, as against a real API server) and over HTTP/1.1 (a sim that
 //! does not offer h2).
 
-use std::process::Output;
 use std::time::Duration;
 
 use podline_sim::{Sim, SimConfig};
 use tokio::process::Command;
+
+use super::kubectl_kit::{kubectl, ok};
 
 async fn https_sim() -> Sim {
     podline_testkit::start_sim(SimConfig::default().kubelet_enabled(false)).await
@@ -14,18 +15,6 @@ async fn https_sim() -> Sim {
 
 async fn https_sim_http1_only() -> Sim {
     podline_testkit::start_sim(SimConfig::default().kubelet_enabled(false).http1_only(true)).await
-}
-
-async fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new("kubectl");
-    cmd.arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .kill_on_drop(true);
-    tokio::time::timeout(Duration::from_secs(30), cmd.output())
-        .await
-        .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
-        .expect("kubectl runs")
 }
 
 /// Starts kubectl with its stdout piped, for commands that stream (`get -w`, `logs -f`); it is
@@ -39,16 +28,6 @@ fn kubectl_streaming(kubeconfig: &std::path::Path, args: &[&str]) -> tokio::proc
         .kill_on_drop(true)
         .spawn()
         .expect("kubectl runs")
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "kubectl failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[tokio::test]

@@ -4,41 +4,13 @@
 //! kubectl's server-side table columns. And a secret's value, followed through a create, a
 //! read, refused writes and a delete, never reaches the sim's logs or its audit stream.
 
-use std::process::Output;
 use std::time::Duration;
 
+use super::kubectl_kit::{failed, kubectl, ok};
 use podline_sim::{Sim, SimConfig};
-use tokio::process::Command;
 
 async fn https_sim() -> Sim {
     podline_testkit::start_sim(SimConfig::default().kubelet_enabled(false)).await
-}
-
-async fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new("kubectl");
-    cmd.arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .kill_on_drop(true);
-    tokio::time::timeout(Duration::from_secs(30), cmd.output())
-        .await
-        .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
-        .expect("kubectl runs")
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "kubectl failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn failed(out: &Output) -> String {
-    assert!(!out.status.success(), "kubectl should have failed");
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The words of a table's lines, without the AGE column's value (it changes).
