@@ -223,6 +223,22 @@ def parity_connection(sim: Sim, kube_default: None) -> Iterator[None]:
     except ApiException as err:
         if err.status != 409:
             raise
+    # The PriorityClass a case names must exist, as on a real cluster: kube-apiserver's Priority
+    # admission refuses a pod whose class is unknown (403) and resolves spec.priority from it.
+    from kubernetes import client
+
+    try:
+        client.SchedulingV1Api(sim.core().api_client).create_priority_class(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": "medium"},
+                "value": 1000,
+            }
+        )
+    except ApiException as err:
+        if err.status != 409:
+            raise
     name = "AIRFLOW_CONN_PODLINE_PARITY"
     os.environ[name] = json.dumps({"conn_type": "kubernetes", "extra": {"namespace": "parity-ns"}})
     yield
