@@ -19,19 +19,9 @@ use tokio::time::Instant;
 const LEASE: &[&str] = &["--lease-duration", "2s", "--lease-renew-every", "500ms"];
 const GRACE: &str = "1s";
 
-/// `podline SUBCOMMAND --kubeconfig FILE` (the cluster flags come after the subcommand).
+/// `podline SUBCOMMAND --kubeconfig FILE` through the test kit's one builder.
 fn podline(subcommand: &str, kubeconfig: &std::path::Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_podline"));
-    cmd.arg(subcommand)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env_remove("KUBECONFIG")
-        .env("PODLINE_CREATE_BACKOFF_BASE", "10ms")
-        .env("PODLINE_CREATE_BACKOFF_CAP", "200ms")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
+    podline_testkit::bin::podline(env!("CARGO_BIN_EXE_podline"), subcommand, kubeconfig)
 }
 
 /// One `podline gc` run (until every Lease was seen renewed or expired); returns its summary.

@@ -28,19 +28,9 @@ const RUNS: usize = 16;
 /// passes, plus the pods' deletion and this test's polling on a busy machine.
 const REAP_BOUND: Duration = Duration::from_secs(8);
 
-/// `podline SUBCOMMAND --kubeconfig FILE`, with fast create retries.
+/// `podline SUBCOMMAND --kubeconfig FILE` through the test kit's one builder.
 fn podline(subcommand: &str, kubeconfig: &std::path::Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_podline"));
-    cmd.arg(subcommand)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env_remove("KUBECONFIG")
-        .env("PODLINE_CREATE_BACKOFF_BASE", "10ms")
-        .env("PODLINE_CREATE_BACKOFF_CAP", "200ms")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
+    podline_testkit::bin::podline(env!("CARGO_BIN_EXE_podline"), subcommand, kubeconfig)
 }
 
 /// `RUNS` separate `podline run`s (one Lease each), each with one pod running for 300 s.

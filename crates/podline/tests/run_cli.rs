@@ -11,19 +11,9 @@ use podline_sim::{FaultAction, FaultRule, FaultVerb};
 use podline_testkit::{client, kubeconfig_file, start_sim, test_config, wait_until};
 use tokio::process::Command;
 
-/// `podline SUBCOMMAND --kubeconfig FILE` (the cluster flags come after the subcommand).
+/// `podline SUBCOMMAND --kubeconfig FILE` through the test kit's one builder.
 fn podline(subcommand: &str, kubeconfig: &std::path::Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_podline"));
-    cmd.arg(subcommand)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env_remove("KUBECONFIG")
-        .env("PODLINE_CREATE_BACKOFF_BASE", "10ms")
-        .env("PODLINE_CREATE_BACKOFF_CAP", "200ms")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
+    podline_testkit::bin::podline(env!("CARGO_BIN_EXE_podline"), subcommand, kubeconfig)
 }
 
 /// Done-when 6: SIGTERM during a run deletes the pod and exits 143.

@@ -16,6 +16,7 @@
 
 /// The store-versus-ground-truth check ([`podline_audit`]), re-exported for the tests.
 pub use podline_audit as audit;
+pub mod bin;
 pub mod db;
 pub mod modules;
 
