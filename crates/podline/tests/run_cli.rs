@@ -1,7 +1,6 @@
 //! `podline run` as a user runs it: the real binary against the sim.
 #![allow(clippy::unwrap_used)]
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;

@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
