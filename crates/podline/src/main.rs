@@ -1,5 +1,5 @@
 //! The `podline` binary: parses flags, starts tracing, dispatches to a subcommand and maps errors
-//! to exit codes. Everything else lives in the library crates (`podline-sim`, `podline-launch`,
+//! to exit codes (`cli::exit`: a usage error exits 2, any other 1). Everything else lives in the library crates (`podline-sim`, `podline-launch`,
 //! `podline-record`, `podline-store`, `podline-client`).
 
 mod allocator;
@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
-            return ExitCode::from(cli::EXIT_USAGE);
+            return cli::exit::code(cli::exit::ERROR);
         }
     };
     match runtime.block_on(cli::dispatch(cli)) {
@@ -37,7 +37,7 @@ fn main() -> ExitCode {
                 err.chain().skip(1).map(ToString::to_string),
             );
             eprintln!("error: {message}");
-            ExitCode::from(cli::EXIT_ERROR)
+            cli::exit::code(cli::exit::code_of(&err))
         }
     }
 }

@@ -315,7 +315,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         Ok(ExitCode::SUCCESS)
     } else {
         println!("\nFAILED: see the lines above.");
-        Ok(ExitCode::from(1))
+        Ok(crate::cli::exit::code(crate::cli::exit::FAILED))
     }
 }
 

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use podline_launch::reaper::{Reaper, Sweep};
 
+use crate::cli::exit::{self, usage};
 use crate::cli::reaper_flags::{parse_grace, parse_wait, sweep_period};
 use crate::cli::{ClusterFlags, NamespaceFlag, Output, OutputFlag};
 
@@ -41,22 +42,11 @@ by `podline record --finalize --shard SHARD`, any shard) and podline.io/kfp-writ
 (-A), and report how many pods were released. Other finalizers are left alone. Run it after stopping
 every `podline record --finalize` for good (uninstalling), or deleted pods wait in
 Terminating for a recorder that never comes. Needs list and patch on pods.
-
-Exit codes:
-  0  every podline Lease in scope was seen alive or expired (and reaped), or there was none
-  1  gc failed: an API error no later list fixes (e.g. 403: see deploy/README.md for RBAC), or
-     no list answered within --wait; with --finalizers, also when the finalizer could not be
-     removed from some pod
-  2  bad usage (an invalid flag): nothing was done
-  3  --wait passed before some Leases were seen renewed or expired (listed on stderr): they
-     were left alone; run gc again, or with a longer --wait";
-
-/// Exit code of a sweep that left Leases undecided.
-const EXIT_UNDECIDED: u8 = 3;
+";
 
 /// Delete the pods of launchers that died (their liveness Lease expired).
 #[derive(Debug, Clone, clap::Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = format!("{AFTER_HELP}\n\n{}", exit::gc_codes()))]
 pub struct GcArgs {
     #[command(flatten)]
     pub namespace: NamespaceFlag,
@@ -81,17 +71,14 @@ pub struct GcArgs {
     pub cluster: ClusterFlags,
 }
 
-/// Runs `podline gc`: see [`AFTER_HELP`] for the exit codes.
+/// Runs `podline gc`: see [`exit::gc_codes`] for the exit codes.
 pub async fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
     let options = match args.cluster.connect_options(
         args.namespace.namespace.clone(),
         podline_client::timeouts::DEFAULT_CLIENT_TIMEOUT,
     ) {
         Ok(options) => options,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            return Ok(ExitCode::from(crate::cli::exit::EXIT_USAGE));
-        }
+        Err(err) => return Err(usage(err)),
     };
     let connected = crate::cli::cluster::connect(&options).await?;
     let namespace = (!args.all_namespaces).then(|| connected.namespace.clone());
@@ -111,12 +98,12 @@ pub async fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
                     args.wait,
                     sweep.undecided.join(", ")
                 );
-                Ok(ExitCode::from(EXIT_UNDECIDED))
+                Ok(exit::code(exit::UNDECIDED))
             }
         }
         Err(err) => {
             eprintln!("error: {err}");
-            Ok(ExitCode::from(1))
+            Ok(exit::code(exit::ERROR))
         }
     }
 }
@@ -226,7 +213,7 @@ async fn release_all(
                         "error: cannot list pods: {}",
                         podline_client::error::Chain(&err)
                     );
-                    return Ok(ExitCode::from(1));
+                    return Ok(exit::code(exit::ERROR));
                 }
             };
         report.pods += page.items.len();
@@ -287,7 +274,7 @@ async fn release_all(
     Ok(if report.failed.is_empty() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        exit::code(exit::ERROR)
     })
 }
 

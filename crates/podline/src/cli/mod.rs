@@ -24,8 +24,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use exit::{EXIT_CODES_DAEMON, EXIT_CODES_DEMO, EXIT_CODES_QUERY};
-pub use exit::{EXIT_ERROR, EXIT_USAGE};
 pub use flags::{ClusterFlags, NamespaceFlag, Output, OutputFlag};
 
 /// podline runs Kubernetes pods as tasks and records what every pod did, and keeps doing both
@@ -63,26 +61,26 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The whole system on the embedded sim with faults switched on; checks the store at the end.
-    #[command(after_help = EXIT_CODES_DEMO)]
+    #[command(after_help = exit::demo_codes())]
     Demo(demo::DemoArgs),
     /// Run a command as a pod, follow its logs, exit with its exit code.
     Run(Box<run::RunArgs>),
     /// Serve the embedded, fault-injecting Kubernetes API server (and its kubelet) until Ctrl-C.
     Sim(Box<sim::SimArgs>),
     /// Record every pod's lifecycle into a store (a daemon with /metrics, /healthz, /readyz).
-    #[command(after_help = EXIT_CODES_DAEMON)]
+    #[command(after_help = exit::daemon_codes())]
     Record(Box<record::RecordArgs>),
     /// List recorded runs (pods grouped by their run label).
-    #[command(after_help = EXIT_CODES_QUERY)]
+    #[command(after_help = exit::query_codes())]
     Runs(query::RunsArgs),
     /// List recorded pods (filter with --run, --phase, -n).
-    #[command(after_help = EXIT_CODES_QUERY)]
+    #[command(after_help = exit::query_codes())]
     Pods(query::PodsArgs),
     /// Show one recorded pod and its timeline.
-    #[command(after_help = EXIT_CODES_QUERY)]
+    #[command(after_help = exit::query_codes())]
     Show(query::ShowArgs),
     /// Serve a read-only web page over the store: runs, timelines, pods, failures, live.
-    #[command(after_help = EXIT_CODES_DAEMON)]
+    #[command(after_help = exit::daemon_codes())]
     Ui(ui::UiArgs),
     /// Delete the pods of `podline run`s that died (their liveness Lease expired), once.
     Gc(gc::GcArgs),

@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use podline_store::{PodFilter, PodKey, PodRecord, RunFilter, RunSummary, Store, StoreError};
 use serde::Serialize;
 
-use crate::cli::exit::EXIT_ERROR;
+use crate::cli::exit;
 use crate::cli::{Output, OutputFlag};
 
 /// Where the store is; shared by every query command.
@@ -87,11 +87,14 @@ pub(crate) async fn open_read_only(db: &DbArgs) -> anyhow::Result<std::sync::Arc
     let shown = podline_store::Redacted::new(&db.db);
     match podline_store::open_read_only(&db.db).await {
         Ok(store) => Ok(store),
-        Err(err @ StoreError::Missing { .. }) => Err(anyhow::anyhow!(
-            "{err}; `podline record --db {shown}` creates it (or `podline demo --db FILE` makes a \
-             sample store)"
-        )
-        .context(format!("cannot open the store --db {shown}"))),
+        // A --db naming no file is a mistyped flag: a usage error.
+        Err(err @ StoreError::Missing { .. }) => Err(exit::usage(
+            anyhow::anyhow!(
+                "{err}; `podline record --db {shown}` creates it (or `podline demo --db FILE` \
+                 makes a sample store)"
+            )
+            .context(format!("cannot open the store --db {shown}")),
+        )),
         Err(err) => Err(err).with_context(|| format!("cannot open the store --db {shown}")),
     }
 }
@@ -140,7 +143,7 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
                 "error: no recorded pod {:?} (looked for {namespace}/{} and for a uid)",
                 args.pod, args.pod
             );
-            Ok(ExitCode::from(EXIT_ERROR))
+            Ok(exit::code(exit::ERROR))
         }
     }
 }

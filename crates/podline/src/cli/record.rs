@@ -24,7 +24,7 @@ use podline_record::{
 };
 
 use crate::cli::cluster::connect;
-use crate::cli::exit::EXIT_USAGE;
+use crate::cli::exit::usage;
 use crate::cli::signal::cancel_on_signal;
 use crate::cli::{ClusterFlags, NamespaceFlag};
 
@@ -180,10 +180,10 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if args.reap && args.reap_every >= args.reap_grace {
         // Passes further apart than the grace are gaps in the reaper's observation: each
         // restarts every Lease's clock, so nothing would ever be reaped.
-        return usage(format!(
+        return Err(usage(format!(
             "--reap-every {:?} must be shorter than --reap-grace {:?}",
             args.reap_every, args.reap_grace
-        ));
+        )));
     }
     if args.kfp || args.sink == Sink::Mlmd {
         return run_kfp(args).await;
@@ -194,11 +194,11 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         args.watch_client_timeout.as_deref(),
     ) {
         Ok(timeouts) => timeouts,
-        Err(err) => return usage(err),
+        Err(err) => return Err(usage(err)),
     };
     let connect_options = match connect_options(&args, timeouts.client) {
         Ok(options) => options,
-        Err(err) => return usage(err),
+        Err(err) => return Err(usage(err)),
     };
     let selector = match args
         .selector
@@ -207,25 +207,25 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         .transpose()
     {
         Ok(selector) => selector,
-        Err(err) => return usage(err),
+        Err(err) => return Err(usage(err)),
     };
     let lifecycle = match check_run_label(&args.run_label)
         .and_then(|()| LifecycleConfig::new(&args.run_label).map_err(|e| e.to_string()))
     {
         Ok(lifecycle) => lifecycle,
-        Err(err) => return usage(format!("--run-label: {err}")),
+        Err(err) => return Err(usage(format!("--run-label: {err}"))),
     };
     let db = match podline_store::DbTarget::parse(&args.db) {
         Ok(db) => db,
-        Err(err) => return usage(format!("--db: {err}")),
+        Err(err) => return Err(usage(format!("--db: {err}"))),
     };
     let election = match election_plan(&args) {
         Ok(election) => election,
-        Err(err) => return usage(err),
+        Err(err) => return Err(usage(err)),
     };
     let finalize = match finalize_config(&args) {
         Ok(finalize) => finalize,
-        Err(err) => return usage(err),
+        Err(err) => return Err(usage(err)),
     };
 
     // Bound first: an address in use fails before anything is connected or created.
@@ -272,7 +272,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         shard_lease.as_deref().unwrap_or(RECORDER_LEASE),
     ) {
         Ok(election) => election,
-        Err(err) => return usage(err),
+        Err(err) => return Err(usage(err)),
     };
 
     let probe_every = config.store_probe_interval;
@@ -340,15 +340,15 @@ fn finalize_config(args: &RecordArgs) -> Result<Option<FinalizeConfig>, String> 
 async fn run_kfp(args: RecordArgs) -> anyhow::Result<ExitCode> {
     use podline_mlmd::kfp::{KfpEnv, Observability, mlmd_config, run_daemon};
     if args.shard.is_some() {
-        return usage(
+        return Err(usage(
             "--shard names a label shard of the store recorder; KFP mode records every Argo pod \
              of its namespace(s) with its own finalizer podline.io/kfp-writer (expected no \
              --shard with --kfp; shard KFP mode by namespace, see docs/scale-out.md)",
-        );
+        ));
     }
     let mut env = match KfpEnv::from_env() {
         Ok(env) => env,
-        Err(err) => return usage(err),
+        Err(err) => return Err(usage(err)),
     };
     if args.all_namespaces {
         env.namespace_to_watch = None;
@@ -362,19 +362,19 @@ async fn run_kfp(args: RecordArgs) -> anyhow::Result<ExitCode> {
             .as_deref()
             .map(|raw| ("--watch-client-timeout", raw)),
     ) {
-        return usage(err);
+        return Err(usage(err));
     }
     let mlmd = match mlmd_config(&env, args.mlmd_address.as_deref()) {
         Ok(mlmd) => mlmd,
-        Err(err) => return usage(format!("--mlmd-address: {err}")),
+        Err(err) => return Err(usage(format!("--mlmd-address: {err}"))),
     };
     let connect_options = match connect_options(&args, env.client_side_timeout) {
         Ok(options) => options,
-        Err(err) => return usage(err),
+        Err(err) => return Err(usage(err)),
     };
     let election = match election_plan(&args) {
         Ok(election) => election,
-        Err(err) => return usage(err),
+        Err(err) => return Err(usage(err)),
     };
     // Bound first: an address in use fails before anything is connected or created.
     let listener = podline_daemon::bind(args.listen)
@@ -383,7 +383,7 @@ async fn run_kfp(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let connected = connect(&connect_options).await?;
     let election = match elector(election, &connected, KFP_LEASE) {
         Ok(election) => election,
-        Err(err) => return usage(err),
+        Err(err) => return Err(usage(err)),
     };
     let observability = Observability::new(env.client_side_timeout);
     let health = observability.health.clone();
@@ -667,11 +667,6 @@ fn connect_options(
 ) -> anyhow::Result<ConnectOptions> {
     args.cluster
         .connect_options(args.namespace.namespace.clone(), client_timeout)
-}
-
-fn usage(err: impl std::fmt::Display) -> anyhow::Result<ExitCode> {
-    eprintln!("error: {err}");
-    Ok(ExitCode::from(EXIT_USAGE))
 }
 
 #[cfg(test)]

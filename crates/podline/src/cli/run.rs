@@ -11,14 +11,21 @@ use std::time::Duration;
 
 use podline_launch::{
     Cancel, CancelReason, ErrorKind, LaunchConfig, Launcher, LogConfig, LogMode, LogSink, OnFinish,
-    PullPolicy, StdoutSink, TaskResult, TaskSpec, exit, spec,
+    PullPolicy, StdoutSink, TaskResult, TaskSpec, spec,
 };
 
+use crate::cli::exit::{self, usage};
 use crate::cli::result_file::ResultFile;
 use crate::cli::signal::Signal;
 use crate::cli::{ClusterFlags, NamespaceFlag, Output, OutputFlag};
 
-const AFTER_HELP: &str = "\
+/// `run --help`'s epilogue: examples, the exit codes ([`crate::cli::exit::run_codes`]) and the
+/// duration grammar.
+fn after_help() -> String {
+    format!("{EXAMPLES}{}\n\n{DURATIONS}", crate::cli::exit::run_codes())
+}
+
+const EXAMPLES: &str = "\
 Examples:
   podline run --image busybox:1.36 -- sh -c 'echo hello; exit 3'
   podline run --image python:3.12 --env MODE=fast --requests cpu=500m,memory=256Mi -- python -c 'print(1)'
@@ -26,26 +33,16 @@ Examples:
   podline run --image busybox --count 1000 --parallel 50 -- true
   podline run -f tasks.yaml --parallel 20
 
-Exit codes:
-  0-255  the main container's exit code (137 = killed, e.g. OOM)
-  2      usage or configuration error (bad flag, env var, template); nothing created
-  3      the API server rejected the create (400/401/403/404/422) or create retries ran out
-  4      the pod did not start: schedule/startup timeout, a permanent image error, or --timeout
-         expired before it started (pod deleted)
-  5      a pod not created by this run holds the name (left untouched), or --reattach is ambiguous
-  6      the pod was lost (deleted by someone else, or by a reaper once this run's Lease
-         expired or vanished) or the API failed for good mid-run
-  124    the pod started but was still running when --timeout expired (pod deleted), as timeout(1)
-  130    interrupted by SIGINT (pod deleted)      143  interrupted by SIGTERM (pod deleted)
-With --count/-f: 0 if every task succeeded, else 1; 130/143 when interrupted (pods deleted).
+";
 
+const DURATIONS: &str = "\
 Durations accept 90 (seconds), 90s, 2m, 500ms, 1h, up to 365 days; --active-deadline takes
 whole seconds from 1 to 2147483647 (the API's range), --delete-grace whole seconds.
 With -o json|yaml the result document goes to stdout and the container's logs to stderr.";
 
 /// Run a command in a new pod, follow its logs and exit with its exit code.
 #[derive(Debug, Clone, clap::Args)]
-#[command(after_long_help = AFTER_HELP)]
+#[command(after_long_help = after_help())]
 pub struct RunArgs {
     #[command(flatten)]
     pub namespace: NamespaceFlag,
@@ -540,7 +537,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .and_then(|()| args.launch_config(many))
     {
         Ok(c) => c,
-        Err(err) => return usage(err),
+        Err(err) => return Err(usage(err)),
     };
     let specs = if let Some(path) = &args.file {
         let (shown, read) = if is_stdin(path) {
@@ -554,25 +551,25 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         };
         let text = match read {
             Ok(t) => t,
-            Err(e) => return usage(e),
+            Err(e) => return Err(usage(e)),
         };
         match podline_launch::spec::parse_tasks(&shown, &text) {
             Ok(specs) if specs.len() > MAX_TASKS as usize => {
-                return usage(anyhow::anyhow!(
+                return Err(usage(anyhow::anyhow!(
                     "-f {shown}: {} tasks, more than the {MAX_TASKS} one run takes (its summary holds a result per task); split the file and run each part with its own `podline run -f`",
                     specs.len()
-                ));
+                )));
             }
             Ok(specs) if specs.iter().any(|s| s.labels.contains_key(spec::RUN_LABEL)) => {
-                return usage(anyhow::anyhow!(
+                return Err(usage(anyhow::anyhow!(
                     "-f {shown}: {}",
                     run_label_refused("a task's labels")
-                ));
+                )));
             }
             Ok(mut specs) => {
                 let base = match args.task_spec() {
                     Ok(base) => base,
-                    Err(err) => return usage(err),
+                    Err(err) => return Err(usage(err)),
                 };
                 for s in &mut specs {
                     s.namespace = s.namespace.clone().or(base.namespace.clone());
@@ -580,12 +577,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 Specs::File(specs)
             }
             // The library's message starts with the path; the flag is named here.
-            Err(err) => return usage(anyhow::anyhow!("-f {err}")),
+            Err(err) => return Err(usage(anyhow::anyhow!("-f {err}"))),
         }
     } else {
         let spec = match args.task_spec() {
             Ok(s) => s,
-            Err(err) => return usage(err),
+            Err(err) => return Err(usage(err)),
         };
         Specs::Repeated(Box::new(spec), args.count as usize)
     };
@@ -601,15 +598,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             );
             options
         }
-        Err(err) => return usage(err),
+        Err(err) => return Err(usage(err)),
     };
     let liveness_config =
         match podline_launch::LivenessConfig::new(args.lease_duration, args.lease_renew_every) {
             Ok(c) => c,
             Err(err) => {
-                return usage(anyhow::anyhow!(
+                return Err(usage(anyhow::anyhow!(
                     "--lease-duration/--lease-renew-every: {err}"
-                ));
+                )));
             }
         };
     let (calls, create) = (config.calls.clone(), config.create.clone());
@@ -685,7 +682,7 @@ async fn run_tasks(
         return Ok(if summary.failed == 0 {
             ExitCode::SUCCESS
         } else {
-            ExitCode::from(1)
+            exit::code(exit::FAILED)
         });
     }
 
@@ -702,7 +699,7 @@ async fn run_tasks(
             .announce(client, namespace, &mut spec, args.reattach)
             .await
     {
-        return usage(err);
+        return Err(usage(err));
     }
     let mut result = launcher.run(&spec, sink, cancel).await;
     word_failure(&mut result);
@@ -744,11 +741,6 @@ fn print_result(result: &TaskResult, output: Output) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-fn usage(err: anyhow::Error) -> anyhow::Result<ExitCode> {
-    eprintln!("error: {err:#}");
-    Ok(ExitCode::from(exit::USAGE))
 }
 
 #[cfg(test)]

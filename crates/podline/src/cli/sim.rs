@@ -10,6 +10,8 @@ use std::time::Duration;
 use anyhow::Context;
 use podline_sim::{FaultPlan, KubeletConfig, Sim, SimConfig};
 
+use crate::cli::exit::usage;
+
 mod ground_truth;
 
 const AFTER_HELP: &str = "\
@@ -46,7 +48,7 @@ Exit codes:
 
 /// Serve the embedded Kubernetes API server (with a simulated kubelet) until Ctrl-C.
 #[derive(Debug, Clone, clap::Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = format!("{AFTER_HELP}\n\n{}", crate::cli::exit::sim_codes()))]
 pub struct SimArgs {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
@@ -215,10 +217,10 @@ fn write_kubeconfig(path: &Path, yaml: &str) -> anyhow::Result<()> {
 
 /// Runs `podline sim`.
 pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
-    let cfg = args.config()?;
+    let cfg = args.config().map_err(usage)?;
     let kubelet_on = cfg.kubelet.enabled;
     let sim = Sim::start(cfg).await.context("cannot start the sim")?;
-    write_kubeconfig(&args.kubeconfig_out, &sim.kubeconfig_yaml())?;
+    write_kubeconfig(&args.kubeconfig_out, &sim.kubeconfig_yaml()).map_err(usage)?;
     let ledger = match &args.ground_truth_out {
         Some(path) => Some(
             ground_truth::LedgerWriter::start(
@@ -227,7 +229,8 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
                 args.ground_truth_interval,
             )
             .await
-            .context("--ground-truth-out")?,
+            .context("--ground-truth-out")
+            .map_err(usage)?,
         ),
         None => None,
     };
