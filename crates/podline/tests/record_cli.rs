@@ -146,6 +146,7 @@ async fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::
     }
 }
 
+/// A 403 is a runtime error (exit 1), told apart from a usage error such as a bad flag (exit 2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forbidden_watch_exits_non_zero_with_a_clear_message() {
     let sim = start_sim(test_config()).await;
@@ -167,7 +168,7 @@ async fn a_forbidden_watch_exits_non_zero_with_a_clear_message() {
         .expect("a 403 must end the recorder");
     let mut stderr = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
-    assert!(!status.success(), "{stderr}");
+    assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("cannot watch pods") && stderr.to_lowercase().contains("forbidden"),
         "{stderr}"
