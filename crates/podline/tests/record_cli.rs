@@ -749,7 +749,7 @@ async fn every_bad_record_flag_stops_startup_before_any_connection_or_database()
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
         (
             [&elect[..], &["--leader-elect-lease-duration", "abc"]].concat(),
-            vec!["--leader-elect-lease-duration=\"abc\"", "expected"],
+            vec!["--leader-elect-lease-duration", "\"abc\"", "expected"],
         ),
         (
             [

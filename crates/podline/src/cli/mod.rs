@@ -4,6 +4,7 @@
 
 pub mod cluster;
 mod demo;
+pub(crate) mod duration;
 pub mod exit;
 #[cfg(test)]
 mod flag_names;

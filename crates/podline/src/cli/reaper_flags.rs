@@ -3,39 +3,22 @@
 
 use std::time::Duration;
 
-/// A duration flag of the reaper (`90`, `9s`, `2m`, `500ms`; at most 365 days).
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    podline_client::timeouts::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))
-}
+use crate::cli::duration;
 
 /// A period of the reaper: a positive duration.
 pub(crate) fn parse_period(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
-    if d.is_zero() {
-        return Err(format!("{s:?} must be greater than zero"));
-    }
-    Ok(d)
+    duration::positive(s)
 }
 
 /// The reaper's grace: 1 s to 1 h. It is also the longest gap between two lists that is not
 /// taken for an outage, so it must leave room for a list's answer (hence at least 1 s).
 pub(crate) fn parse_grace(s: &str) -> Result<Duration, String> {
-    bounded(s, Duration::from_secs(1), Duration::from_secs(3600))
+    duration::bounded(s, Duration::from_secs(1), Duration::from_secs(3600))
 }
 
 /// How long `gc` watches at most: 1 s to 2 h.
 pub(crate) fn parse_wait(s: &str) -> Result<Duration, String> {
-    bounded(s, Duration::from_secs(1), Duration::from_secs(2 * 3600))
-}
-
-fn bounded(s: &str, min: Duration, max: Duration) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
-    if d < min || d > max {
-        return Err(format!(
-            "{s:?} is out of range (expected {min:?} to {max:?})"
-        ));
-    }
-    Ok(d)
+    duration::bounded(s, Duration::from_secs(1), Duration::from_secs(2 * 3600))
 }
 
 /// The time between two of `gc`'s lists: a third of the grace, at most 1 s (well inside the

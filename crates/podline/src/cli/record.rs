@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use podline_client::connect::ConnectOptions;
-use podline_client::timeouts::parse_duration;
 use podline_lease::{ElectionConfig, LeaderElector};
 use podline_record::CancellationToken;
 use podline_record::lifecycle::DEFAULT_RUN_LABEL;
@@ -120,25 +119,28 @@ pub struct RecordArgs {
         long,
         env = "PODLINE_LEASE_DURATION",
         default_value = "15s",
-        value_name = "DURATION"
+        value_name = "DURATION",
+        value_parser = crate::cli::duration::any
     )]
-    pub leader_elect_lease_duration: String,
+    pub leader_elect_lease_duration: std::time::Duration,
     /// A leader that could not renew for this long steps down (less than the lease duration).
     #[arg(
         long,
         env = "PODLINE_LEASE_RENEW_DEADLINE",
         default_value = "10s",
-        value_name = "DURATION"
+        value_name = "DURATION",
+        value_parser = crate::cli::duration::any
     )]
-    pub leader_elect_renew_deadline: String,
+    pub leader_elect_renew_deadline: std::time::Duration,
     /// How often replicas renew or try to take the Lease.
     #[arg(
         long,
         env = "PODLINE_LEASE_RETRY_PERIOD",
         default_value = "2s",
-        value_name = "DURATION"
+        value_name = "DURATION",
+        value_parser = crate::cli::duration::any
     )]
-    pub leader_elect_retry_period: String,
+    pub leader_elect_retry_period: std::time::Duration,
     /// Where records go: `store` (--db) or `mlmd`, ML Metadata as Kubeflow Pipelines'
     /// metadata-writer writes it (KFP mode, configured by KFP's environment variables:
     /// NAMESPACE_TO_WATCH, K8S_WATCH_SERVER_SIDE_TIMEOUT, K8S_WATCH_CLIENT_SIDE_TIMEOUT,
@@ -636,21 +638,15 @@ async fn stand_by(
     });
 }
 
-/// The election timing from the three `--leader-elect-*` flags, checked together.
+/// The election timing from the three `--leader-elect-*` flags (each parsed by clap), checked
+/// together.
 fn election_config(args: &RecordArgs) -> Result<ElectionConfig, String> {
-    let parse = |flag: &str, value: &str| {
-        parse_duration(value).map_err(|err| format!("--{flag}={value:?}: {err}"))
-    };
-    let lease = parse(
-        "leader-elect-lease-duration",
-        &args.leader_elect_lease_duration,
-    )?;
-    let renew = parse(
-        "leader-elect-renew-deadline",
-        &args.leader_elect_renew_deadline,
-    )?;
-    let retry = parse("leader-elect-retry-period", &args.leader_elect_retry_period)?;
-    ElectionConfig::try_new(lease, renew, retry).map_err(|err| format!("--leader-elect-*: {err}"))
+    ElectionConfig::try_new(
+        args.leader_elect_lease_duration,
+        args.leader_elect_renew_deadline,
+        args.leader_elect_retry_period,
+    )
+    .map_err(|err| format!("--leader-elect-*: {err}"))
 }
 
 /// What a standby needs to keep its readiness true to its store.
@@ -848,10 +844,12 @@ mod tests {
         .unwrap();
         let err = election_config(&bad.args).unwrap_err();
         assert!(err.contains("renew deadline"), "{err}");
-        let bad = Harness::try_parse_from(["x", "--leader-elect-retry-period", "soon"]).unwrap();
-        let err = election_config(&bad.args).unwrap_err();
+        // A duration that does not parse is refused by clap, naming the flag and the value.
+        let err = Harness::try_parse_from(["x", "--leader-elect-retry-period", "soon"])
+            .unwrap_err()
+            .to_string();
         assert!(
-            err.contains("--leader-elect-retry-period=\"soon\""),
+            err.contains("--leader-elect-retry-period") && err.contains("\"soon\""),
             "{err}"
         );
     }

@@ -14,6 +14,7 @@ use podline_launch::{
     PullPolicy, StdoutSink, TaskResult, TaskSpec, spec,
 };
 
+use crate::cli::duration;
 use crate::cli::exit::{self, usage};
 use crate::cli::result_file::ResultFile;
 use crate::cli::signal::Signal;
@@ -121,10 +122,10 @@ pub struct RunArgs {
     /// Duration of this run's liveness Lease (whole seconds, 1s to 1h): if podline dies and
     /// stops renewing it, a reaper (`podline gc`, `podline record --reap`) deletes its pods once
     /// it is this old plus the reaper's grace.
-    #[arg(help_heading = "Lifecycle", long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    #[arg(help_heading = "Lifecycle", long, value_name = "DURATION", default_value = "10s", value_parser = duration::positive)]
     pub lease_duration: Duration,
     /// How often the liveness Lease is renewed (100ms to half --lease-duration).
-    #[arg(help_heading = "Lifecycle", long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    #[arg(help_heading = "Lifecycle", long, value_name = "DURATION", default_value = "3s", value_parser = duration::positive)]
     pub lease_renew_every: Duration,
     /// Create each pod with the finalizer podline.io/record, so that a pod deleted while no
     /// recorder runs waits in Terminating, with its final state, until `podline record
@@ -159,26 +160,26 @@ pub struct RunArgs {
     #[arg(help_heading = "Retries and timeouts", long, value_name = "N", env = "PODLINE_CREATE_ATTEMPTS", default_value_t = podline_launch::create::DEFAULT_CREATE_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..))]
     pub create_attempts: u32,
     /// First backoff window between create attempts (full jitter, doubling).
-    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_CREATE_BACKOFF_BASE", default_value = "100ms", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_CREATE_BACKOFF_BASE", default_value = "100ms", value_parser = duration::positive)]
     pub create_backoff_base: Duration,
     /// Largest backoff window between create attempts.
-    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_CREATE_BACKOFF_CAP", default_value = "15s", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_CREATE_BACKOFF_CAP", default_value = "15s", value_parser = duration::positive)]
     pub create_backoff_cap: Duration,
     /// Overall time budget for the create, responses included.
-    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_CREATE_DEADLINE", default_value = "2m", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_CREATE_DEADLINE", default_value = "2m", value_parser = duration::positive)]
     pub create_deadline: Duration,
     /// Limit for the pod to be scheduled.
-    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_SCHEDULE_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_SCHEDULE_TIMEOUT", default_value = "120s", value_parser = duration::positive)]
     pub schedule_timeout: Duration,
     /// Limit for the containers to start once the pod is scheduled.
-    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_STARTUP_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_STARTUP_TIMEOUT", default_value = "120s", value_parser = duration::positive)]
     pub startup_timeout: Duration,
     /// Overall limit for the run; the pod is deleted when it expires (exit 4 if it had not
     /// started, 124 if it was running).
-    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_TIMEOUT", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_TIMEOUT", value_parser = duration::positive)]
     pub timeout: Option<Duration>,
     /// Reconnect the log stream when no line arrived for this long.
-    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_LOG_STALL_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_LOG_STALL_TIMEOUT", default_value = "60s", value_parser = duration::positive)]
     pub log_stall_timeout: Duration,
     /// Grace period when podline deletes the pod (default: the pod's own).
     #[arg(help_heading = "Retries and timeouts", long, value_name = "DURATION", env = "PODLINE_DELETE_GRACE", value_parser = parse_delete_grace)]
@@ -243,24 +244,6 @@ fn parse_on_finish(s: &str) -> Result<OnFinish, String> {
     OnFinish::parse(s).map_err(spec_err)
 }
 
-/// Strict duration parser (the client crate's, bounded: `90` = seconds, `90s`, `2m`, `1m30s`,
-/// `500ms`, `1h`, at most 365 days, so no deadline computed from it can overflow); zero is
-/// rejected here because every knob it feeds must be positive.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    positive(s, podline_client::timeouts::parse_duration(s))
-}
-
-fn positive(
-    s: &str,
-    parsed: Result<Duration, podline_client::timeouts::InvalidDuration>,
-) -> Result<Duration, String> {
-    let d = parsed.map_err(|e| format!("{s:?}: {e}"))?;
-    if d.is_zero() {
-        return Err(format!("{s:?} must be greater than zero"));
-    }
-    Ok(d)
-}
-
 /// `--active-deadline`: sent as `activeDeadlineSeconds`, which the API server accepts from 1 to
 /// 2147483647 whole seconds; anything else is refused here, before a pod is created.
 fn parse_active_deadline(s: &str) -> Result<Duration, String> {
@@ -277,7 +260,7 @@ fn parse_active_deadline(s: &str) -> Result<Duration, String> {
 /// `--delete-grace`: sent as `gracePeriodSeconds`, whole seconds (a rounded `500ms` would be 0, a
 /// forced immediate delete), at most the parser's 365 days.
 fn parse_delete_grace(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
+    let d = duration::positive(s)?;
     if d.subsec_nanos() != 0 {
         return Err(format!(
             "{s:?} must be a whole number of seconds (it is sent as gracePeriodSeconds)"
@@ -964,24 +947,24 @@ mod tests {
 
     #[test]
     fn durations_should_parse_strictly() {
-        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert!(parse_duration("").is_err());
-        assert!(parse_duration("-1s").is_err());
-        assert!(parse_duration("1.5s").is_err());
-        assert!(parse_duration("0s").is_err());
+        assert_eq!(duration::positive("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(duration::positive("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(duration::positive("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(duration::positive("500ms").unwrap(), Duration::from_millis(500));
+        assert!(duration::positive("").is_err());
+        assert!(duration::positive("-1s").is_err());
+        assert!(duration::positive("1.5s").is_err());
+        assert!(duration::positive("0s").is_err());
     }
 
     #[test]
     fn durations_should_be_bounded_with_a_message_naming_the_value_and_range() {
         assert_eq!(
-            parse_duration("8760h").unwrap(),
+            duration::positive("8760h").unwrap(),
             Duration::from_secs(365 * 24 * 3600)
         );
         for huge in ["18446744073709551615", "8761h", "99999999999999999999ms"] {
-            let err = parse_duration(huge).unwrap_err();
+            let err = duration::positive(huge).unwrap_err();
             assert!(
                 err.contains(huge) && err.contains("at most 365 days"),
                 "{err}"

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use podline_sim::{FaultPlan, KubeletConfig, Sim, SimConfig};
 
+use crate::cli::duration;
 use crate::cli::exit::usage;
 
 mod ground_truth;
@@ -81,19 +82,19 @@ pub struct SimArgs {
     #[arg(long, value_name = "FILE")]
     pub faults: Option<PathBuf>,
     /// Watch history kept; resumes from older resourceVersions get 410 Expired.
-    #[arg(long, value_name = "DURATION", default_value = "75s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "75s", value_parser = duration::positive)]
     pub history_window: Duration,
     /// Period of BOOKMARK events on watches that allow them.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration::positive)]
     pub bookmark_interval: Duration,
     /// Delay before the kubelet schedules a pod.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::positive)]
     pub schedule_delay: Option<Duration>,
     /// Duration of a simulated image pull.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::positive)]
     pub pull_delay: Option<Duration>,
     /// How long a scripted container runs without a `sim.podline.io/duration` annotation.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::positive)]
     pub default_duration: Option<Duration>,
     /// Close connections idle this long, as kube-apiserver does (its default, 90s): an HTTP/2
     /// connection with no open stream gets GOAWAY (an open watch is a stream; PINGs do not
@@ -122,16 +123,6 @@ pub struct SimArgs {
 const IDLE_TIMEOUT_BOUNDS: (Duration, Duration) =
     (Duration::from_millis(100), Duration::from_secs(3600));
 
-/// Strict duration parser (the client crate's, bounded): `90` = seconds, `90s`, `2m`, `500ms`,
-/// at most 365 days (so no `Instant + d` in the sim can overflow).
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = podline_client::timeouts::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))?;
-    if d.is_zero() {
-        return Err(format!("{s:?} must be greater than zero"));
-    }
-    Ok(d)
-}
-
 /// Bounds of `--ground-truth-interval`: often enough to follow a test, rarely enough to cost
 /// nothing measurable.
 const GROUND_TRUTH_INTERVAL_BOUNDS: (Duration, Duration) =
@@ -149,13 +140,7 @@ fn parse_idle_timeout(s: &str) -> Result<Duration, String> {
 
 /// A duration within `(min, max)`, or what was expected.
 fn parse_bounded(s: &str, (min, max): (Duration, Duration)) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
-    if d < min || d > max {
-        return Err(format!(
-            "{s:?} is out of range (expected {min:?} to {max:?})"
-        ));
-    }
-    Ok(d)
+    duration::bounded(s, min, max)
 }
 
 impl SimArgs {

@@ -48,11 +48,7 @@ fn parse_host(s: &str) -> Result<String, String> {
 /// A poll interval: the client crate's strict, bounded durations (`500ms`, `2s`; at most 365
 /// days), above zero.
 fn parse_poll(s: &str) -> Result<Duration, String> {
-    let d = podline_client::timeouts::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))?;
-    if d.is_zero() {
-        return Err(format!("{s:?} must be greater than zero"));
-    }
-    Ok(d)
+    crate::cli::duration::positive(s)
 }
 
 /// `podline ui`: opens the store read-only and serves until Ctrl-C or SIGTERM. Prints the
