@@ -483,37 +483,17 @@ const LABEL_KEY_EXPECTED: &str = "expected a Kubernetes label key: an optional D
      prefix and '/', then a name of 1 to 63 characters (letters, digits, '-', '_', '.'; a letter \
      or digit at both ends), e.g. workflows.argoproj.io/workflow or run";
 
-/// Checks that `--run-label` is a label key Kubernetes accepts (a pod can carry no other).
+/// Checks that `--run-label` is a label key Kubernetes accepts (a pod can carry no other), by the
+/// launch library's label grammar (the one `run`'s `--label` keys are checked by), in the words
+/// of this flag's errors.
 fn check_run_label(key: &str) -> Result<(), String> {
-    let bad = |why: &str| {
-        Err(format!(
-            "{key:?} is not a valid label key: {why} ({LABEL_KEY_EXPECTED})"
-        ))
-    };
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    if let Some(prefix) = prefix
-        && dns_subdomain_problem(prefix).is_some()
-    {
-        return bad("its prefix is not a DNS subdomain");
-    }
-    if name.is_empty() || name.len() > 63 {
-        return bad("the name part must be 1 to 63 characters");
-    }
-    let alphanumeric_ends = name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if !alphanumeric_ends
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    {
-        return bad(
-            "the name part has other characters than letters, digits, '-', '_', '.', or does not start and end with a letter or digit",
-        );
-    }
-    Ok(())
+    podline_launch::spec::validate_label_key("--run-label", key).map_err(|err| {
+        let why = match err {
+            podline_launch::SpecError::InvalidLabel { why, .. } => why.to_owned(),
+            other => other.to_string(),
+        };
+        format!("{key:?} is not a valid label key: {why} ({LABEL_KEY_EXPECTED})")
+    })
 }
 
 /// Why `value` is not an RFC 1123 label (a namespace name), if it is not one.
