@@ -78,6 +78,26 @@ impl FullJitter {
         })
     }
 
+    /// A doubling backoff from fixed settings, for defaults written in code: evaluated in a
+    /// `const` block (`const { FullJitter::doubling(base, cap) }`), a zero `base` or a `cap`
+    /// below it fails the build instead of needing an `unwrap()` at run time. Settings a user
+    /// gives go through [`FullJitter::try_new`].
+    pub const fn doubling(base: Duration, cap: Duration) -> Self {
+        assert!(!base.is_zero(), "a backoff's base must be above zero");
+        assert!(
+            cap.as_nanos() >= base.as_nanos(),
+            "a backoff's cap must not be below its base"
+        );
+        Self {
+            base,
+            cap,
+            factor: 2.0,
+            max_attempts: None,
+            deadline: None,
+            seed: None,
+        }
+    }
+
     /// Stops after `n` delays (so at most `n + 1` calls of the retried operation).
     #[must_use]
     pub fn with_max_attempts(mut self, n: u32) -> Self {
@@ -287,6 +307,16 @@ mod tests {
             Err(InvalidBackoff::Factor(_))
         ));
         assert!(FullJitter::try_new(ms(5), ms(5), 1.0).is_ok());
+    }
+
+    /// The constant constructor builds what the validating one builds for the same settings.
+    #[test]
+    fn doubling_should_equal_try_new_with_factor_two() {
+        const FIXED: FullJitter = FullJitter::doubling(Duration::from_millis(100), Duration::from_secs(15));
+        assert_eq!(
+            Ok(FIXED),
+            FullJitter::try_new(Duration::from_millis(100), Duration::from_secs(15), 2.0)
+        );
     }
 
     #[test]

@@ -83,10 +83,8 @@ pub struct LogConfig {
 
 impl Default for LogConfig {
     fn default() -> Self {
-        // Proven invariant: base > 0, cap >= base, factor >= 1.
-        #[allow(clippy::unwrap_used)]
         let reconnect_backoff =
-            FullJitter::try_new(Duration::from_millis(50), Duration::from_secs(2), 2.0).unwrap();
+            const { FullJitter::doubling(Duration::from_millis(50), Duration::from_secs(2)) };
         Self {
             stall_timeout: Duration::from_secs(60),
             post_termination: Duration::from_secs(60),

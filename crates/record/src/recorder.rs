@@ -94,10 +94,8 @@ pub struct RecorderConfig {
 impl RecorderConfig {
     /// Defaults for a recorder of `cluster`, watching `namespace` (`None`: all namespaces).
     pub fn new(cluster: impl Into<String>, namespace: Option<String>) -> Self {
-        // Proven invariant: base > 0, cap >= base, factor >= 1.
-        #[allow(clippy::unwrap_used)]
         let store_backoff =
-            FullJitter::try_new(Duration::from_millis(100), Duration::from_secs(10), 2.0).unwrap();
+            const { FullJitter::doubling(Duration::from_millis(100), Duration::from_secs(10)) };
         Self {
             cluster: cluster.into(),
             namespace,

@@ -96,10 +96,8 @@ impl RetryPolicy {
 impl Default for RetryPolicy {
     /// 100 ms doubling to 15 s: fits a burst of 50 creates answered 409 (see the brief).
     fn default() -> Self {
-        // Proven invariant: base > 0, cap >= base, factor >= 1.
-        #[allow(clippy::unwrap_used)]
         let backoff =
-            FullJitter::try_new(Duration::from_millis(100), Duration::from_secs(15), 2.0).unwrap();
+            const { FullJitter::doubling(Duration::from_millis(100), Duration::from_secs(15)) };
         Self::new(backoff)
     }
 }

@@ -39,10 +39,8 @@ pub const MAX_LINE_BYTES: usize = 16 << 20;
 
 impl Default for WatchConfig {
     fn default() -> Self {
-        // Proven invariant: base > 0, cap >= base, factor >= 1.
-        #[allow(clippy::unwrap_used)]
         let backoff =
-            FullJitter::try_new(Duration::from_millis(200), Duration::from_secs(30), 2.0).unwrap();
+            const { FullJitter::doubling(Duration::from_millis(200), Duration::from_secs(30)) };
         Self {
             label_selector: None,
             field_selector: None,

@@ -69,9 +69,9 @@ pub struct SinkConfig {
 impl Default for SinkConfig {
     fn default() -> Self {
         // 200 ms doubling to 30 s: quick recovery from a blip, gentle on a
-        // long MLMD outage. Valid constants (base <= cap, factor > 1).
-        let backoff = FullJitter::try_new(Duration::from_millis(200), Duration::from_secs(30), 2.0)
-            .unwrap_or_else(|_| unreachable!("constant backoff is valid"));
+        // long MLMD outage.
+        let backoff =
+            const { FullJitter::doubling(Duration::from_millis(200), Duration::from_secs(30)) };
         SinkConfig {
             backoff,
             patch_attempts: 5,

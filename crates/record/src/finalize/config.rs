@@ -49,10 +49,8 @@ impl FinalizeConfig {
 
 impl Default for FinalizeConfig {
     fn default() -> Self {
-        // Proven invariant: base > 0, cap >= base, factor >= 1.
-        #[allow(clippy::unwrap_used)]
         let backoff =
-            FullJitter::try_new(Duration::from_millis(200), Duration::from_secs(30), 2.0).unwrap();
+            const { FullJitter::doubling(Duration::from_millis(200), Duration::from_secs(30)) };
         Self {
             finalizer: RECORD_FINALIZER.to_owned(),
             adopt: None,
