@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::cancel::CancelReason;
 use crate::exit;
 
 /// The task description cannot be turned into a pod. Raised before any API call, so nothing
@@ -274,12 +275,12 @@ pub enum LaunchError {
         lease: String,
     },
     /// The run was cancelled (SIGINT/SIGTERM); the pod was deleted.
-    #[error("interrupted by {signal}{}", if pod.is_empty() { String::new() } else { format!(" while running pod {pod}") })]
+    #[error("interrupted by {reason}{}", if pod.is_empty() { String::new() } else { format!(" while running pod {pod}") })]
     Interrupted {
         /// Pod name (may be empty when interrupted before create).
         pod: String,
-        /// "SIGINT", "SIGTERM" or "cancel".
-        signal: &'static str,
+        /// Which signal cancelled the run.
+        reason: CancelReason,
     },
     /// Reattach ([`crate::LaunchConfig::reattach`]) found more than one live pod for the task
     /// id. The binary names its flag before the message ([`ErrorKind::AmbiguousReattach`]).
@@ -444,10 +445,7 @@ impl LaunchError {
             LaunchError::ForeignPod { .. } | LaunchError::AmbiguousReattach { .. } => {
                 exit::NAME_CLASH
             }
-            LaunchError::Interrupted { signal, .. } => match *signal {
-                "SIGINT" => exit::SIGINT,
-                _ => exit::SIGTERM,
-            },
+            LaunchError::Interrupted { reason, .. } => reason.exit_code(),
             LaunchError::PodGone { .. }
             | LaunchError::LeaseLost { .. }
             | LaunchError::Api { .. }

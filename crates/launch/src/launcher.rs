@@ -37,25 +37,7 @@ pub enum LogMode {
     None,
 }
 
-/// Why a run was cancelled; decides the exit code (130 or 143).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CancelReason {
-    /// SIGINT / Ctrl-C.
-    Interrupt,
-    /// SIGTERM.
-    Terminate,
-}
-
-impl CancelReason {
-    /// The process exit code of a run cancelled for this reason: [`exit::SIGINT`] (130) or
-    /// [`exit::SIGTERM`] (143), as a shell reports a process killed by the signal.
-    pub fn exit_code(self) -> u8 {
-        match self {
-            CancelReason::Interrupt => exit::SIGINT,
-            CancelReason::Terminate => exit::SIGTERM,
-        }
-    }
-}
+pub use crate::cancel::CancelReason;
 
 /// Everything that shapes a run besides the task itself.
 #[derive(Debug, Clone)]
@@ -155,11 +137,9 @@ impl Cancel {
         self.reason.get().copied()
     }
 
-    fn signal(&self) -> &'static str {
-        match self.reason.get() {
-            Some(CancelReason::Interrupt) => "SIGINT",
-            _ => "SIGTERM",
-        }
+    /// The reason an interrupted run reports: the one given, SIGTERM if none was.
+    fn reason_or_terminate(&self) -> CancelReason {
+        self.reason().unwrap_or(CancelReason::Terminate)
     }
 }
 
@@ -231,7 +211,7 @@ impl Launcher {
                 result,
                 LaunchError::Interrupted {
                     pod: String::new(),
-                    signal: cancel.signal(),
+                    reason: cancel.reason_or_terminate(),
                 },
             );
         }
@@ -885,7 +865,7 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 fn interrupted(pod: &str, cancel: &Cancel) -> LaunchError {
     LaunchError::Interrupted {
         pod: pod.to_owned(),
-        signal: cancel.signal(),
+        reason: cancel.reason_or_terminate(),
     }
 }
 

@@ -70,6 +70,7 @@
 //! # }
 //! ```
 
+pub mod cancel;
 pub mod cleanup;
 pub mod create;
 pub mod dedup;
