@@ -696,6 +696,17 @@ struct Writer {
     finalize: Option<Arc<Finalize>>,
 }
 
+/// What became of one drain the writer wrote: committed, or put back into the queue, after which
+/// the writer backs off before the next try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+enum Written {
+    /// In the store (with any pods that could not be stored reported and dropped).
+    Committed,
+    /// Back in the queue: the store failed in a way a retry may fix.
+    Requeued,
+}
+
 impl Writer {
     async fn run(self) {
         let mut delays = backon::BackoffBuilder::build(self.backoff.clone());
@@ -707,8 +718,8 @@ impl Writer {
             let Some(drained) = next else { return };
             self.metrics.queue_depth(self.queue.depth());
             match self.write(drained).await {
-                Ok(()) => delays = backon::BackoffBuilder::build(self.backoff.clone()),
-                Err(()) => {
+                Written::Committed => delays = backon::BackoffBuilder::build(self.backoff.clone()),
+                Written::Requeued => {
                     let delay = delays.next().unwrap_or(self.backoff.cap());
                     tokio::select! {
                         () = self.abandon.cancelled() => return,
@@ -721,17 +732,17 @@ impl Writer {
 
     /// Writes one drain, then hands its release tickets to the finalizer worker (on failure they
     /// go back into the queue with the rest). A pod released for its grace-0 deletion is
-    /// committed deleted in the same transaction ([`reconcile::stopped_deletions`]). `Err(())`
-    /// means it was put back and the caller should back off.
-    async fn write(&self, mut drained: Drained) -> Result<(), ()> {
+    /// committed deleted in the same transaction ([`reconcile::stopped_deletions`]).
+    /// [`Written::Requeued`] means it was put back and the caller should back off.
+    async fn write(&self, mut drained: Drained) -> Written {
         let releases: Vec<Ticket> = std::mem::take(&mut drained.releases);
         if self.finalize.is_some() {
             reconcile::stopped_deletions(&mut drained.ops, &releases, jiff::Timestamp::now());
         }
         let written = self.write_ops(drained).await;
         match (&self.finalize, written) {
-            (Some(finalize), Ok(())) => finalize.committed(releases),
-            (_, Err(())) if !releases.is_empty() => self.queue.requeue(Drained {
+            (Some(finalize), Written::Committed) => finalize.committed(releases),
+            (_, Written::Requeued) if !releases.is_empty() => self.queue.requeue(Drained {
                 releases,
                 ..Drained::default()
             }),
@@ -741,7 +752,7 @@ impl Writer {
     }
 
     /// Writes the ops and resume point of one drain (see [`Writer::write`]).
-    async fn write_ops(&self, mut drained: Drained) -> Result<(), ()> {
+    async fn write_ops(&self, mut drained: Drained) -> Written {
         let seen = drained.reconcile.take();
         let mut ops = std::mem::take(&mut drained.ops);
         if let Some(seen_set) = &seen {
@@ -762,7 +773,7 @@ impl Writer {
                             drained.ops = ops;
                             drained.reconcile = seen;
                             self.queue.requeue(drained);
-                            return Err(());
+                            return Written::Requeued;
                         }
                     };
                     let unknown = vanished
@@ -789,7 +800,7 @@ impl Writer {
                     drained.ops = ops;
                     drained.reconcile = seen;
                     self.queue.requeue(drained);
-                    return Err(());
+                    return Written::Requeued;
                 }
             }
         }
@@ -811,14 +822,14 @@ impl Writer {
                     self.metrics.store_error("rejected");
                     tracing::warn!(uid = %rejected.uid, reason = %rejected.reason, "store refused a pod change; skipped");
                 }
-                Ok(())
+                Written::Committed
             }
             Err(err) if err.is_retryable() => {
                 self.failed(&err);
                 drained.ops = batch.ops;
                 drained.reconcile = seen;
                 self.queue.requeue(drained);
-                Err(())
+                Written::Requeued
             }
             Err(err) => {
                 self.metrics.store_error("rejected");
@@ -888,7 +899,7 @@ impl Writer {
 
     /// Applies the ops of a refused batch one by one, drops the ones that can never be written,
     /// then commits the resume point.
-    async fn isolate(&self, batch: Batch, oldest: Option<Instant>) -> Result<(), ()> {
+    async fn isolate(&self, batch: Batch, oldest: Option<Instant>) -> Written {
         let mut ops = batch.ops.into_iter();
         while let Some(op) = ops.next() {
             let single = Batch::new(vec![op]);
@@ -898,7 +909,7 @@ impl Writer {
                     self.failed(&err);
                     let resume = batch.resume.map(|r| r.resource_version);
                     self.requeue_unwritten(single.ops, ops, resume, oldest);
-                    return Err(());
+                    return Written::Requeued;
                 }
                 Err(err) => {
                     self.metrics.store_error("rejected");
@@ -914,7 +925,7 @@ impl Writer {
                             self.failed(&again);
                             let resume = batch.resume.map(|r| r.resource_version);
                             self.requeue_unwritten(single.ops, ops, resume, oldest);
-                            return Err(());
+                            return Written::Requeued;
                         }
                         Err(again) => describe_dropped(&single.ops[0], &again),
                     }
@@ -929,7 +940,7 @@ impl Writer {
         match self.store.apply(&resume_only).await {
             Ok(_) => {
                 self.committed(started, &resume_only, oldest);
-                Ok(())
+                Written::Committed
             }
             Err(err) => {
                 self.failed(&err);
@@ -940,7 +951,7 @@ impl Writer {
                     oldest,
                     releases: Vec::new(),
                 });
-                Err(())
+                Written::Requeued
             }
         }
     }
