@@ -312,7 +312,8 @@ mod tests {
     /// The constant constructor builds what the validating one builds for the same settings.
     #[test]
     fn doubling_should_equal_try_new_with_factor_two() {
-        const FIXED: FullJitter = FullJitter::doubling(Duration::from_millis(100), Duration::from_secs(15));
+        const FIXED: FullJitter =
+            FullJitter::doubling(Duration::from_millis(100), Duration::from_secs(15));
         assert_eq!(
             Ok(FIXED),
             FullJitter::try_new(Duration::from_millis(100), Duration::from_secs(15), 2.0)

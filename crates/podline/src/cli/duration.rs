@@ -49,7 +49,11 @@ mod tests {
         let (min, max) = (Duration::from_secs(1), Duration::from_secs(60));
         assert_eq!(bounded("1s", min, max), Ok(min));
         assert_eq!(bounded("1m", min, max), Ok(max));
-        assert!(bounded("61s", min, max).unwrap_err().contains("out of range"));
+        assert!(
+            bounded("61s", min, max)
+                .unwrap_err()
+                .contains("out of range")
+        );
         assert!(bounded("999ms", min, max).is_err());
     }
 }

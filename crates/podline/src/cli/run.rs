@@ -950,7 +950,10 @@ mod tests {
         assert_eq!(duration::positive("90").unwrap(), Duration::from_secs(90));
         assert_eq!(duration::positive("90s").unwrap(), Duration::from_secs(90));
         assert_eq!(duration::positive("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(duration::positive("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(
+            duration::positive("500ms").unwrap(),
+            Duration::from_millis(500)
+        );
         assert!(duration::positive("").is_err());
         assert!(duration::positive("-1s").is_err());
         assert!(duration::positive("1.5s").is_err());
