@@ -14,14 +14,12 @@
 //! # }
 //! ```
 
+use podline_phase::Phase;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use podline_sim::PodHistory;
 use podline_store::{PodFilter, PodRecord, Store, StoreError};
-
-/// The phases after which a pod never changes phase again.
-const TERMINAL: [&str; 2] = ["Succeeded", "Failed"];
 
 /// What [`compare`] found. Empty problem lists mean the store equals the ground truth.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -144,7 +142,7 @@ fn check_pod(who: &str, pod: &PodRecord, history: &PodHistory, out: &mut Vec<Str
             ));
         }
     }
-    let terminal = stored.keys().filter(|p| TERMINAL.contains(p)).count();
+    let terminal = stored.keys().filter(|p| Phase::is_terminal_str(p)).count();
     if terminal > 1 {
         out.push(format!("{who}: {terminal} terminal phases recorded"));
     }

@@ -1,6 +1,7 @@
 //! [`Launcher`]: one task from spec to exit code — create, await start, follow logs, await
 //! completion, report, clean up — with cancellation (SIGINT/SIGTERM) and an overall timeout.
 
+use podline_phase::Phase;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -473,7 +474,7 @@ impl Launcher {
         match outcome {
             Ok(()) => match result.container_exit_code() {
                 Some(code) => result.exit_code = exit::from_container(code),
-                None if result.phase == "Succeeded" => result.exit_code = 0,
+                None if result.phase == Phase::Succeeded.as_str() => result.exit_code = 0,
                 None => {
                     result.exit_code = 1;
                     result.error = Some(format!(

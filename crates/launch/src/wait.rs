@@ -15,6 +15,7 @@
 //! auth failure will never fix itself and fails at once; a registry hiccup (5xx, rate limit,
 //! timeout, "back-off pulling") is waited through until the startup timeout.
 
+use podline_phase::Phase;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
@@ -152,8 +153,11 @@ impl StartTracker {
     /// Advances on a new version of the pod.
     pub fn step(&mut self, pod: &Pod, now: Instant) -> StartStep {
         let status = pod.status.as_ref();
-        let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-        if matches!(phase, "Running" | "Succeeded" | "Failed") {
+        let phase = status
+            .and_then(|s| s.phase.as_deref())
+            .and_then(Phase::parse)
+            .unwrap_or(Phase::Pending);
+        if matches!(phase, Phase::Running | Phase::Succeeded | Phase::Failed) {
             self.stage = Stage::Started;
             return StartStep::Started;
         }
@@ -258,10 +262,10 @@ impl StartTracker {
 
 /// True once the pod reached a terminal phase.
 pub fn is_finished(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(Phase::is_terminal_str)
 }
 
 /// True once `container` has terminated (its logs are complete).

@@ -38,19 +38,22 @@ pub const PODLINE_RUN_LABEL: &str = "podline.io/run";
 pub const REDACTED_ANNOTATIONS: &[&str] = &["kubectl.kubernetes.io/last-applied-configuration"];
 
 /// The phases a pod goes through, in lifecycle order, as the Kubernetes API spells them.
+/// (The spellings of the shared [`podline_phase::Phase`], for the records' string fields.)
 pub mod phase {
+    use podline_phase::Phase;
+
     /// Accepted by the API server, not yet running.
-    pub const PENDING: &str = "Pending";
+    pub const PENDING: &str = Phase::Pending.as_str();
     /// At least one container started.
-    pub const RUNNING: &str = "Running";
+    pub const RUNNING: &str = Phase::Running.as_str();
     /// All containers exited 0.
-    pub const SUCCEEDED: &str = "Succeeded";
+    pub const SUCCEEDED: &str = Phase::Succeeded.as_str();
     /// At least one container failed, or the pod could not run at all.
-    pub const FAILED: &str = "Failed";
+    pub const FAILED: &str = Phase::Failed.as_str();
 
     /// Whether a phase is final: a pod never leaves it.
     pub fn is_terminal(phase: &str) -> bool {
-        phase == SUCCEEDED || phase == FAILED
+        Phase::is_terminal_str(phase)
     }
 }
 

@@ -1,6 +1,7 @@
 //! A synthetic write load, so the benchmark command (and `examples/store_bench.rs`) measures
 //! pod events per second into any backend with the recorder's batching pattern.
 
+use podline_phase::Phase;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -125,7 +126,7 @@ fn event(i: usize, stage: usize, rv: u64, base: Timestamp) -> StoreOp {
             final_state_observed: true,
         };
     }
-    let phases = ["Pending", "Running", "Succeeded"];
+    let phases = [Phase::Pending, Phase::Running, Phase::Succeeded].map(Phase::as_str);
     let transitions = phases[..=stage]
         .iter()
         .enumerate()

@@ -5,6 +5,7 @@
 //! (an image that cannot be pulled). [`classify`] reads a [`PodRecord`] and names the one reason
 //! a person would look for first; [`group`] puts pods with the same reason together.
 
+use podline_phase::Phase;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
@@ -82,11 +83,11 @@ pub struct FailureGroup {
 /// `DeadlineExceeded`: the containers' exit codes are a consequence), then an OOM kill, then an
 /// image that cannot be pulled, then a non-zero exit code, then a `Failed` phase with no detail.
 pub fn classify(pod: &PodRecord) -> Option<Failure> {
-    let phase = pod.phase.as_deref();
-    if phase == Some("Succeeded") {
+    let phase = pod.phase.as_deref().and_then(Phase::parse);
+    if phase == Some(Phase::Succeeded) {
         return None;
     }
-    let failed = phase == Some("Failed");
+    let failed = phase == Some(Phase::Failed);
     let pod_level = |reason: &str| Failure {
         reason: reason.to_owned(),
         container: None,
@@ -144,7 +145,7 @@ pub fn classify(pod: &PodRecord) -> Option<Failure> {
             detail: c.message.clone().or_else(|| pod.message.clone()),
         });
     }
-    failed.then(|| pod_level("Failed"))
+    failed.then(|| pod_level(Phase::Failed.as_str()))
 }
 
 /// Classifies `pods` and groups the failed ones by reason: largest group first, then by name;

@@ -2,6 +2,7 @@
 //!
 //! Every type here is `Serialize`, so `-o json|yaml` is a one-liner for the caller.
 
+use podline_phase::Phase;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
@@ -114,7 +115,10 @@ pub struct RunSummary {
 impl RunSummary {
     /// Pods that ended `Succeeded`.
     pub fn succeeded(&self) -> u64 {
-        self.phases.get("Succeeded").copied().unwrap_or(0)
+        self.phases
+            .get(Phase::Succeeded.as_str())
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Pods that did not succeed and are no longer in progress: `Failed`, and pods deleted

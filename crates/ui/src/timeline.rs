@@ -9,6 +9,7 @@
 //! - **running**: first container start until the pod finished (or was deleted, or now).
 
 use jiff::{SignedDuration, Timestamp};
+use podline_phase::Phase;
 use podline_store::{ContainerState, PodRecord};
 use serde::Serialize;
 
@@ -66,11 +67,11 @@ impl Outcome {
 
     /// What a pod's phase and deletion say about it.
     pub fn of(pod: &PodRecord) -> Self {
-        match pod.phase.as_deref() {
-            Some("Succeeded") => Outcome::Succeeded,
-            Some("Failed") => Outcome::Failed,
+        match pod.phase.as_deref().and_then(Phase::parse) {
+            Some(Phase::Succeeded) => Outcome::Succeeded,
+            Some(Phase::Failed) => Outcome::Failed,
             _ if pod.deleted_at.is_some() => Outcome::Lost,
-            Some("Running") => Outcome::Running,
+            Some(Phase::Running) => Outcome::Running,
             _ => Outcome::Pending,
         }
     }
@@ -144,10 +145,10 @@ impl Timeline {
 
 /// The bar of one pod.
 pub fn bar(pod: &PodRecord, now: Timestamp) -> Bar {
-    let phase_at = |phase: &str| {
+    let phase_at = |phase: Phase| {
         pod.transitions
             .iter()
-            .find(|t| t.phase == phase)
+            .find(|t| t.phase == phase.as_str())
             .map(|t| t.at)
     };
     let start = pod
@@ -158,8 +159,8 @@ pub fn bar(pod: &PodRecord, now: Timestamp) -> Bar {
     let end = match outcome {
         Outcome::Succeeded | Outcome::Failed => pod
             .finished_at
-            .or_else(|| phase_at("Succeeded"))
-            .or_else(|| phase_at("Failed"))
+            .or_else(|| phase_at(Phase::Succeeded))
+            .or_else(|| phase_at(Phase::Failed))
             .or(pod.deleted_at)
             .unwrap_or(pod.updated_at),
         Outcome::Lost => pod.deleted_at.unwrap_or(pod.updated_at),
@@ -173,7 +174,7 @@ pub fn bar(pod: &PodRecord, now: Timestamp) -> Bar {
         .iter()
         .filter_map(|c| c.started_at)
         .min()
-        .or_else(|| phase_at("Running"))
+        .or_else(|| phase_at(Phase::Running))
         .or(pod.started_at)
         .map(|t| t.clamp(start, end));
     let scheduled = pod

@@ -1,5 +1,6 @@
 //! From a Kubernetes pod to what KFP mode records about it (pure).
 
+use podline_phase::Phase;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -110,12 +111,12 @@ impl KfpPod {
         if self.cached {
             return ExecutionState::Cached;
         }
-        match self.phase.as_str() {
-            "Succeeded" => ExecutionState::Complete,
-            "Failed" => ExecutionState::Failed,
+        match Phase::parse(&self.phase) {
+            Some(Phase::Succeeded) => ExecutionState::Complete,
+            Some(Phase::Failed) => ExecutionState::Failed,
             _ if deleted => ExecutionState::Canceled,
             _ if self.completed => ExecutionState::Complete,
-            "Running" => ExecutionState::Running,
+            Some(Phase::Running) => ExecutionState::Running,
             _ => ExecutionState::New,
         }
     }
@@ -268,7 +269,7 @@ pub fn classify(pod: &Pod) -> Result<KfpPod, Skip> {
             .status
             .as_ref()
             .and_then(|s| s.phase.clone())
-            .unwrap_or_else(|| "Pending".into()),
+            .unwrap_or_else(|| Phase::Pending.as_str().into()),
         completed: labels.get(COMPLETED_LABEL).map(String::as_str) == Some("true"),
         cached,
         labelled_execution_id,

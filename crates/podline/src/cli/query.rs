@@ -3,6 +3,7 @@
 //! They read only the store (no cluster needed). `-n` filters by namespace (default: all);
 //! `-o table|wide|json|yaml` picks the format.
 
+use podline_phase::Phase;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
@@ -175,15 +176,21 @@ pub fn render_runs(runs: &[RunSummary], output: Output) -> anyhow::Result<String
         header.extend(["DELETED", "FIRST CREATED", "LAST FINISHED"]);
     }
     let rows = runs.iter().map(|r| {
-        let n = |phase: &str| r.phases.get(phase).copied().unwrap_or(0).to_string();
+        let n = |phase: Phase| {
+            r.phases
+                .get(phase.as_str())
+                .copied()
+                .unwrap_or(0)
+                .to_string()
+        };
         let mut row = vec![
             r.namespace.clone(),
             r.run.clone(),
             r.pods.to_string(),
-            n("Succeeded"),
-            n("Failed"),
-            n("Running"),
-            n("Pending"),
+            n(Phase::Succeeded),
+            n(Phase::Failed),
+            n(Phase::Running),
+            n(Phase::Pending),
         ];
         if wide {
             row.extend([

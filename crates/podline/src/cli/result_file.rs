@@ -11,6 +11,7 @@
 //!    reason, per-container exit codes and termination messages, Warning events, pod name) plus
 //!    `failureReport`, the text podline prints on failure.
 
+use podline_phase::Phase;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -145,7 +146,7 @@ async fn live_pod(client: &kube::Client, namespace: &str, task_id: &str) -> Opti
     let list = api.list(&lp).await.ok()?;
     let mut live = list.items.into_iter().filter(|p| {
         let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-        !matches!(phase, Some("Succeeded" | "Failed")) && p.metadata.deletion_timestamp.is_none()
+        !phase.is_some_and(Phase::is_terminal_str) && p.metadata.deletion_timestamp.is_none()
     });
     let first = live.next()?;
     if live.next().is_some() {

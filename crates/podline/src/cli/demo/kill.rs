@@ -5,6 +5,7 @@
 //! documented bound, and counts as orphans only pods still there well past it: on a loaded
 //! machine the reaper's timing slips by a fraction of a second, an orphan never goes.
 
+use podline_phase::Phase;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -189,7 +190,7 @@ async fn list(api: &Api<Pod>, selector: &ListParams) -> anyhow::Result<Option<Ve
 
 fn is_running(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
-        && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(Phase::Running.as_str())
 }
 
 #[cfg(test)]
