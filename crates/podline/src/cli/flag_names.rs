@@ -52,6 +52,21 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "--db",
         "the test kit builds command lines for the binary",
     ),
+    (
+        "testkit/src/bin.rs",
+        "--kubeconfig",
+        "the test kit builds command lines for the binary",
+    ),
+    (
+        "testkit/src/bin.rs",
+        "PODLINE_CREATE_BACKOFF_BASE",
+        "the test kit builds command lines for the binary",
+    ),
+    (
+        "testkit/src/bin.rs",
+        "PODLINE_CREATE_BACKOFF_CAP",
+        "the test kit builds command lines for the binary",
+    ),
 ];
 
 /// Every long flag (and alias) of every subcommand, as `--name`.
