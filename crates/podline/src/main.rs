@@ -1,6 +1,7 @@
 //! The `podline` binary: parses flags, starts tracing, dispatches to a subcommand and maps errors
-//! to exit codes (`cli::exit`: a usage error exits 2, any other 1). Everything else lives in the library crates (`podline-sim`, `podline-launch`,
-//! `podline-record`, `podline-store`, `podline-client`).
+//! to exit codes (`cli::exit`: a usage error exits 2, any other 1). Everything else lives in the
+//! library crates (`podline-sim`, `podline-launch`, `podline-record`, `podline-store`,
+//! `podline-client`).
 
 mod allocator;
 mod cli;

@@ -98,9 +98,10 @@ pub fn sim_codes() -> String {
         "\
 Exit codes:
   {SUCCESS}  stopped by SIGINT (Ctrl-C) or SIGTERM
-  {ERROR}  the sim could not start or serve (e.g. an address in use)
-  {USAGE}  bad usage (an invalid flag, or a --kubeconfig-out or --ground-truth-out file that
-     cannot be written): nothing was started"
+  {ERROR}  the server could not start (e.g. an address in use), or the ground-truth file could
+     not be written on shutdown
+  {USAGE}  bad usage (an invalid flag, environment variable or faults file, or a --kubeconfig-out
+     or --ground-truth-out file that cannot be written at start): nothing was served"
     )
 }
 

@@ -5,8 +5,9 @@
 //! Exit codes (also in `--help`): 0 after SIGTERM/Ctrl-C (queue flushed); 2 for a bad flag or
 //! environment value (the message names it and what is expected), checked before anything is
 //! bound, connected or created, the same code clap exits with for the flags it parses itself
-//! (such as a malformed `--listen`); 2 with a clear message when the watch fails in a way no
-//! retry can fix (401, 403, a missing namespace, a rejected certificate).
+//! (such as a malformed `--listen`); 1 with a clear message when the watch fails in a way no
+//! retry can fix (401, 403, a missing namespace, a rejected certificate). The codes live in
+//! `cli/exit.rs`.
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -40,12 +40,7 @@ The ground truth (every pod ever created: phase transitions, exit codes, deletio
 GET /_sim/ground-truth; --ground-truth-out also writes it to a file, replaced atomically.
 
 Scripted pods (default) read annotations: sim.podline.io/duration, exit-code, logs, log-lines,
-image-error, unschedulable, ... With --exec, containers run their command as local processes.
-
-Exit codes:
-  0  stopped by SIGINT (Ctrl-C) or SIGTERM
-  2  bad usage (an invalid flag, environment variable or faults file), the server could not
-     start, or the ground-truth file could not be written at start or on shutdown";
+image-error, unschedulable, ... With --exec, containers run their command as local processes.";
 
 /// Serve the embedded Kubernetes API server (with a simulated kubelet) until Ctrl-C.
 #[derive(Debug, Clone, clap::Args)]
