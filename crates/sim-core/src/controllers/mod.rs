@@ -7,6 +7,7 @@ pub mod disruption;
 pub mod gc;
 pub mod namespace;
 pub mod node_lifecycle;
+pub mod root_ca;
 pub mod service_account;
 pub mod volume_binder;
 

@@ -76,7 +76,7 @@ pub(crate) fn container_env(
 ) -> Result<Vec<(String, String)>, String> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let mut env: Vec<(String, String)> = Vec::new();
-    let mut set = |env: &mut Vec<(String, String)>, name: String, value: String| {
+    let set = |env: &mut Vec<(String, String)>, name: String, value: String| {
         match env.iter_mut().find(|(n, _)| *n == name) {
             Some(slot) => slot.1 = value,
             None => env.push((name, value)),

@@ -35,6 +35,7 @@ pub fn can_mount() -> bool {
 
 /// Arranges for `cmd` to start in a private mount namespace with `mounts` bound in place (see
 /// the module docs). Does nothing when there is nothing to mount or [`can_mount`] is false.
+#[allow(unsafe_code)] // `pre_exec`; see the SAFETY note.
 pub fn isolate(cmd: &mut tokio::process::Command, mounts: &[Mount]) -> io::Result<()> {
     if mounts.is_empty() || !can_mount() {
         return Ok(());
@@ -59,7 +60,6 @@ pub fn isolate(cmd: &mut tokio::process::Command, mounts: &[Mount]) -> io::Resul
         plan.push((c(&m.source)?, c(&m.target)?, m.read_only));
     }
     let root = CString::from(c"/");
-    #[allow(unsafe_code)]
     // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
     // calls are allowed: it calls only unshare(2) and mount(2) on C strings made before the
     // fork, allocates nothing, and takes no lock.

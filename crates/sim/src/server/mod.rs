@@ -473,6 +473,13 @@ impl Sim {
         } else {
             None
         };
+        // The root-ca-cert-publisher publishes the CA clients trust (a plain-HTTP sim has none
+        // of its own: it publishes one made for the purpose).
+        let root_ca = match &tls {
+            Some(t) => t.ca_pem.clone(),
+            None => TlsMaterial::generate(false)?.ca_pem,
+        };
+        drop(podline_sim_core::controllers::root_ca::spawn(&cluster, root_ca));
         let listener = Arc::new(Listener::new(
             cfg.addr,
             tls.as_ref().map(|t| t.acceptor.clone()),
