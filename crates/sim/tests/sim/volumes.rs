@@ -108,22 +108,23 @@ async fn a_sidecar_reads_back_what_main_wrote_from_its_secret_and_env() {
     let dir = tempfile::tempdir().expect("tempdir");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     create(&pods, pod("refs", dir.path())).await;
-    let mut seen = String::new();
+    let seen = std::sync::Mutex::new(String::new());
     let read = podline_testkit::wait_until(Duration::from_secs(20), || {
         let kc = kc.path().to_owned();
         let data = dir.path().join("data/out.txt");
-        let seen = &mut seen;
+        let seen = &seen;
         async move {
             let out = kubectl(
                 &kc,
                 &["exec", "refs", "-c", "sidecar", "--", "cat", data.to_str().unwrap()],
             )
             .await;
-            *seen = format!("{out:?}");
+            *seen.lock().unwrap() = format!("{out:?}");
             String::from_utf8_lossy(&out.stdout) == "s3cret\nfast eu s3cret refs\n"
         }
     })
     .await;
+    let seen = seen.into_inner().unwrap();
     assert!(read, "the sidecar did not read main's file: {seen}");
     // The volumes exist only in the pod's mount namespaces: the host sees empty mount points.
     assert!(!dir.path().join("data/out.txt").exists());
