@@ -599,7 +599,10 @@ async fn a_missing_secret_is_reported_as_create_container_config_error() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "stderr: {stderr}");
-    assert!(stderr.contains("did not start within 2s after scheduling"), "{stderr}");
+    assert!(
+        stderr.contains("did not start within 2s after scheduling"),
+        "{stderr}"
+    );
     assert!(
         stderr.contains(r#"CreateContainerConfigError: secret "app-creds" not found"#),
         "{stderr}"

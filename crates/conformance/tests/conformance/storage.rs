@@ -46,7 +46,11 @@ async fn default_class(t: &Target) -> Option<String> {
 async fn a_claim_is_defaulted_and_gets_the_default_class() {
     let t = Target::new().await;
     let r = t
-        .send_json(Method::POST, &t.core_path("persistentvolumeclaims"), &claim("data"))
+        .send_json(
+            Method::POST,
+            &t.core_path("persistentvolumeclaims"),
+            &claim("data"),
+        )
         .await;
     assert_eq!(r.status, 201, "{}", r.text());
     let created = r.json();
@@ -54,7 +58,10 @@ async fn a_claim_is_defaulted_and_gets_the_default_class() {
     assert_eq!(created["status"]["phase"], "Pending", "{created}");
     match default_class(&t).await {
         Some(class) => assert_eq!(created["spec"]["storageClassName"], class, "{created}"),
-        None => assert!(created["spec"].get("storageClassName").is_none(), "{created}"),
+        None => assert!(
+            created["spec"].get("storageClassName").is_none(),
+            "{created}"
+        ),
     }
 }
 
@@ -142,7 +149,13 @@ async fn a_storage_class_is_validated_and_defaulted() {
     assert_eq!(created["reclaimPolicy"], "Delete", "{created}");
     assert_eq!(created["volumeBindingMode"], "Immediate", "{created}");
     let r = t
-        .request(Method::DELETE, &format!("{path}/{name}"), None, None, Vec::new())
+        .request(
+            Method::DELETE,
+            &format!("{path}/{name}"),
+            None,
+            None,
+            Vec::new(),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
 }
@@ -212,14 +225,18 @@ async fn a_pod_whose_claim_is_missing_is_unschedulable() {
     }
     let nodes = t.node_count().await;
     let mut body = pod("claimless");
-    body["spec"]["volumes"] = json!([{"name": "data", "persistentVolumeClaim": {"claimName": "nope"}}]);
+    body["spec"]["volumes"] =
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "nope"}}]);
     assert_eq!(t.create_pod(&body).await.status, 201);
     let want = format!(
         "0/{nodes} nodes are available: persistentvolumeclaim \"nope\" not found. preemption: 0/{nodes} nodes are available: {nodes} Preemption is not helpful for scheduling."
     );
     let mut last = Value::Null;
     for _ in 0..200 {
-        let got = t.get(&format!("{}/claimless", t.core_path("pods"))).await.json();
+        let got = t
+            .get(&format!("{}/claimless", t.core_path("pods")))
+            .await
+            .json();
         let scheduled = got["status"]["conditions"]
             .as_array()
             .and_then(|c| c.iter().find(|c| c["type"] == "PodScheduled").cloned());
@@ -251,10 +268,16 @@ async fn a_missing_secret_in_env_is_a_create_container_config_error() {
     assert_eq!(t.create_pod(&body).await.status, 201);
     let mut last = Value::Null;
     for _ in 0..600 {
-        let got = t.get(&format!("{}/secretless", t.core_path("pods"))).await.json();
+        let got = t
+            .get(&format!("{}/secretless", t.core_path("pods")))
+            .await
+            .json();
         let waiting = &got["status"]["containerStatuses"][0]["state"]["waiting"];
         if waiting["reason"] == "CreateContainerConfigError" {
-            assert_eq!(waiting["message"], "secret \"app-creds\" not found", "{got}");
+            assert_eq!(
+                waiting["message"], "secret \"app-creds\" not found",
+                "{got}"
+            );
             assert_eq!(got["status"]["phase"], "Pending", "{got}");
             return;
         }
@@ -276,7 +299,8 @@ async fn a_missing_secret_volume_is_a_failed_mount() {
     }
     let mut body = pod("mountless");
     body["spec"]["volumes"] = json!([{"name": "creds", "secret": {"secretName": "app-creds"}}]);
-    body["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "creds", "mountPath": "/creds"}]);
+    body["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "creds", "mountPath": "/creds"}]);
     assert_eq!(t.create_pod(&body).await.status, 201);
     let want = "MountVolume.SetUp failed for volume \"creds\" : secret \"app-creds\" not found";
     for _ in 0..600 {
@@ -288,12 +312,15 @@ async fn a_missing_secret_volume_is_a_failed_mount() {
             .await
             .json();
         let found = events["items"].as_array().is_some_and(|items| {
-            items
-                .iter()
-                .any(|e| e["reason"] == "FailedMount" && e["type"] == "Warning" && e["message"] == want)
+            items.iter().any(|e| {
+                e["reason"] == "FailedMount" && e["type"] == "Warning" && e["message"] == want
+            })
         });
         if found {
-            let got = t.get(&format!("{}/mountless", t.core_path("pods"))).await.json();
+            let got = t
+                .get(&format!("{}/mountless", t.core_path("pods")))
+                .await
+                .json();
             assert_eq!(got["status"]["phase"], "Pending", "{got}");
             assert_eq!(
                 got["status"]["containerStatuses"][0]["state"]["waiting"]["reason"],

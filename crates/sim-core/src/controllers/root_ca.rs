@@ -54,8 +54,11 @@ pub fn publish(cluster: &Cluster, namespace: &str, ca: &str) -> bool {
                             uid: Some(uuid::Uuid::new_v4().to_string()),
                             creation_timestamp: Some(now_time()),
                             annotations: Some(
-                                [("kubernetes.io/description".to_owned(), DESCRIPTION.to_owned())]
-                                    .into(),
+                                [(
+                                    "kubernetes.io/description".to_owned(),
+                                    DESCRIPTION.to_owned(),
+                                )]
+                                .into(),
                             ),
                             ..ObjectMeta::default()
                         },
@@ -73,7 +76,11 @@ pub fn publish(cluster: &Cluster, namespace: &str, ca: &str) -> bool {
 fn resync(cluster: &Cluster, ca: &str) {
     let (namespaces, _) = cluster.namespace_table().snapshot(None, None);
     for stored in namespaces {
-        publish(cluster, &stored.decode().metadata.name.unwrap_or_default(), ca);
+        publish(
+            cluster,
+            &stored.decode().metadata.name.unwrap_or_default(),
+            ca,
+        );
     }
 }
 

@@ -60,12 +60,21 @@ pub fn bind(cluster: &Cluster, namespace: &str, name: &str) -> bool {
                     .and_then(|r| r.get("storage"))
                     .map(|q| [("storage".to_owned(), q.clone())].into());
                 let access_modes = spec.access_modes.clone();
-                let annotations = claim.metadata.annotations.get_or_insert_with(Default::default);
+                let annotations = claim
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default);
                 for (key, value) in [
                     ("pv.kubernetes.io/bind-completed", "yes"),
                     ("pv.kubernetes.io/bound-by-controller", "yes"),
-                    ("volume.beta.kubernetes.io/storage-provisioner", provisioner.as_str()),
-                    ("volume.kubernetes.io/storage-provisioner", provisioner.as_str()),
+                    (
+                        "volume.beta.kubernetes.io/storage-provisioner",
+                        provisioner.as_str(),
+                    ),
+                    (
+                        "volume.kubernetes.io/storage-provisioner",
+                        provisioner.as_str(),
+                    ),
                 ] {
                     annotations.insert(key.to_owned(), value.to_owned());
                 }
@@ -224,7 +233,11 @@ mod tests {
         let _binder = spawn(&cluster);
         create(&cluster, "data", None);
         until(|| phase(&cluster, "data").as_deref() == Some("Bound")).await;
-        let claim = cluster.volume_claim_table().get("default", "data").unwrap().decode();
+        let claim = cluster
+            .volume_claim_table()
+            .get("default", "data")
+            .unwrap()
+            .decode();
         let spec = claim.spec.unwrap();
         assert_eq!(spec.storage_class_name.as_deref(), Some("standard"));
         assert_eq!(spec.volume_name.as_deref(), Some("pvc-uid-data"));
@@ -238,7 +251,11 @@ mod tests {
         create(&cluster, "later", Some("fast"));
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(phase(&cluster, "later").as_deref(), Some("Pending"));
-        let mut fast = cluster.storage_class_table().get("", "standard").unwrap().decode();
+        let mut fast = cluster
+            .storage_class_table()
+            .get("", "standard")
+            .unwrap()
+            .decode();
         fast.metadata.name = Some("fast".to_owned());
         fast.metadata.annotations = None;
         cluster

@@ -77,10 +77,7 @@ impl ApiKind for StorageClass {
             causes.forbidden("reclaimPolicy", "updates to reclaimPolicy are forbidden.");
         }
         if self.volume_binding_mode != old.volume_binding_mode {
-            causes.forbidden(
-                "volumeBindingMode",
-                "field is immutable",
-            );
+            causes.forbidden("volumeBindingMode", "field is immutable");
         }
         causes
     }
@@ -198,7 +195,9 @@ mod tests {
         class.reclaim_policy = Some("Recycle".to_owned());
         assert_eq!(
             messages(&class.admit_create()),
-            ["reclaimPolicy: Unsupported value: \"Recycle\": supported values: \"Delete\", \"Retain\""]
+            [
+                "reclaimPolicy: Unsupported value: \"Recycle\": supported values: \"Delete\", \"Retain\""
+            ]
         );
     }
 

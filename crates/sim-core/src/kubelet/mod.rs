@@ -393,12 +393,14 @@ impl Driver {
                     .cluster
                     .get_pod(namespace, name)
                     .and_then(|pod| volumes::claim_refusal(&self.cluster, &pod));
-                claims.map(Arc::from).or_else(|| node::refusal(&self.cluster, &self.cfg.node_name, || {
-                    self.cluster
-                        .get_pod(namespace, name)
-                        .and_then(|pod| pod.spec.as_ref()?.tolerations.clone())
-                        .unwrap_or_default()
-                }))
+                claims.map(Arc::from).or_else(|| {
+                    node::refusal(&self.cluster, &self.cfg.node_name, || {
+                        self.cluster
+                            .get_pod(namespace, name)
+                            .and_then(|pod| pod.spec.as_ref()?.tolerations.clone())
+                            .unwrap_or_default()
+                    })
+                })
             }
             _ => None,
         };

@@ -881,7 +881,12 @@ impl PodWork {
                 message: Some(message.clone()),
             };
             c.pull_failures = c.pull_failures.saturating_add(1);
-            fx.push(container_event(idx, true, "Failed", format!("Error: {message}")));
+            fx.push(container_event(
+                idx,
+                true,
+                "Failed",
+                format!("Error: {message}"),
+            ));
             fx.push(Effect::Timer {
                 after: ctx.cfg.backoff(ctx.cfg.pull_backoff, c.pull_failures),
                 kind: TimerKind::ConfigRetry { idx, run },

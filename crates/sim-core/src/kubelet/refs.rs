@@ -18,7 +18,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Container, ObjectFieldSelector, Pod, ResourceFieldSelector, Secret};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, ObjectFieldSelector, Pod, ResourceFieldSelector, Secret,
+};
 
 use super::node::{CAPACITY, HOST_IP};
 use crate::cluster::Cluster;
@@ -63,7 +65,10 @@ pub(crate) fn secret_data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
 /// (`RelaxedEnvironmentVariableValidation`, beta and on in 1.32: `IsRelaxedEnvVarName`,
 /// printable ASCII but `=`).
 fn is_env_var_name(name: &str) -> bool {
-    !name.is_empty() && name.bytes().all(|b| (b' '..=b'~').contains(&b) && b != b'=')
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| (b' '..=b'~').contains(&b) && b != b'=')
 }
 
 /// The container's environment as the kubelet makes it, in the order variables were first set;
@@ -76,11 +81,12 @@ pub(crate) fn container_env(
 ) -> Result<Vec<(String, String)>, String> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let mut env: Vec<(String, String)> = Vec::new();
-    let set = |env: &mut Vec<(String, String)>, name: String, value: String| {
-        match env.iter_mut().find(|(n, _)| *n == name) {
-            Some(slot) => slot.1 = value,
-            None => env.push((name, value)),
-        }
+    let set = |env: &mut Vec<(String, String)>, name: String, value: String| match env
+        .iter_mut()
+        .find(|(n, _)| *n == name)
+    {
+        Some(slot) => slot.1 = value,
+        None => env.push((name, value)),
     };
     for source in container.env_from.iter().flatten() {
         let prefix = source.prefix.clone().unwrap_or_default();
@@ -197,13 +203,22 @@ fn expand(input: &str, env: &[(String, String)]) -> String {
 }
 
 /// `podFieldSelectorRuntimeValue` and the downward API's `ExtractFieldPathAsString`.
-pub(crate) fn pod_field(pod: &Pod, f: &ObjectFieldSelector, pod_ip: &str) -> Result<String, String> {
+pub(crate) fn pod_field(
+    pod: &Pod,
+    f: &ObjectFieldSelector,
+    pod_ip: &str,
+) -> Result<String, String> {
     let meta = &pod.metadata;
     let spec = pod.spec.as_ref();
     let path = f.field_path.as_str();
     let map_entry = |map: &Option<BTreeMap<String, String>>, prefix: &str| -> Option<String> {
         let key = path.strip_prefix(prefix)?.strip_suffix("']")?;
-        Some(map.as_ref().and_then(|m| m.get(key)).cloned().unwrap_or_default())
+        Some(
+            map.as_ref()
+                .and_then(|m| m.get(key))
+                .cloned()
+                .unwrap_or_default(),
+        )
     };
     let format_map = |map: &Option<BTreeMap<String, String>>| -> String {
         map.iter()
@@ -273,10 +288,16 @@ pub(crate) fn resource_field(
     };
     let divisor = r.divisor.as_ref().map_or("1", |d| d.0.as_str());
     let (Some(value), Some(divisor)) = (Quantity::parse(&value), Quantity::parse(divisor)) else {
-        return Err(format!("invalid quantity in resourceFieldRef {}", r.resource));
+        return Err(format!(
+            "invalid quantity in resourceFieldRef {}",
+            r.resource
+        ));
     };
     if divisor.nanos <= 0 {
-        return Err(format!("invalid divisor in resourceFieldRef {}", r.resource));
+        return Err(format!(
+            "invalid divisor in resourceFieldRef {}",
+            r.resource
+        ));
     }
     let ceil = (value.nanos + divisor.nanos - 1).div_euclid(divisor.nanos);
     Ok(ceil.to_string())
@@ -301,10 +322,16 @@ mod tests {
 
     impl Objects for Map {
         fn secret(&self, _: &str, name: &str) -> Option<Secret> {
-            self.secrets.iter().find(|s| s.metadata.name.as_deref() == Some(name)).cloned()
+            self.secrets
+                .iter()
+                .find(|s| s.metadata.name.as_deref() == Some(name))
+                .cloned()
         }
         fn config_map(&self, _: &str, name: &str) -> Option<ConfigMap> {
-            self.config_maps.iter().find(|s| s.metadata.name.as_deref() == Some(name)).cloned()
+            self.config_maps
+                .iter()
+                .find(|s| s.metadata.name.as_deref() == Some(name))
+                .cloned()
         }
     }
 
@@ -488,6 +515,9 @@ mod tests {
                 ..EnvVarSource::default()
             },
         );
-        assert_eq!(run(vec![secret]), Err("secret \"gone\" not found".to_owned()));
+        assert_eq!(
+            run(vec![secret]),
+            Err("secret \"gone\" not found".to_owned())
+        );
     }
 }

@@ -55,7 +55,8 @@ pub fn isolate(cmd: &mut tokio::process::Command, mounts: &[Mount]) -> io::Resul
             std::fs::File::create(&m.target)?;
         }
         let c = |p: &std::path::Path| {
-            CString::new(p.as_os_str().as_bytes()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+            CString::new(p.as_os_str().as_bytes())
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
         };
         plan.push((c(&m.source)?, c(&m.target)?, m.read_only));
     }
@@ -69,12 +70,26 @@ pub fn isolate(cmd: &mut tokio::process::Command, mounts: &[Mount]) -> io::Resul
                 return Err(io::Error::last_os_error());
             }
             let none = std::ptr::null();
-            if libc::mount(none, root.as_ptr(), none, libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+            if libc::mount(
+                none,
+                root.as_ptr(),
+                none,
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+            {
                 return Err(io::Error::last_os_error());
             }
             for (source, target, read_only) in &plan {
                 let flags = libc::MS_BIND | libc::MS_REC;
-                if libc::mount(source.as_ptr(), target.as_ptr(), none, flags, std::ptr::null()) != 0 {
+                if libc::mount(
+                    source.as_ptr(),
+                    target.as_ptr(),
+                    none,
+                    flags,
+                    std::ptr::null(),
+                ) != 0
+                {
                     return Err(io::Error::last_os_error());
                 }
                 if *read_only {

@@ -31,15 +31,15 @@ type Files = BTreeMap<String, Vec<u8>>;
 
 /// The first volume of `pod` that cannot be set up, as its FailedMount message.
 pub(crate) fn mount_error(objects: &dyn Objects, pod: &Pod) -> Option<String> {
-    volume_files(objects, pod, "")
-        .err()
+    volume_files(objects, pod, "").err()
 }
 
 /// Whether the pod has a volume whose contents come from other objects.
 pub(crate) fn has_references(pod: &Pod) -> bool {
-    pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()).any(|v| {
-        v.secret.is_some() || v.config_map.is_some() || v.projected.is_some()
-    })
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .any(|v| v.secret.is_some() || v.config_map.is_some() || v.projected.is_some())
 }
 
 /// The files of every volume that has files (secret, configMap, downwardAPI, projected), or
@@ -71,22 +71,56 @@ fn files_of(
     let mut files = Files::new();
     if let Some(s) = &volume.secret {
         let name = s.secret_name.clone().unwrap_or_default();
-        secret_files(objects, namespace, &name, s.items.as_deref(), s.optional, &mut files)?;
+        secret_files(
+            objects,
+            namespace,
+            &name,
+            s.items.as_deref(),
+            s.optional,
+            &mut files,
+        )?;
     } else if let Some(c) = &volume.config_map {
-        config_map_files(objects, namespace, &c.name, c.items.as_deref(), c.optional, &mut files)?;
+        config_map_files(
+            objects,
+            namespace,
+            &c.name,
+            c.items.as_deref(),
+            c.optional,
+            &mut files,
+        )?;
     } else if let Some(d) = &volume.downward_api {
         for item in d.items.iter().flatten() {
-            files.insert(item.path.clone(), downward_value(pod, item, pod_ip)?.into_bytes());
+            files.insert(
+                item.path.clone(),
+                downward_value(pod, item, pod_ip)?.into_bytes(),
+            );
         }
     } else if let Some(p) = &volume.projected {
         for source in p.sources.iter().flatten() {
             if let Some(s) = &source.secret {
-                secret_files(objects, namespace, &s.name, s.items.as_deref(), s.optional, &mut files)?;
+                secret_files(
+                    objects,
+                    namespace,
+                    &s.name,
+                    s.items.as_deref(),
+                    s.optional,
+                    &mut files,
+                )?;
             } else if let Some(c) = &source.config_map {
-                config_map_files(objects, namespace, &c.name, c.items.as_deref(), c.optional, &mut files)?;
+                config_map_files(
+                    objects,
+                    namespace,
+                    &c.name,
+                    c.items.as_deref(),
+                    c.optional,
+                    &mut files,
+                )?;
             } else if let Some(d) = &source.downward_api {
                 for item in d.items.iter().flatten() {
-                    files.insert(item.path.clone(), downward_value(pod, item, pod_ip)?.into_bytes());
+                    files.insert(
+                        item.path.clone(),
+                        downward_value(pod, item, pod_ip)?.into_bytes(),
+                    );
                 }
             } else if let Some(t) = &source.service_account_token {
                 // No token issuer in the sim: a placeholder where the token would be.
@@ -131,7 +165,17 @@ fn pick(
                         files.insert(item.path.clone(), v.clone());
                     }
                     None if optional => {}
-                    None => return Err(format!("{what} references non-existent {}: {}", if what == "secret" { "secret key" } else { "config key" }, item.key)),
+                    None => {
+                        return Err(format!(
+                            "{what} references non-existent {}: {}",
+                            if what == "secret" {
+                                "secret key"
+                            } else {
+                                "config key"
+                            },
+                            item.key
+                        ));
+                    }
                 }
             }
         }
@@ -172,7 +216,12 @@ fn config_map_files(
                 .into_iter()
                 .map(|(k, v)| (k, v.into_bytes()))
                 .collect();
-            data.extend(cm.binary_data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)));
+            data.extend(
+                cm.binary_data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0)),
+            );
             pick(data, items, optional, "configmap", files)
         }
         None if optional => Ok(()),
@@ -220,9 +269,8 @@ pub(crate) fn materialize(objects: &dyn Objects, pod: &Pod, pod_ip: &str) -> Res
             .map_err(|e| setup_failed(&volume.name, &format!("mkdir {}: {e}", dir.display())))?;
         if let Some((_, files)) = with_files.iter().find(|(name, _)| *name == volume.name) {
             for (path, content) in files {
-                let file = safe_join(&dir, path).ok_or_else(|| {
-                    setup_failed(&volume.name, &format!("invalid path {path:?}"))
-                })?;
+                let file = safe_join(&dir, path)
+                    .ok_or_else(|| setup_failed(&volume.name, &format!("invalid path {path:?}")))?;
                 if let Some(parent) = file.parent() {
                     let _ = std::fs::create_dir_all(parent);
                 }
@@ -239,9 +287,12 @@ pub(crate) fn materialize(objects: &dyn Objects, pod: &Pod, pod_ip: &str) -> Res
 /// and subPaths); None otherwise.
 fn safe_join(base: &Path, rel: &str) -> Option<PathBuf> {
     let rel = Path::new(rel);
-    let ok = rel
-        .components()
-        .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
+    let ok = rel.components().all(|c| {
+        matches!(
+            c,
+            std::path::Component::Normal(_) | std::path::Component::CurDir
+        )
+    });
     ok.then(|| base.join(rel))
 }
 
@@ -306,7 +357,10 @@ pub(crate) fn claim_refusal(cluster: &crate::cluster::Cluster, pod: &Pod) -> Opt
         let Some(claim) = &volume.persistent_volume_claim else {
             continue;
         };
-        let why = match cluster.volume_claim_table().get(namespace, &claim.claim_name) {
+        let why = match cluster
+            .volume_claim_table()
+            .get(namespace, &claim.claim_name)
+        {
             None => format!("persistentvolumeclaim {:?} not found", claim.claim_name),
             Some(stored) => {
                 let claim = stored.decode();

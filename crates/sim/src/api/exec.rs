@@ -312,7 +312,8 @@ impl Answer {
                 .or(pod.metadata.name.clone())
                 .unwrap_or_default();
             if let Some(c) = found {
-                let context = podline_sim_core::kubelet::container_context(state.cluster(), pod, &c);
+                let context =
+                    podline_sim_core::kubelet::container_context(state.cluster(), pod, &c);
                 return Answer::Process(Box::new(c), hostname, Box::new(context));
             }
         }

@@ -442,21 +442,76 @@ fn columns(kind: &str) -> Vec<Value> {
         // printers.go: persistentVolumeClaimColumnDefinitions, storageClassColumnDefinitions.
         "PersistentVolumeClaim" => vec![
             column("Name", "name", NAME_DOC, 0),
-            column("Status", "", "phase represents the current phase of PersistentVolumeClaim.", 0),
-            column("Volume", "", "volumeName is the binding reference to the PersistentVolume backing this claim.", 0),
-            column("Capacity", "", "capacity represents the actual resources of the underlying volume.", 0),
-            column("Access Modes", "", "accessModes contains the actual access modes the volume backing the PVC has.", 0),
-            column("StorageClass", "", "storageClassName is the name of the StorageClass required by the claim.", 0),
-            column("VolumeAttributesClass", "", "volumeAttributesClassName may be used to set the VolumeAttributesClass used by this claim.", 0),
+            column(
+                "Status",
+                "",
+                "phase represents the current phase of PersistentVolumeClaim.",
+                0,
+            ),
+            column(
+                "Volume",
+                "",
+                "volumeName is the binding reference to the PersistentVolume backing this claim.",
+                0,
+            ),
+            column(
+                "Capacity",
+                "",
+                "capacity represents the actual resources of the underlying volume.",
+                0,
+            ),
+            column(
+                "Access Modes",
+                "",
+                "accessModes contains the actual access modes the volume backing the PVC has.",
+                0,
+            ),
+            column(
+                "StorageClass",
+                "",
+                "storageClassName is the name of the StorageClass required by the claim.",
+                0,
+            ),
+            column(
+                "VolumeAttributesClass",
+                "",
+                "volumeAttributesClassName may be used to set the VolumeAttributesClass used by this claim.",
+                0,
+            ),
             column("Age", "", CREATED_DOC, 0),
-            column("VolumeMode", "", "volumeMode defines what type of volume is required by the claim. Value of Filesystem is implied when not included in claim spec.", 1),
+            column(
+                "VolumeMode",
+                "",
+                "volumeMode defines what type of volume is required by the claim. Value of Filesystem is implied when not included in claim spec.",
+                1,
+            ),
         ],
         "StorageClass" => vec![
             column("Name", "name", NAME_DOC, 0),
-            column("Provisioner", "", "provisioner indicates the type of the provisioner.", 0),
-            column("ReclaimPolicy", "", "reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of this storage class. Defaults to Delete.", 0),
-            column("VolumeBindingMode", "", "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound.  When unset, VolumeBindingImmediate is used. This field is only honored by servers that enable the VolumeScheduling feature.", 0),
-            column("AllowVolumeExpansion", "", "allowVolumeExpansion shows whether the storage class allow volume expand.", 0),
+            column(
+                "Provisioner",
+                "",
+                "provisioner indicates the type of the provisioner.",
+                0,
+            ),
+            column(
+                "ReclaimPolicy",
+                "",
+                "reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of this storage class. Defaults to Delete.",
+                0,
+            ),
+            column(
+                "VolumeBindingMode",
+                "",
+                "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound.  When unset, VolumeBindingImmediate is used. This field is only honored by servers that enable the VolumeScheduling feature.",
+                0,
+            ),
+            column(
+                "AllowVolumeExpansion",
+                "",
+                "allowVolumeExpansion shows whether the storage class allow volume expand.",
+                0,
+            ),
             column("Age", "", CREATED_DOC, 0),
         ],
         "ServiceAccount" => vec![
@@ -510,7 +565,11 @@ fn claim_cells(object: &Value, name: Value, age: Value) -> Vec<Value> {
         json!(volume),
         json!(capacity),
         json!(modes),
-        json!(object["spec"]["storageClassName"].as_str().unwrap_or_default()),
+        json!(
+            object["spec"]["storageClassName"]
+                .as_str()
+                .unwrap_or_default()
+        ),
         unset(&object["spec"]["volumeAttributesClassName"]),
         age,
         unset(&object["spec"]["volumeMode"]),
@@ -575,10 +634,10 @@ fn cells(kind: &str, object: &Value, now: Timestamp) -> Vec<Value> {
         "PersistentVolumeClaim" => claim_cells(object, name, age),
         "StorageClass" => {
             // printStorageClass: the default class's name says so.
-            let default = object["metadata"]["annotations"]
-                ["storageclass.kubernetes.io/is-default-class"]
-                .as_str()
-                == Some("true");
+            let default =
+                object["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"]
+                    .as_str()
+                    == Some("true");
             let name = match (default, name.as_str()) {
                 (true, Some(n)) => json!(format!("{n} (default)")),
                 _ => name,

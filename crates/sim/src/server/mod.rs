@@ -479,7 +479,9 @@ impl Sim {
             Some(t) => t.ca_pem.clone(),
             None => TlsMaterial::generate(false)?.ca_pem,
         };
-        drop(podline_sim_core::controllers::root_ca::spawn(&cluster, root_ca));
+        drop(podline_sim_core::controllers::root_ca::spawn(
+            &cluster, root_ca,
+        ));
         let listener = Arc::new(Listener::new(
             cfg.addr,
             tls.as_ref().map(|t| t.acceptor.clone()),

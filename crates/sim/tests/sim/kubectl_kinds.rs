@@ -95,7 +95,10 @@ async fn kubectl_create_configmap_from_literal_stores_it_and_get_prints_the_data
         rows.iter().any(|r| r[..2] == ["kube-root-ca.crt", "1"]),
         "{table}"
     );
-    let row = rows.iter().find(|r| r[0] == "settings").expect("settings row");
+    let row = rows
+        .iter()
+        .find(|r| r[0] == "settings")
+        .expect("settings row");
     assert_eq!(row[..2], ["settings", "2"], "{table}");
     // Immutable: kubectl edits are refused with kube's message.
     ok(&kubectl(
@@ -359,29 +362,64 @@ async fn kubectl_creates_a_claim_that_binds_and_gets_claims_and_classes() {
     let rows = words(&table);
     assert_eq!(
         rows[0],
-        ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "AGE"],
+        [
+            "NAME",
+            "STATUS",
+            "VOLUME",
+            "CAPACITY",
+            "ACCESS",
+            "MODES",
+            "STORAGECLASS",
+            "VOLUMEATTRIBUTESCLASS",
+            "AGE"
+        ],
         "{table}"
     );
     assert_eq!(rows[1][..2], ["data", "Bound"], "{table}");
     assert!(rows[1][2].starts_with("pvc-"), "{table}");
-    assert_eq!(rows[1][3..7], ["2Gi", "RWO", "standard", "<unset>"], "{table}");
+    assert_eq!(
+        rows[1][3..7],
+        ["2Gi", "RWO", "standard", "<unset>"],
+        "{table}"
+    );
     let table = ok(&kubectl(path, &["get", "sc"]).await);
     let rows = words(&table);
     assert_eq!(
         rows[0],
-        ["NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION", "AGE"],
+        [
+            "NAME",
+            "PROVISIONER",
+            "RECLAIMPOLICY",
+            "VOLUMEBINDINGMODE",
+            "ALLOWVOLUMEEXPANSION",
+            "AGE"
+        ],
         "{table}"
     );
     assert_eq!(
         rows[1][..6],
-        ["standard", "(default)", "rancher.io/local-path", "Delete", "Immediate", "false"],
+        [
+            "standard",
+            "(default)",
+            "rancher.io/local-path",
+            "Delete",
+            "Immediate",
+            "false"
+        ],
         "{table}"
     );
     // The spec is immutable (unbound or not, the access modes cannot change).
     let err = failed(
         &kubectl(
             path,
-            &["patch", "pvc", "data", "--type=merge", "-p", r#"{"spec":{"accessModes":["ReadWriteMany"]}}"#],
+            &[
+                "patch",
+                "pvc",
+                "data",
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"accessModes":["ReadWriteMany"]}}"#,
+            ],
         )
         .await,
     );

@@ -24,7 +24,9 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
     let obj: K = serde_json::from_value(value).expect("object");
-    api.create(&PostParams::default(), &obj).await.expect("created");
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("created");
 }
 
 async fn secret_and_config(client: &kube::Client) {
@@ -116,7 +118,15 @@ async fn a_sidecar_reads_back_what_main_wrote_from_its_secret_and_env() {
         async move {
             let out = kubectl(
                 &kc,
-                &["exec", "refs", "-c", "sidecar", "--", "cat", data.to_str().unwrap()],
+                &[
+                    "exec",
+                    "refs",
+                    "-c",
+                    "sidecar",
+                    "--",
+                    "cat",
+                    data.to_str().unwrap(),
+                ],
             )
             .await;
             *seen.lock().unwrap() = format!("{out:?}");
@@ -129,11 +139,40 @@ async fn a_sidecar_reads_back_what_main_wrote_from_its_secret_and_env() {
     // The volumes exist only in the pod's mount namespaces: the host sees empty mount points.
     assert!(!dir.path().join("data/out.txt").exists());
     assert!(!dir.path().join("creds/password").exists());
+    // `kubectl cp` (tar through exec) copies the file out of the sidecar's view.
+    let out_dir = tempfile::tempdir().expect("tempdir");
+    let dest = out_dir.path().join("copied.txt");
+    ok(&kubectl(
+        kc.path(),
+        &[
+            "cp",
+            "-c",
+            "sidecar",
+            &format!("refs:{}", dir.path().join("data/out.txt").display()),
+            dest.to_str().expect("utf-8 path"),
+        ],
+    )
+    .await);
+    assert_eq!(
+        std::fs::read_to_string(&dest).expect("copied"),
+        "s3cret\nfast eu s3cret refs\n"
+    );
     // An exec into main sees its secret volume, read-only.
     let out = kubectl(
         kc.path(),
-        &["exec", "refs", "-c", "main", "--", "sh", "-c",
-          &format!("echo x > {}/new 2>/dev/null || echo read-only", dir.path().join("creds").display())],
+        &[
+            "exec",
+            "refs",
+            "-c",
+            "main",
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "echo x > {}/new 2>/dev/null || echo read-only",
+                dir.path().join("creds").display()
+            ),
+        ],
     )
     .await;
     assert_eq!(ok(&out), "read-only\n");
@@ -161,15 +200,18 @@ async fn a_missing_secret_volume_is_a_failed_mount_and_a_missing_key_ref_a_confi
     .await;
     assert!(failed_mount, "no FailedMount event");
     assert_eq!(
-        waiting_reason(&pods, "no-secret", "main").await.map(|w| w.0).as_deref(),
+        waiting_reason(&pods, "no-secret", "main")
+            .await
+            .map(|w| w.0)
+            .as_deref(),
         Some("ContainerCreating")
     );
     // Without the volume, the env's secretKeyRef is what fails: CreateContainerConfigError.
     let mut env_only = pod("env-only", dir.path());
     env_only["spec"]["volumes"] = serde_json::json!([{"name": "shared", "emptyDir": {}}]);
-    env_only["spec"]["containers"][0]["volumeMounts"] =
-        serde_json::json!([{"name": "shared", "mountPath": dir.path().join("shared").to_str().unwrap()}]);
-    env_only["spec"]["containers"][0]["envFrom"][0]["configMapRef"]["optional"] = serde_json::json!(true);
+    env_only["spec"]["containers"][0]["volumeMounts"] = serde_json::json!([{"name": "shared", "mountPath": dir.path().join("shared").to_str().unwrap()}]);
+    env_only["spec"]["containers"][0]["envFrom"][0]["configMapRef"]["optional"] =
+        serde_json::json!(true);
     create(&pods, env_only).await;
     let config_error = podline_testkit::wait_until(Duration::from_secs(10), || async {
         waiting_reason(&pods, "env-only", "main").await
@@ -179,7 +221,11 @@ async fn a_missing_secret_volume_is_a_failed_mount_and_a_missing_key_ref_a_confi
             ))
     })
     .await;
-    assert!(config_error, "{:?}", waiting_reason(&pods, "env-only", "main").await);
+    assert!(
+        config_error,
+        "{:?}",
+        waiting_reason(&pods, "env-only", "main").await
+    );
     // Once the Secret exists, both start.
     secret_and_config(&client).await;
     let running = podline_testkit::wait_until(Duration::from_secs(20), || async {
@@ -215,17 +261,25 @@ async fn a_claim_is_bound_at_once_and_a_missing_one_keeps_the_pod_pending() {
     .await;
     let message = "0/1 nodes are available: persistentvolumeclaim \"data\" not found. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.";
     let pending = podline_testkit::wait_until(Duration::from_secs(10), || async {
-        pods.get("with-claim").await.ok().and_then(|p| p.status?.conditions).is_some_and(|c| {
-            c.iter().any(|c| {
-                c.type_ == "PodScheduled"
-                    && c.status == "False"
-                    && c.reason.as_deref() == Some("Unschedulable")
-                    && c.message.as_deref() == Some(message)
+        pods.get("with-claim")
+            .await
+            .ok()
+            .and_then(|p| p.status?.conditions)
+            .is_some_and(|c| {
+                c.iter().any(|c| {
+                    c.type_ == "PodScheduled"
+                        && c.status == "False"
+                        && c.reason.as_deref() == Some("Unschedulable")
+                        && c.message.as_deref() == Some(message)
+                })
             })
-        })
     })
     .await;
-    assert!(pending, "{:?}", pods.get("with-claim").await.ok().and_then(|p| p.status));
+    assert!(
+        pending,
+        "{:?}",
+        pods.get("with-claim").await.ok().and_then(|p| p.status)
+    );
     create(
         &claims,
         serde_json::json!({
@@ -235,7 +289,12 @@ async fn a_claim_is_bound_at_once_and_a_missing_one_keeps_the_pod_pending() {
     )
     .await;
     let running = podline_testkit::wait_until(Duration::from_secs(10), || async {
-        pods.get("with-claim").await.ok().and_then(|p| p.status?.phase).as_deref() == Some("Running")
+        pods.get("with-claim")
+            .await
+            .ok()
+            .and_then(|p| p.status?.phase)
+            .as_deref()
+            == Some("Running")
     })
     .await;
     assert!(running, "the pod did not start once its claim was bound");

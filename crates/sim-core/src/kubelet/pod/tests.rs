@@ -732,7 +732,9 @@ fn a_volume_that_cannot_be_set_up_keeps_the_pod_creating_until_it_can() {
     h.mount_error = Some(
         "MountVolume.SetUp failed for volume \"creds\" : secret \"creds\" not found".to_owned(),
     );
-    h.run_until(20, |h| h.reasons().iter().filter(|r| **r == "FailedMount").count() >= 2);
+    h.run_until(20, |h| {
+        h.reasons().iter().filter(|r| **r == "FailedMount").count() >= 2
+    });
     assert!(!h.reasons().contains(&"Pulling"), "{:?}", h.reasons());
     assert_eq!(h.work.phase(), "Pending");
     assert!(matches!(
