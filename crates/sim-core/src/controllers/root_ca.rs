@@ -129,6 +129,7 @@ pub fn spawn(cluster: &Cluster, ca: String) -> JoinHandle<()> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::cluster::HistoryLimits;

@@ -163,6 +163,7 @@ pub fn spawn(cluster: &Cluster) -> JoinHandle<()> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::cluster::HistoryLimits;

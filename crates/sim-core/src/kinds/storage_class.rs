@@ -169,6 +169,7 @@ pub fn ensure_default_class(cluster: &Cluster) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

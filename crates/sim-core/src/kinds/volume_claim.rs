@@ -163,6 +163,7 @@ fn validate(claim: &PersistentVolumeClaim) -> Causes {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, VolumeResourceRequirements};

@@ -304,6 +304,7 @@ pub(crate) fn resource_field(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use k8s_openapi::ByteString;

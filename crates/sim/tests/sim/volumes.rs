@@ -5,6 +5,8 @@
 //! unbound claim keeps it Pending with the scheduler's message, and a claim of the default class
 //! is bound at once and mounted.
 
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event, PersistentVolumeClaim, Pod, Secret};
