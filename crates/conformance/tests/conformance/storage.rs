@@ -40,8 +40,9 @@ async fn default_class(t: &Target) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// A claim is created Pending with `volumeMode: Filesystem`; one that names no class gets the
-/// default class (DefaultStorageClass admission), if the cluster has one.
+/// A claim is created Pending with `volumeMode: Filesystem` and the `kubernetes.io/pvc-protection`
+/// finalizer (plugin/pkg/admission/storageobjectinuseprotection); one that names no class gets
+/// the default class (DefaultStorageClass admission), if the cluster has one.
 #[tokio::test]
 async fn a_claim_is_defaulted_and_gets_the_default_class() {
     let t = Target::new().await;
@@ -56,6 +57,12 @@ async fn a_claim_is_defaulted_and_gets_the_default_class() {
     let created = r.json();
     assert_eq!(created["spec"]["volumeMode"], "Filesystem", "{created}");
     assert_eq!(created["status"]["phase"], "Pending", "{created}");
+    // The StorageObjectInUseProtection admission's finalizer.
+    assert_eq!(
+        created["metadata"]["finalizers"],
+        json!(["kubernetes.io/pvc-protection"]),
+        "{created}"
+    );
     match default_class(&t).await {
         Some(class) => assert_eq!(created["spec"]["storageClassName"], class, "{created}"),
         None => assert!(
@@ -332,4 +339,35 @@ async fn a_missing_secret_volume_is_a_failed_mount() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("no FailedMount event");
+}
+
+/// A deleted claim no pod uses loses its `kubernetes.io/pvc-protection` finalizer (the
+/// pvc-protection controller, pkg/controller/volume/pvcprotection) and goes.
+#[tokio::test]
+async fn a_deleted_claim_no_pod_uses_goes() {
+    let t = Target::new().await;
+    let path = t.core_path("persistentvolumeclaims");
+    assert_eq!(
+        t.send_json(Method::POST, &path, &claim("gone"))
+            .await
+            .status,
+        201
+    );
+    let r = t
+        .request(
+            Method::DELETE,
+            &format!("{path}/gone"),
+            None,
+            None,
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    for _ in 0..200 {
+        if t.get(&format!("{path}/gone")).await.status == 404 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the claim stayed");
 }

@@ -3,6 +3,7 @@
 //! cluster is dropped; [`spawn_all`] starts the ones that run for the cluster's whole life
 //! (the namespace controller runs per Terminating namespace, started by its DELETE).
 
+pub mod claim_protection;
 pub mod disruption;
 pub mod gc;
 pub mod namespace;
@@ -14,7 +15,7 @@ pub mod volume_binder;
 use crate::cluster::Cluster;
 
 /// Starts the garbage collector, the node lifecycle controller, the disruption controller, the
-/// serviceaccount controller and the volume binder of `cluster`; each ends by itself with the
+/// serviceaccount controller, the volume binder and the pvc-protection controller of `cluster`; each ends by itself with the
 /// cluster.
 pub fn spawn_all(cluster: &Cluster) {
     drop(gc::spawn(cluster));
@@ -22,4 +23,5 @@ pub fn spawn_all(cluster: &Cluster) {
     drop(disruption::spawn(cluster));
     drop(service_account::spawn(cluster));
     drop(volume_binder::spawn(cluster));
+    drop(claim_protection::spawn(cluster));
 }

@@ -18,9 +18,9 @@
 //! - The DefaultStorageClass admission (plugin/pkg/admission/storage/storageclass/setdefault):
 //!   a claim that names no class gets the default class's name, if there is a default class.
 //!
-//! Not done: the `kubernetes.io/pvc-protection` finalizer (StorageObjectInUseProtection) is not
-//! added, so a claim in use by a pod is deleted at once; binding is the job of
-//! `crate::controllers::volume_binder`.
+//! - The StorageObjectInUseProtection admission adds the `kubernetes.io/pvc-protection`
+//!   finalizer; `crate::controllers::claim_protection` removes it from a deleted claim no pod
+//!   uses. Binding is the job of `crate::controllers::volume_binder`.
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -40,6 +40,9 @@ const ACCESS_MODES: [&str; 4] = [
     "ReadWriteOnce",
     "ReadWriteOncePod",
 ];
+
+/// The finalizer the StorageObjectInUseProtection admission adds to every claim.
+pub const PROTECTION_FINALIZER: &str = "kubernetes.io/pvc-protection";
 
 /// The first sentence of the detail of a refused spec change.
 pub const SPEC_IMMUTABLE: &str = "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims";
@@ -78,6 +81,13 @@ impl ApiKind for PersistentVolumeClaim {
             .get_or_insert_with(Default::default)
             .volume_mode
             .get_or_insert_with(|| "Filesystem".to_owned());
+        // The StorageObjectInUseProtection admission
+        // (plugin/pkg/admission/storageobjectinuseprotection): the pvc-protection controller
+        // removes it once the deleted claim is unused.
+        let finalizers = self.metadata.finalizers.get_or_insert_with(Vec::new);
+        if !finalizers.iter().any(|f| f == PROTECTION_FINALIZER) {
+            finalizers.push(PROTECTION_FINALIZER.to_owned());
+        }
         // A create sets no status of its own: the phase starts Pending.
         self.status = Some(PersistentVolumeClaimStatus {
             phase: Some("Pending".to_owned()),
