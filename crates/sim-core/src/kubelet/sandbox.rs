@@ -10,7 +10,7 @@
 //! the host first, as an empty directory (or an empty file when the source is a file): the bind
 //! mount needs something to cover. The rest of the file system is the host's.
 //!
-//! Without root there is no mount namespace: the process runs with the host's file system and
+//! Without root (or where even root may not unshare, [`can_mount`]) there is no mount namespace: the process runs with the host's file system and
 //! its volumes are not at their `mountPath`s; the kubelet says so in a `VolumesNotMounted`
 //! Warning event on the pod. The environment is resolved either way.
 
@@ -20,9 +20,16 @@ use std::os::unix::ffi::OsStrExt;
 
 use super::volumes::Mount;
 
-/// Whether this process can make mount namespaces (it runs as root).
+/// Whether this process can make mount namespaces: it runs as root and may call
+/// `unshare(CLONE_NEWNS)` (a container without `CAP_SYS_ADMIN` may not, even as root). Probed
+/// once, by starting `sh -c true` in a namespace of its own.
 pub fn can_mount() -> bool {
-    // Reading our own status is enough: the effective uid is the 3rd field of `Uid:`.
+    static CAN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CAN.get_or_init(|| is_root() && probe())
+}
+
+/// Whether the effective uid is 0 (the 2nd number of `Uid:` in /proc/self/status).
+fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -31,6 +38,46 @@ pub fn can_mount() -> bool {
                 .and_then(|rest| rest.split_whitespace().nth(1).map(|euid| euid == "0"))
         })
         .unwrap_or(false)
+}
+
+#[allow(unsafe_code)] // `pre_exec`; see the SAFETY note.
+fn probe() -> bool {
+    use std::os::unix::process::CommandExt as _;
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", "true"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let root = CString::from(c"/");
+    // SAFETY: as in `isolate`: only unshare(2) and mount(2) on a C string made before the
+    // fork, no allocation, no lock.
+    unsafe {
+        cmd.pre_exec(move || enter_private_namespace(&root));
+    }
+    cmd.status().is_ok_and(|s| s.success())
+}
+
+/// In a forked child: a new mount namespace whose mounts do not propagate to the host.
+fn enter_private_namespace(root: &CString) -> io::Result<()> {
+    // SAFETY: plain system calls on a valid NUL-terminated string; async-signal-safe.
+    #[allow(unsafe_code)]
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let none = std::ptr::null();
+        if libc::mount(
+            none,
+            root.as_ptr(),
+            none,
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Arranges for `cmd` to start in a private mount namespace with `mounts` bound in place (see
@@ -66,20 +113,8 @@ pub fn isolate(cmd: &mut tokio::process::Command, mounts: &[Mount]) -> io::Resul
     // fork, allocates nothing, and takes no lock.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::unshare(libc::CLONE_NEWNS) != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            enter_private_namespace(&root)?;
             let none = std::ptr::null();
-            if libc::mount(
-                none,
-                root.as_ptr(),
-                none,
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            ) != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
             for (source, target, read_only) in &plan {
                 let flags = libc::MS_BIND | libc::MS_REC;
                 if libc::mount(
