@@ -681,6 +681,20 @@ pub fn container_context(
     }
 }
 
+impl Drop for Driver {
+    /// The pods' own volume directories go with the kubelet, however it ends (stopped, or its
+    /// task aborted); claims' stay, as volumes do.
+    fn drop(&mut self) {
+        if self.cfg.exec {
+            for pod in self.cluster.pods() {
+                if let Some(uid) = pod.metadata.uid.as_deref() {
+                    volumes::remove_pod_dir(uid);
+                }
+            }
+        }
+    }
+}
+
 /// Longest single timer-wheel entry: well inside `DelayQueue`'s limit (2^36 ms, about 2.2
 /// years) and the clock's range; longer delays are chained (see [`Driver::arm`]).
 const MAX_TIMER: Duration = Duration::from_secs(365 * 24 * 3600);

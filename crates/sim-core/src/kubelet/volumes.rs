@@ -230,7 +230,7 @@ fn config_map_files(
 }
 
 /// Where the sim keeps exec-mode volumes: one directory per sim process under the system's
-/// temporary directory.
+/// temporary directory, readable by its user only (secret volumes are written there).
 pub fn volume_root() -> PathBuf {
     std::env::temp_dir().join(format!("podline-sim-{}", std::process::id()))
 }
@@ -260,6 +260,15 @@ fn volume_dir(pod: &Pod, volume: &Volume) -> PathBuf {
 /// configMap, downwardAPI and projected volumes). Err: the first SetUp failure.
 pub(crate) fn materialize(objects: &dyn Objects, pod: &Pod, pod_ip: &str) -> Result<(), String> {
     let with_files = volume_files(objects, pod, pod_ip)?;
+    // Secret contents go below: only this user may enter the root.
+    let root = volume_root();
+    if !root.exists() {
+        use std::os::unix::fs::DirBuilderExt as _;
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&root);
+    }
     for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
         if volume.host_path.is_some() {
             continue;
