@@ -349,6 +349,26 @@ impl Target {
             .unwrap_or_else(|e| panic!("kubectl {args:?} does not run: {e}"))
     }
 
+    /// Whether the target has a node to run pods: the sim's kubelet, or on a cluster at least
+    /// one Node. Tests of what a kubelet or the scheduler does call it first and return early
+    /// (saying so) when it is false, so a cluster without nodes skips them rather than failing.
+    pub async fn has_nodes(&self) -> bool {
+        if self.kind == TargetKind::Sim {
+            return self
+                .sim
+                .as_ref()
+                .is_some_and(|sim| sim.cluster().kubelet_enabled());
+        }
+        let nodes = self.get("/api/v1/nodes").await.json();
+        nodes["items"].as_array().is_some_and(|i| !i.is_empty())
+    }
+
+    /// How many Nodes the target has (the `0/N nodes are available` of scheduler messages).
+    pub async fn node_count(&self) -> usize {
+        let nodes = self.get("/api/v1/nodes").await.json();
+        nodes["items"].as_array().map_or(0, Vec::len)
+    }
+
     /// A node a pod can be bound to: the sim's simulated node, or on a cluster the first node
     /// without taints (else the first node).
     pub async fn node_name(&self) -> String {

@@ -571,3 +571,29 @@ async fn a_run_whose_own_pod_does_not_decode_should_fail_saying_so() {
         "{stderr}"
     );
 }
+
+/// A pod whose Secret does not exist waits in CreateContainerConfigError on the sim as on a
+/// cluster, and `podline run` reports it so when its startup timeout expires (exit 4, the
+/// container, the reason and the kubelet's message).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_secret_is_reported_as_create_container_config_error() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let out = podline("run", kubeconfig.path())
+        .args(["--image", "busybox", "--startup-timeout", "2s"])
+        .args(["--env-from-secret", "app-creds"])
+        .args(["--", "true"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "stderr: {stderr}");
+    assert!(
+        stderr.contains("did not start within 2s after scheduling"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(r#"CreateContainerConfigError: secret "app-creds" not found"#),
+        "{stderr}"
+    );
+}

@@ -16,5 +16,6 @@ mod sim {
     mod layering;
     mod limits;
     mod python;
+    mod volumes;
     mod watch;
 }

@@ -434,3 +434,37 @@ async fn priority_classes_resolve_a_pods_priority_and_an_unknown_one_is_forbidde
         )
     );
 }
+
+/// kube-controller-manager's root-ca-cert-publisher
+/// (pkg/controller/certificates/rootcacertpublisher/publisher.go) puts a ConfigMap
+/// `kube-root-ca.crt` with the cluster's CA bundle under `ca.crt` into every namespace, and
+/// makes it again when it is deleted.
+#[tokio::test]
+async fn every_namespace_gets_the_kube_root_ca_config_map() {
+    let t = Target::new().await;
+    let path = format!("{}/kube-root-ca.crt", t.core_path("configmaps"));
+    let mut published = Value::Null;
+    for _ in 0..100 {
+        let r = t.get(&path).await;
+        if r.status == 200 {
+            published = r.json();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let ca = published["data"]["ca.crt"].as_str().unwrap_or_default();
+    assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{published}");
+    let r = t
+        .request(Method::DELETE, &path, None, None, Vec::new())
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    for _ in 0..100 {
+        let r = t.get(&path).await;
+        if r.status == 200 {
+            assert_eq!(r.json()["data"]["ca.crt"], ca);
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("kube-root-ca.crt was not made again");
+}

@@ -14,6 +14,7 @@ mod pods;
 mod query;
 mod reads;
 mod requests;
+mod storage;
 mod subresources;
 mod watch;
 mod writes;

@@ -21,10 +21,12 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Event, Namespace, NamespaceStatus, Node, Pod, Secret, ServiceAccount,
+    ConfigMap, Event, Namespace, NamespaceStatus, Node, PersistentVolumeClaim, Pod, Secret,
+    ServiceAccount,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use tokio::sync::broadcast;
 
@@ -149,6 +151,8 @@ struct Inner {
     config_maps: Table<ConfigMap>,
     service_accounts: Table<ServiceAccount>,
     priority_classes: Table<PriorityClass>,
+    volume_claims: Table<PersistentVolumeClaim>,
+    storage_classes: Table<StorageClass>,
     pod_changes: broadcast::Sender<PodChange>,
     truth: Mutex<GroundTruth>,
     logs: LogStore,
@@ -190,6 +194,8 @@ impl Cluster {
                 config_maps: Table::new(clock.clone(), history, SMALL_RING),
                 service_accounts: Table::new(clock.clone(), history, SMALL_RING),
                 priority_classes: Table::new(clock.clone(), history, SMALL_RING),
+                volume_claims: Table::new(clock.clone(), history, SMALL_RING),
+                storage_classes: Table::new(clock.clone(), history, SMALL_RING),
                 clock,
                 pod_changes,
                 truth: Mutex::new(GroundTruth::default()),
@@ -325,6 +331,14 @@ impl Cluster {
     pub fn priority_class_table(&self) -> &Table<PriorityClass> {
         &self.inner.priority_classes
     }
+    /// The persistentvolumeclaims table.
+    pub fn volume_claim_table(&self) -> &Table<PersistentVolumeClaim> {
+        &self.inner.volume_claims
+    }
+    /// The storageclasses table.
+    pub fn storage_class_table(&self) -> &Table<StorageClass> {
+        &self.inner.storage_classes
+    }
 
     /// Drops watch history older than the window, for every kind.
     pub fn prune_history(&self) {
@@ -339,6 +353,8 @@ impl Cluster {
         self.inner.config_maps.prune_history();
         self.inner.service_accounts.prune_history();
         self.inner.priority_classes.prune_history();
+        self.inner.volume_claims.prune_history();
+        self.inner.storage_classes.prune_history();
     }
 
     /// Prunes expired watch history every `every` until the last handle to this cluster is
@@ -369,6 +385,8 @@ impl Cluster {
         self.inner.config_maps.compact();
         self.inner.service_accounts.compact();
         self.inner.priority_classes.compact();
+        self.inner.volume_claims.compact();
+        self.inner.storage_classes.compact();
     }
 
     /// Writes a pod through the one path that also feeds the kubelet and the ground truth.

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Event, PersistentVolumeClaim, Pod, Secret, ServiceAccount,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, StatusCause, StatusDetails};
 
@@ -178,6 +180,7 @@ async fn run_controller(weak: WeakCluster, name: String, uid: String) {
             + delete_all::<Secret>(&cluster, &name)
             + delete_all::<ConfigMap>(&cluster, &name)
             + delete_all::<ServiceAccount>(&cluster, &name)
+            + delete_all::<PersistentVolumeClaim>(&cluster, &name)
             + delete_all::<Event>(&cluster, &name);
         if remaining == 0 && finish(&cluster, &name, &uid) {
             // Anything written meanwhile (a kubelet's last Event) goes with it.

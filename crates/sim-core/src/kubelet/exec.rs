@@ -1,7 +1,8 @@
 //! Exec-mode containers ([`KubeletConfig::exec`](crate::KubeletConfig::exec)): the container's command and args as a local child process.
 //!
 //! The child gets a clean environment (`PATH` and `HOSTNAME` from the node, then the
-//! container's literal `env[].value`s), its stdout and stderr become the container log line by
+//! container's environment as the kubelet resolves it, `refs.rs`) and its volumes at their
+//! `mountPath`s (`sandbox.rs`; as root only), its stdout and stderr become the container log line by
 //! line (timestamped when read), and its exit status becomes the exit code (a signal `n` gives
 //! `128 + n`, as a container runtime reports it). Deleting the pod or its deadline kills the
 //! child (SIGKILL, so 137). Env values are never logged.
@@ -31,21 +32,25 @@ pub(crate) struct ExecSpec {
     pub(crate) container: String,
     pub(crate) program: String,
     pub(crate) args: Vec<String>,
-    /// Only literal values; names with `valueFrom` are in `skipped_env`.
+    /// The resolved environment (`refs::container_env`).
     pub(crate) env: Vec<(String, String)>,
-    pub(crate) skipped_env: Vec<String>,
+    /// The container's volumes (`volumes::container_mounts`).
+    pub(crate) mounts: Vec<super::volumes::Mount>,
     pub(crate) working_dir: Option<String>,
     pub(crate) hostname: String,
 }
 
 impl ExecSpec {
-    /// Reads the command line and env of `container`; `None` if it has neither command nor args.
+    /// Reads the command line of `container` with its resolved `env` and `mounts`; `None` if it
+    /// has neither command nor args.
     pub(crate) fn from_container(
         uid: Arc<str>,
         idx: usize,
         run: u32,
         hostname: &str,
         container: &Container,
+        env: Vec<(String, String)>,
+        mounts: Vec<super::volumes::Mount>,
     ) -> Option<ExecSpec> {
         let mut argv: Vec<String> = container.command.clone().unwrap_or_default();
         argv.extend(container.args.clone().unwrap_or_default());
@@ -53,14 +58,6 @@ impl ExecSpec {
             return None;
         }
         let program = argv.remove(0);
-        let mut env = Vec::new();
-        let mut skipped_env = Vec::new();
-        for var in container.env.iter().flatten() {
-            match (&var.value, &var.value_from) {
-                (_, Some(_)) => skipped_env.push(var.name.clone()),
-                (value, None) => env.push((var.name.clone(), value.clone().unwrap_or_default())),
-            }
-        }
         Some(ExecSpec {
             uid,
             idx,
@@ -69,7 +66,7 @@ impl ExecSpec {
             program,
             args: argv,
             env,
-            skipped_env,
+            mounts,
             working_dir: container.working_dir.clone(),
             hostname: hostname.to_owned(),
         })
@@ -124,6 +121,14 @@ where
     }
     if let Some(dir) = &spec.working_dir {
         cmd.current_dir(dir);
+    }
+    if let Err(e) = super::sandbox::isolate(&mut cmd, &spec.mounts) {
+        return ExecExit {
+            exit_code: 128,
+            reason: "StartError",
+            message: Some(format!("failed to prepare the container's mounts: {e}")),
+            signal: None,
+        };
     }
     let mut child = match cmd.spawn() {
         Ok(child) => child,

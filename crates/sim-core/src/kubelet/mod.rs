@@ -43,8 +43,11 @@ mod heartbeat;
 mod image;
 mod node;
 mod pod;
+mod refs;
+pub mod sandbox;
 mod script;
 mod status;
+pub mod volumes;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -264,6 +267,9 @@ impl Driver {
         if change.kind == ChangeKind::Deleted {
             self.forget(&change.pod.uid);
             self.cluster.logs().remove_pod(&change.pod.uid);
+            if self.cfg.exec {
+                volumes::remove_pod_dir(&change.pod.uid);
+            }
             return;
         }
         self.observe(&change.pod);
@@ -383,15 +389,22 @@ impl Driver {
         let node_refusal = match self.pods.get(uid) {
             Some(tracked) if input == Input::Timer(TimerKind::Schedule) => {
                 let (namespace, name) = (&tracked.work.namespace, &tracked.work.name);
-                node::refusal(&self.cluster, &self.cfg.node_name, || {
-                    self.cluster
-                        .get_pod(namespace, name)
-                        .and_then(|pod| pod.spec.as_ref()?.tolerations.clone())
-                        .unwrap_or_default()
+                let claims = self
+                    .cluster
+                    .get_pod(namespace, name)
+                    .and_then(|pod| volumes::claim_refusal(&self.cluster, &pod));
+                claims.map(Arc::from).or_else(|| {
+                    node::refusal(&self.cluster, &self.cfg.node_name, || {
+                        self.cluster
+                            .get_pod(namespace, name)
+                            .and_then(|pod| pod.spec.as_ref()?.tolerations.clone())
+                            .unwrap_or_default()
+                    })
                 })
             }
             _ => None,
         };
+        let (mount_error, config_errors) = self.references(uid, &input);
         let Some(tracked) = self.pods.get_mut(uid) else {
             return;
         };
@@ -400,9 +413,54 @@ impl Driver {
             cfg: &self.cfg,
             images: &mut self.images,
             node_refusal,
+            mount_error,
+            config_errors,
         };
         let effects = tracked.work.step(input, &mut ctx);
         self.apply(uid, effects);
+    }
+
+    /// What the pod's references say before a step: why its volumes cannot be set up (read on
+    /// admission and mount retries; in exec mode this also writes them to disk), and per
+    /// container why its environment cannot be made. Only pods with references pay for
+    /// reading their spec.
+    fn references(&self, uid: &Arc<str>, input: &Input) -> (Option<String>, Vec<Option<String>>) {
+        let Some(tracked) = self.pods.get(uid) else {
+            return (None, Vec::new());
+        };
+        let work = &tracked.work;
+        let mounting = matches!(
+            input,
+            Input::Timer(TimerKind::Admit | TimerKind::MountRetry)
+        );
+        let check_volumes = mounting && (work.volume_refs || self.cfg.exec);
+        if !check_volumes && !work.env_refs {
+            return (None, Vec::new());
+        }
+        let Some(pod) = self
+            .cluster
+            .get_pod(&work.namespace, &work.name)
+            .filter(|pod| pod.metadata.uid.as_deref() == Some(&**uid))
+        else {
+            return (None, Vec::new());
+        };
+        let mount_error = if !check_volumes {
+            None
+        } else if self.cfg.exec {
+            volumes::materialize(&self.cluster, &pod, &work.pod_ip).err()
+        } else {
+            volumes::mount_error(&self.cluster, &pod)
+        };
+        let config_errors = if work.env_refs {
+            pod.spec
+                .iter()
+                .flat_map(|s| &s.containers)
+                .map(|c| refs::container_env(&self.cluster, &pod, c, &work.pod_ip).err())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        (mount_error, config_errors)
     }
 
     /// Carries out a step's effects in order.
@@ -465,6 +523,9 @@ impl Driver {
                     let work = &tracked.work;
                     self.cluster
                         .remove_pod(&work.namespace, &work.name, &work.uid);
+                    if self.cfg.exec {
+                        volumes::remove_pod_dir(&work.uid);
+                    }
                     self.forget(uid);
                     return;
                 }
@@ -543,22 +604,31 @@ impl Driver {
             .and_then(|pod| pod.spec.as_ref())
             .and_then(|s| s.containers.get(idx));
         let hostname = tracked.work.name.clone();
-        let Some(spec) = container
-            .and_then(|c| ExecSpec::from_container(Arc::clone(uid), idx, run, &hostname, c))
+        let (Some(pod), Some(container)) = (pod.as_ref(), container) else {
+            return;
+        };
+        // Resolved when the container was created (`references`); a change since is seen
+        // here, and a reference gone meanwhile leaves its variable out.
+        let env = refs::container_env(&self.cluster, pod, container, &tracked.work.pod_ip)
+            .unwrap_or_default();
+        let mounts = volumes::container_mounts(pod, container);
+        let Some(spec) =
+            ExecSpec::from_container(Arc::clone(uid), idx, run, &hostname, container, env, mounts)
         else {
             return;
         };
-        for name in &spec.skipped_env {
+        if !spec.mounts.is_empty() && !sandbox::can_mount() {
             let message = format!(
-                "exec mode cannot resolve valueFrom for env var {name:?} of container {:?}; it is left unset",
-                spec.container
+                "the sim is not root: the volumes of container {:?} are not mounted at their mountPath (their contents are under {})",
+                spec.container,
+                volumes::pod_dir(uid).display()
             );
             let field_path = format!("spec.containers{{{}}}", spec.container);
             self.cluster.record_pod_event(
                 &tracked.subject(),
                 &PodEventSpec {
                     event_type: "Warning",
-                    reason: "EnvValueFromUnsupported",
+                    reason: "VolumesNotMounted",
                     message: &message,
                     component: "kubelet",
                     field_path: Some(&field_path),
@@ -578,6 +648,48 @@ impl Driver {
             for idx in 0..tracked.work.containers.len() {
                 self.exec_kills
                     .remove(&(Arc::clone(&tracked.work.uid), idx));
+            }
+        }
+    }
+}
+
+/// What a process run in a container's context gets: its environment as the kubelet resolves
+/// it and its volumes. Public for `pods/exec` in exec mode (podline-sim's `api/exec.rs`), so a
+/// command run there sees what the container's own process sees.
+#[derive(Clone, Debug, Default)]
+pub struct ContainerContext {
+    /// The container's variables (a reference that cannot be resolved is left out).
+    pub env: Vec<(String, String)>,
+    /// Its volumes, for [`sandbox::isolate`].
+    pub mounts: Vec<volumes::Mount>,
+}
+
+/// The context of `container` of `pod` (see [`ContainerContext`]).
+pub fn container_context(
+    cluster: &Cluster,
+    pod: &Pod,
+    container: &k8s_openapi::api::core::v1::Container,
+) -> ContainerContext {
+    let pod_ip = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .unwrap_or_default();
+    ContainerContext {
+        env: refs::container_env(cluster, pod, container, &pod_ip).unwrap_or_default(),
+        mounts: volumes::container_mounts(pod, container),
+    }
+}
+
+impl Drop for Driver {
+    /// The pods' own volume directories go with the kubelet, however it ends (stopped, or its
+    /// task aborted); claims' stay, as volumes do.
+    fn drop(&mut self) {
+        if self.cfg.exec {
+            for pod in self.cluster.pods() {
+                if let Some(uid) = pod.metadata.uid.as_deref() {
+                    volumes::remove_pod_dir(uid);
+                }
             }
         }
     }

@@ -31,7 +31,7 @@ pub(super) const NODE_LABELS: [(&str, &str); 2] =
     [("kubernetes.io/os", "linux"), ("kubernetes.io/arch", ARCH)];
 
 /// What the node says it has, in the units a kubelet reports them in.
-const CAPACITY: [(&str, &str); 6] = [
+pub(super) const CAPACITY: [(&str, &str); 6] = [
     ("cpu", "8"),
     ("ephemeral-storage", "104857600Ki"),
     ("hugepages-1Gi", "0"),

@@ -68,6 +68,10 @@ pub(crate) enum TimerKind {
     Deadline,
     /// The grace period of a deleted pod ran out: kill what still runs, then remove.
     KillDone,
+    /// Try again to set up the pod's volumes (after a FailedMount).
+    MountRetry,
+    /// Try again to create container `idx` (after a CreateContainerConfigError).
+    ConfigRetry { idx: usize, run: u32 },
 }
 
 /// How an exec-mode child process ended.
@@ -236,6 +240,15 @@ pub(crate) struct PodWork {
     pub(crate) pod_ip: String,
     /// How long a scripted container runs without a `duration` annotation.
     pub(crate) default_duration: Duration,
+    /// The pod has volumes whose contents come from other objects (secret, configMap,
+    /// projected): the driver checks them before the containers start ([`Ctx::mount_error`]).
+    pub(crate) volume_refs: bool,
+    /// A container reads its environment from other objects (`valueFrom`, `envFrom`): the
+    /// driver resolves it before a container starts ([`Ctx::config_errors`]).
+    pub(crate) env_refs: bool,
+    /// Waiting for its volumes (FailedMount); how many set-ups failed so far.
+    pub(crate) mounting: bool,
+    pub(crate) mount_failures: u32,
 }
 
 /// What a step may read and update outside the pod.
@@ -248,6 +261,12 @@ pub(crate) struct Ctx<'a> {
     /// tolerate, or its Node object is gone): the scheduler's FailedScheduling message. Read by
     /// the driver for schedule timers only.
     pub(crate) node_refusal: Option<Arc<str>>,
+    /// Why the pod's volumes cannot be set up now (the FailedMount message); read on admission
+    /// and mount retries of pods with [`PodWork::volume_refs`].
+    pub(crate) mount_error: Option<String>,
+    /// Per container: why its environment cannot be made now (the kubelet's
+    /// CreateContainerConfigError message); empty when no container has references.
+    pub(crate) config_errors: Vec<Option<String>>,
 }
 
 /// How often the scheduler tries again a pod the node refused (kube-scheduler retries on the
@@ -370,6 +389,13 @@ impl PodWork {
             failure: None,
             pod_ip,
             default_duration: cfg.default_duration,
+            volume_refs: super::volumes::has_references(pod),
+            env_refs: spec.containers.iter().any(|c| {
+                c.env_from.as_ref().is_some_and(|e| !e.is_empty())
+                    || c.env.iter().flatten().any(|v| v.value_from.is_some())
+            }),
+            mounting: false,
+            mount_failures: 0,
         };
         let mut effects: Vec<Effect> = work
             .warnings
@@ -475,6 +501,8 @@ impl PodWork {
             TimerKind::Restart { idx, run } => self.on_restart(idx, run, ctx, fx),
             TimerKind::Deadline => self.on_deadline(ctx, fx),
             TimerKind::KillDone => self.on_kill_done(ctx, fx),
+            TimerKind::MountRetry => self.on_mount_retry(ctx, fx),
+            TimerKind::ConfigRetry { idx, run } => self.on_config_retry(idx, run, ctx, fx),
         }
     }
 
@@ -579,10 +607,71 @@ impl PodWork {
                 kind: TimerKind::Deadline,
             });
         }
+        if self.mount_failed(ctx, fx) {
+            return true;
+        }
         for idx in 0..self.containers.len() {
             self.begin_pull(idx, ctx, fx);
         }
         true
+    }
+
+    /// The volume manager's wait: when a volume cannot be set up, a `FailedMount` event and a
+    /// retry after a growing back-off; the containers stay in ContainerCreating. Returns
+    /// whether the pod waits.
+    fn mount_failed(&mut self, ctx: &mut Ctx<'_>, fx: &mut Vec<Effect>) -> bool {
+        let Some(message) = ctx.mount_error.take() else {
+            self.mounting = false;
+            return false;
+        };
+        self.mounting = true;
+        self.mount_failures = self.mount_failures.saturating_add(1);
+        fx.push(event(true, "FailedMount", message, Component::Kubelet));
+        fx.push(Effect::Timer {
+            after: ctx.cfg.backoff(ctx.cfg.pull_backoff, self.mount_failures),
+            kind: TimerKind::MountRetry,
+        });
+        true
+    }
+
+    fn on_mount_retry(&mut self, ctx: &mut Ctx<'_>, fx: &mut Vec<Effect>) -> bool {
+        if self.stage != Stage::Active || !self.mounting {
+            return false;
+        }
+        if self.mount_failed(ctx, fx) {
+            return false;
+        }
+        for idx in 0..self.containers.len() {
+            self.begin_pull(idx, ctx, fx);
+        }
+        true
+    }
+
+    /// The kubelet's pod sync after a CreateContainerConfigError: it tries to create the
+    /// container again.
+    fn on_config_retry(
+        &mut self,
+        idx: usize,
+        run: u32,
+        ctx: &mut Ctx<'_>,
+        fx: &mut Vec<Effect>,
+    ) -> bool {
+        let Some(c) = self.containers.get(idx) else {
+            return false;
+        };
+        if self.stage != Stage::Active
+            || c.restarts != run
+            || !matches!(
+                c.state,
+                CState::Waiting {
+                    reason: "CreateContainerConfigError",
+                    ..
+                }
+            )
+        {
+            return false;
+        }
+        self.start_container(idx, ctx, fx)
     }
 
     fn begin_pull(&mut self, idx: usize, ctx: &mut Ctx<'_>, fx: &mut Vec<Effect>) {
@@ -632,7 +721,7 @@ impl PodWork {
             PullPolicy::Never | PullPolicy::IfNotPresent if present && !scripted_error => {
                 let message = format!("Container image \"{}\" already present on machine", c.image);
                 fx.push(container_event(idx, false, "Pulled", message));
-                self.start_container(idx, ctx.now, fx);
+                self.start_container(idx, ctx, fx);
             }
             _ => {
                 c.pulling = true;
@@ -703,7 +792,7 @@ impl PodWork {
         );
         ctx.images.insert(image_ref.full);
         fx.push(container_event(idx, false, "Pulled", message));
-        self.start_container(idx, ctx.now, fx);
+        self.start_container(idx, ctx, fx);
         true
     }
 
@@ -775,11 +864,35 @@ impl PodWork {
         false
     }
 
-    /// Creates and starts container `idx` now (its image is on the node).
-    fn start_container(&mut self, idx: usize, now: Timestamp, fx: &mut Vec<Effect>) {
+    /// Creates and starts container `idx` now (its image is on the node), unless its
+    /// environment cannot be made: then it waits in `CreateContainerConfigError` with the
+    /// kubelet's message (and a `Failed` event `Error: <message>`, kuberuntime's
+    /// `startContainer`), and the kubelet tries again after a back-off. Returns whether the
+    /// status changed.
+    fn start_container(&mut self, idx: usize, ctx: &mut Ctx<'_>, fx: &mut Vec<Effect>) -> bool {
+        let now = ctx.now;
         let uid = Arc::clone(&self.uid);
         let c = &mut self.containers[idx];
         let run = c.restarts;
+        if let Some(Some(message)) = ctx.config_errors.get(idx) {
+            let same = matches!(&c.state, CState::Waiting { reason: "CreateContainerConfigError", message: Some(m) } if m == message);
+            c.state = CState::Waiting {
+                reason: "CreateContainerConfigError",
+                message: Some(message.clone()),
+            };
+            c.pull_failures = c.pull_failures.saturating_add(1);
+            fx.push(container_event(
+                idx,
+                true,
+                "Failed",
+                format!("Error: {message}"),
+            ));
+            fx.push(Effect::Timer {
+                after: ctx.cfg.backoff(ctx.cfg.pull_backoff, c.pull_failures),
+                kind: TimerKind::ConfigRetry { idx, run },
+            });
+            return !same;
+        }
         c.container_id = Some(format!(
             "containerd://{}",
             image::hex64(&[&uid, &c.name, &run.to_string()])
@@ -800,7 +913,7 @@ impl PodWork {
         ));
         if c.exec {
             fx.push(Effect::SpawnExec { idx, run });
-            return;
+            return true;
         }
         fx.push(Effect::Timer {
             after: self.duration(idx),
@@ -809,6 +922,7 @@ impl PodWork {
         if self.containers[idx].script.logs.len() > 0 {
             self.on_log(idx, run, now, fx);
         }
+        true
     }
 
     fn duration(&self, idx: usize) -> Duration {
@@ -1018,7 +1132,7 @@ impl PodWork {
         c.restarts = c.restarts.saturating_add(1);
         let message = format!("Container image \"{}\" already present on machine", c.image);
         fx.push(container_event(idx, false, "Pulled", message));
-        self.start_container(idx, ctx.now, fx);
+        self.start_container(idx, ctx, fx);
         true
     }
 

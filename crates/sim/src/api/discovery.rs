@@ -71,6 +71,8 @@ fn storage_version_hash(resource: &str) -> Option<&'static str> {
         "configmaps" => "qFsyl6wFWjQ=",
         "serviceaccounts" => "pbx9ZvyFpBE=",
         "priorityclasses" => "1QwjyaZjj3Y=",
+        "persistentvolumeclaims" => "QWTyNDq0dC4=",
+        "storageclasses" => "K+m6uJwbjGY=",
         _ => return None,
     })
 }
@@ -119,6 +121,8 @@ pub async fn core_v1() -> Json<Value> {
             resource("namespaces/status", "", false, "Namespace", &["get", "patch", "update"], &[]),
             resource("nodes", "node", false, "Node", &ALL_VERBS, &["no"]),
             resource("nodes/status", "", false, "Node", &["get", "patch", "update"], &[]),
+            resource("persistentvolumeclaims", "persistentvolumeclaim", true, "PersistentVolumeClaim", &ALL_VERBS, &["pvc"]),
+            resource("persistentvolumeclaims/status", "", true, "PersistentVolumeClaim", &["get", "patch", "update"], &[]),
             resource("pods", "pod", true, "Pod", &ALL_VERBS, &["po"]),
             resource("pods/binding", "", true, "Binding", &["create"], &[]),
             eviction_subresource(),
@@ -135,10 +139,14 @@ struct Group {
     version: &'static str,
 }
 
-/// In kube-apiserver's order (policy before scheduling.k8s.io before coordination.k8s.io).
-const GROUPS: [Group; 4] = [
+/// In kube-apiserver's order (policy, storage.k8s.io, scheduling.k8s.io, coordination.k8s.io).
+const GROUPS: [Group; 5] = [
     Group {
         name: "policy",
+        version: "v1",
+    },
+    Group {
+        name: "storage.k8s.io",
         version: "v1",
     },
     Group {
@@ -203,6 +211,14 @@ pub async fn group_version(Path((group, version)): Path<(String, String)>) -> Re
                 &[],
             ),
         ],
+        ("storage.k8s.io", "v1") => vec![resource(
+            "storageclasses",
+            "storageclass",
+            false,
+            "StorageClass",
+            &ALL_VERBS,
+            &["sc"],
+        )],
         ("scheduling.k8s.io", "v1") => vec![resource(
             "priorityclasses",
             "priorityclass",

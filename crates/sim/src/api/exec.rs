@@ -28,8 +28,8 @@
 //!   frames as text: the channel as an ASCII digit, then base64.
 //!
 //! What runs (see docs/sim.md "exec"): in the sim's exec mode (`podline sim` with its exec flag) the command runs as a local
-//! process in the container's context (its literal `env` values, `workingDir`, `PATH` and
-//! `HOSTNAME`); otherwise the pod's `sim.podline.io/exec-<container>` annotation scripts the
+//! process in the container's context (its environment as the kubelet resolves it, its volumes
+//! at their `mountPath`s when the sim is root, `workingDir`, `PATH` and `HOSTNAME`); otherwise the pod's `sim.podline.io/exec-<container>` annotation scripts the
 //! answer: JSON `{"stdout": "..", "stderr": "..", "exitCode": N}` (all optional).
 
 use std::process::Stdio;
@@ -50,6 +50,7 @@ use tokio::process::{ChildStdin, Command};
 use tokio::sync::mpsc;
 
 use podline_sim_core::cluster::Cluster;
+use podline_sim_core::kubelet::ContainerContext;
 
 use super::{AppState, RequestInfo};
 use crate::status::ApiError;
@@ -265,8 +266,8 @@ fn validate_container(pod: &Pod, name: Option<&str>, pod_name: &str) -> Result<S
 enum Answer {
     /// The container is not running: the kubelet's `container not found ("c")`.
     NotRunning,
-    /// A local process with this container's context.
-    Process(Box<Container>, String),
+    /// A local process with this container's context (its hostname, environment and mounts).
+    Process(Box<Container>, String, Box<ContainerContext>),
     /// The annotation's script.
     Script(Result<Script, String>),
     /// Neither exec mode nor a script: nothing can run the command.
@@ -311,7 +312,9 @@ impl Answer {
                 .or(pod.metadata.name.clone())
                 .unwrap_or_default();
             if let Some(c) = found {
-                return Answer::Process(Box::new(c), hostname);
+                let context =
+                    podline_sim_core::kubelet::container_context(state.cluster(), pod, &c);
+                return Answer::Process(Box::new(c), hostname, Box::new(context));
             }
         }
         Answer::Nothing
@@ -499,8 +502,8 @@ impl Session {
                 }
                 success_status()
             }
-            Answer::Process(container, hostname) => {
-                self.process(&container, &hostname, &out_tx, stdin_rx, gone_rx)
+            Answer::Process(container, hostname, context) => {
+                self.process(&container, &hostname, &context, &out_tx, stdin_rx, gone_rx)
                     .await
             }
         };
@@ -525,6 +528,7 @@ impl Session {
         &self,
         container: &Container,
         hostname: &str,
+        context: &ContainerContext,
         out: &mpsc::Sender<Message>,
         stdin_rx: mpsc::Receiver<Option<Vec<u8>>>,
         gone: tokio::sync::oneshot::Receiver<()>,
@@ -558,14 +562,17 @@ impl Session {
             cmd.env("PATH", path);
         }
         cmd.env("HOSTNAME", hostname);
-        // Literal values only, as the exec-mode kubelet sets them (never logged).
-        for var in container.env.iter().flatten() {
-            if var.value_from.is_none() {
-                cmd.env(&var.name, var.value.clone().unwrap_or_default());
-            }
+        // As the exec-mode kubelet resolves them (never logged).
+        for (name, value) in &context.env {
+            cmd.env(name, value);
         }
         if let Some(dir) = &container.working_dir {
             cmd.current_dir(dir);
+        }
+        if let Err(e) = podline_sim_core::kubelet::sandbox::isolate(&mut cmd, &context.mounts) {
+            return internal_status(&format!(
+                "error executing command in container: failed to enter the container's mounts: {e}"
+            ));
         }
         let mut child = match cmd.spawn() {
             Ok(child) => child,

@@ -7,9 +7,12 @@ use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Event, Namespace, Node, PersistentVolumeClaim, Pod, Secret, ServiceAccount,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
 use podline_sim_core::cluster::{Stored, WorkflowTaskResult, Write};
 use podline_sim_core::delete::{arrange_removal, delete_object, no_new_finalizers, update_write};
@@ -52,6 +55,12 @@ pub async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
         ("", "v1", "secrets") => handle::<Secret>(state, info, req).await,
         ("", "v1", "configmaps") => handle::<ConfigMap>(state, info, req).await,
         ("", "v1", "serviceaccounts") => handle::<ServiceAccount>(state, info, req).await,
+        ("", "v1", "persistentvolumeclaims") => {
+            handle::<PersistentVolumeClaim>(state, info, req).await
+        }
+        ("storage.k8s.io", "v1", "storageclasses") => {
+            handle::<StorageClass>(state, info, req).await
+        }
         ("coordination.k8s.io", "v1", "leases") => handle::<Lease>(state, info, req).await,
         ("policy", "v1", "poddisruptionbudgets") => {
             handle::<PodDisruptionBudget>(state, info, req).await
@@ -76,6 +85,7 @@ fn served_group_version(group: &str, version: &str) -> bool {
             | ("coordination.k8s.io", "v1")
             | ("policy", "v1")
             | ("scheduling.k8s.io", "v1")
+            | ("storage.k8s.io", "v1")
             | ("argoproj.io", "v1alpha1")
     )
 }

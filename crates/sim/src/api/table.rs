@@ -8,7 +8,8 @@
 //! Nominated Node, Readiness Gates), nodes, events (Last Seen, Type, Reason, Object, Message, and
 //! five wide columns), disruption budgets (Name, Min Available, Max Unavailable, Allowed
 //! Disruptions, Age), namespaces (Name, Status, Age), leases (Name, Holder, Age), secrets (Name,
-//! Type, Data, Age), configmaps (Name, Data, Age) and serviceaccounts (Name, Secrets, Age); other kinds
+//! Type, Data, Age), configmaps (Name, Data, Age), serviceaccounts (Name, Secrets, Age),
+//! persistentvolumeclaims and storageclasses (printers.go's columns); other kinds
 //! get kube-apiserver's default table (Name, Created At). Rows carry the
 //! object as PartialObjectMetadata unless `includeObject=Object` (the whole object) or `None`.
 
@@ -438,6 +439,81 @@ fn columns(kind: &str) -> Vec<Value> {
                 0,
             ),
         ],
+        // printers.go: persistentVolumeClaimColumnDefinitions, storageClassColumnDefinitions.
+        "PersistentVolumeClaim" => vec![
+            column("Name", "name", NAME_DOC, 0),
+            column(
+                "Status",
+                "",
+                "phase represents the current phase of PersistentVolumeClaim.",
+                0,
+            ),
+            column(
+                "Volume",
+                "",
+                "volumeName is the binding reference to the PersistentVolume backing this claim.",
+                0,
+            ),
+            column(
+                "Capacity",
+                "",
+                "capacity represents the actual resources of the underlying volume.",
+                0,
+            ),
+            column(
+                "Access Modes",
+                "",
+                "accessModes contains the actual access modes the volume backing the PVC has.",
+                0,
+            ),
+            column(
+                "StorageClass",
+                "",
+                "storageClassName is the name of the StorageClass required by the claim.",
+                0,
+            ),
+            column(
+                "VolumeAttributesClass",
+                "",
+                "volumeAttributesClassName may be used to set the VolumeAttributesClass used by this claim.",
+                0,
+            ),
+            column("Age", "", CREATED_DOC, 0),
+            column(
+                "VolumeMode",
+                "",
+                "volumeMode defines what type of volume is required by the claim. Value of Filesystem is implied when not included in claim spec.",
+                1,
+            ),
+        ],
+        "StorageClass" => vec![
+            column("Name", "name", NAME_DOC, 0),
+            column(
+                "Provisioner",
+                "",
+                "provisioner indicates the type of the provisioner.",
+                0,
+            ),
+            column(
+                "ReclaimPolicy",
+                "",
+                "reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of this storage class. Defaults to Delete.",
+                0,
+            ),
+            column(
+                "VolumeBindingMode",
+                "",
+                "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound.  When unset, VolumeBindingImmediate is used. This field is only honored by servers that enable the VolumeScheduling feature.",
+                0,
+            ),
+            column(
+                "AllowVolumeExpansion",
+                "",
+                "allowVolumeExpansion shows whether the storage class allow volume expand.",
+                0,
+            ),
+            column("Age", "", CREATED_DOC, 0),
+        ],
         "ServiceAccount" => vec![
             column("Name", "name", NAME_DOC, 0),
             column("Secrets", "", SERVICE_ACCOUNT_SECRETS_DOC, 0),
@@ -448,6 +524,56 @@ fn columns(kind: &str) -> Vec<Value> {
             json!({"name": "Created At", "type": "date", "format": "", "description": CREATED_DOC, "priority": 0}),
         ],
     }
+}
+
+/// printPersistentVolumeClaim: capacity and access modes only once bound to a volume;
+/// `Terminating` while deleted; `<unset>` for no VolumeAttributesClass or volume mode.
+fn claim_cells(object: &Value, name: Value, age: Value) -> Vec<Value> {
+    let phase = if object["metadata"]["deletionTimestamp"].is_string() {
+        "Terminating"
+    } else {
+        object["status"]["phase"].as_str().unwrap_or_default()
+    };
+    let volume = object["spec"]["volumeName"].as_str().unwrap_or_default();
+    let (capacity, modes) = if volume.is_empty() {
+        (String::new(), String::new())
+    } else {
+        let modes: Vec<&str> = object["status"]["accessModes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| match m.as_str()? {
+                "ReadWriteOnce" => Some("RWO"),
+                "ReadOnlyMany" => Some("ROX"),
+                "ReadWriteMany" => Some("RWX"),
+                "ReadWriteOncePod" => Some("RWOP"),
+                _ => None,
+            })
+            .collect();
+        (
+            object["status"]["capacity"]["storage"]
+                .as_str()
+                .unwrap_or("0")
+                .to_owned(),
+            modes.join(","),
+        )
+    };
+    let unset = |v: &Value| json!(v.as_str().unwrap_or("<unset>"));
+    vec![
+        name,
+        json!(phase),
+        json!(volume),
+        json!(capacity),
+        json!(modes),
+        json!(
+            object["spec"]["storageClassName"]
+                .as_str()
+                .unwrap_or_default()
+        ),
+        unset(&object["spec"]["volumeAttributesClassName"]),
+        age,
+        unset(&object["spec"]["volumeMode"]),
+    ]
 }
 
 fn cells(kind: &str, object: &Value, now: Timestamp) -> Vec<Value> {
@@ -505,6 +631,26 @@ fn cells(kind: &str, object: &Value, now: Timestamp) -> Vec<Value> {
             age,
             json!(object["preemptionPolicy"].as_str().unwrap_or_default()),
         ],
+        "PersistentVolumeClaim" => claim_cells(object, name, age),
+        "StorageClass" => {
+            // printStorageClass: the default class's name says so.
+            let default =
+                object["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"]
+                    .as_str()
+                    == Some("true");
+            let name = match (default, name.as_str()) {
+                (true, Some(n)) => json!(format!("{n} (default)")),
+                _ => name,
+            };
+            vec![
+                name,
+                json!(object["provisioner"].as_str().unwrap_or_default()),
+                json!(object["reclaimPolicy"].as_str().unwrap_or_default()),
+                json!(object["volumeBindingMode"].as_str().unwrap_or_default()),
+                json!(object["allowVolumeExpansion"].as_bool().unwrap_or(false)),
+                age,
+            ]
+        }
         "ServiceAccount" => vec![
             name,
             json!(object["secrets"].as_array().map_or(0, Vec::len)),

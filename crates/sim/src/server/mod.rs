@@ -457,6 +457,8 @@ impl Sim {
         let history_pruner = cluster.spawn_history_pruner(HISTORY_PRUNE_EVERY);
         // What kube-apiserver's post-start hooks make: the system PriorityClasses.
         podline_sim_core::kinds::priority_class::ensure_system_classes(&cluster);
+        // What kind installs: its default StorageClass.
+        podline_sim_core::kinds::storage_class::ensure_default_class(&cluster);
         // kube-controller-manager's part; each ends by itself with the cluster.
         podline_sim_core::controllers::spawn_all(&cluster);
         let state = AppState::new(cluster.clone(), cfg.token.clone(), cfg.bookmark_interval);
@@ -471,6 +473,15 @@ impl Sim {
         } else {
             None
         };
+        // The root-ca-cert-publisher publishes the CA clients trust (a plain-HTTP sim has none
+        // of its own: it publishes one made for the purpose).
+        let root_ca = match &tls {
+            Some(t) => t.ca_pem.clone(),
+            None => TlsMaterial::generate(false)?.ca_pem,
+        };
+        drop(podline_sim_core::controllers::root_ca::spawn(
+            &cluster, root_ca,
+        ));
         let listener = Arc::new(Listener::new(
             cfg.addr,
             tls.as_ref().map(|t| t.acceptor.clone()),

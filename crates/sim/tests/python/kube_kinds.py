@@ -1,7 +1,8 @@
 """The official Kubernetes Python client with Secrets, ConfigMaps and ServiceAccounts against
 the sim: a Secret created with string_data reads back base64 in data (string_data is never
 returned) and its models decode; an immutable ConfigMap refuses a change with kube's 422; the
-`default` ServiceAccount of `default` is listed; a watch of secrets sees a change.
+`default` ServiceAccount of `default` is listed; a watch of secrets sees a change; a
+PersistentVolumeClaim is bound at once to the default StorageClass.
 
 Usage: kube_kinds.py KUBECONFIG. Prints "ok" and exits 0 when every step worked.
 """
@@ -9,6 +10,7 @@ Usage: kube_kinds.py KUBECONFIG. Prints "ok" and exits 0 when every step worked.
 import base64
 import json
 import sys
+import time
 
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
@@ -65,6 +67,33 @@ def main(kubeconfig: str) -> None:
     ):
         seen.append((event["type"], sorted(event["object"].data)))
     assert seen == [("MODIFIED", ["more", "password"])], seen
+
+    # A claim with no class gets the default class and is bound at once; the models decode.
+    v1.create_namespaced_persistent_volume_claim(
+        "default",
+        client.V1PersistentVolumeClaim(
+            metadata=client.V1ObjectMeta(name="data"),
+            spec=client.V1PersistentVolumeClaimSpec(
+                access_modes=["ReadWriteOnce"],
+                resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}),
+            ),
+        ),
+    )
+    for _ in range(200):
+        claim = v1.read_namespaced_persistent_volume_claim("data", "default")
+        if claim.status.phase == "Bound":
+            break
+        time.sleep(0.05)
+    assert claim.status.phase == "Bound", claim.status
+    assert claim.spec.storage_class_name == "standard", claim.spec
+    assert claim.status.capacity == {"storage": "1Gi"}, claim.status
+    classes = client.StorageV1Api().list_storage_class()
+    defaults = [
+        c.metadata.name
+        for c in classes.items
+        if (c.metadata.annotations or {}).get("storageclass.kubernetes.io/is-default-class") == "true"
+    ]
+    assert defaults == ["standard"], defaults
     print("ok")
 
 

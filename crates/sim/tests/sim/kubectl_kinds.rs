@@ -90,7 +90,16 @@ async fn kubectl_create_configmap_from_literal_stores_it_and_get_prints_the_data
     let table = ok(&kubectl(path, &["get", "cm"]).await);
     let rows = words(&table);
     assert_eq!(rows[0], ["NAME", "DATA", "AGE"], "{table}");
-    assert_eq!(rows[1][..2], ["settings", "2"], "{table}");
+    // Each namespace also has kube-root-ca.crt (the root-ca-cert-publisher's), as on a cluster.
+    assert!(
+        rows.iter().any(|r| r[..2] == ["kube-root-ca.crt", "1"]),
+        "{table}"
+    );
+    let row = rows
+        .iter()
+        .find(|r| r[0] == "settings")
+        .expect("settings row");
+    assert_eq!(row[..2], ["settings", "2"], "{table}");
     // Immutable: kubectl edits are refused with kube's message.
     ok(&kubectl(
         path,
@@ -319,6 +328,104 @@ async fn kubectl_get_pc_lists_the_system_classes_and_an_unknown_class_is_forbidd
     assert!(
         stderr.contains("no PriorityClass with name nope was found"),
         "{stderr}"
+    );
+    sim.shutdown().await;
+}
+
+/// `kubectl create -f` of a claim with no class: the default class `standard` is filled in
+/// and the claim is bound at once; `kubectl get pvc` and `kubectl get sc` print kubectl's
+/// columns (the default class named `standard (default)`).
+#[tokio::test]
+async fn kubectl_creates_a_claim_that_binds_and_gets_claims_and_classes() {
+    let sim = https_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let path = kc.path();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("pvc.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 2Gi\n",
+    )
+    .expect("write");
+    ok(&kubectl(path, &["create", "-f", file.to_str().expect("utf-8")]).await);
+    ok(&kubectl(
+        path,
+        &[
+            "wait",
+            "--for=jsonpath={.status.phase}=Bound",
+            "pvc/data",
+            "--timeout=20s",
+        ],
+    )
+    .await);
+    let table = ok(&kubectl(path, &["get", "pvc"]).await);
+    let rows = words(&table);
+    assert_eq!(
+        rows[0],
+        [
+            "NAME",
+            "STATUS",
+            "VOLUME",
+            "CAPACITY",
+            "ACCESS",
+            "MODES",
+            "STORAGECLASS",
+            "VOLUMEATTRIBUTESCLASS",
+            "AGE"
+        ],
+        "{table}"
+    );
+    assert_eq!(rows[1][..2], ["data", "Bound"], "{table}");
+    assert!(rows[1][2].starts_with("pvc-"), "{table}");
+    assert_eq!(
+        rows[1][3..7],
+        ["2Gi", "RWO", "standard", "<unset>"],
+        "{table}"
+    );
+    let table = ok(&kubectl(path, &["get", "sc"]).await);
+    let rows = words(&table);
+    assert_eq!(
+        rows[0],
+        [
+            "NAME",
+            "PROVISIONER",
+            "RECLAIMPOLICY",
+            "VOLUMEBINDINGMODE",
+            "ALLOWVOLUMEEXPANSION",
+            "AGE"
+        ],
+        "{table}"
+    );
+    assert_eq!(
+        rows[1][..6],
+        [
+            "standard",
+            "(default)",
+            "rancher.io/local-path",
+            "Delete",
+            "Immediate",
+            "false"
+        ],
+        "{table}"
+    );
+    // The spec is immutable (unbound or not, the access modes cannot change).
+    let err = failed(
+        &kubectl(
+            path,
+            &[
+                "patch",
+                "pvc",
+                "data",
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"accessModes":["ReadWriteMany"]}}"#,
+            ],
+        )
+        .await,
+    );
+    assert!(
+        err.contains("spec: Forbidden: spec is immutable after creation except resources.requests"),
+        "{err}"
     );
     sim.shutdown().await;
 }

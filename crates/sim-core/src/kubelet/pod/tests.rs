@@ -18,6 +18,8 @@ struct Harness {
     effects: Vec<Effect>,
     removed: bool,
     node_refusal: Option<Arc<str>>,
+    mount_error: Option<String>,
+    config_errors: Vec<Option<String>>,
 }
 
 fn pod(annotations: &[(&str, &str)], spec: serde_json::Value) -> Pod {
@@ -49,6 +51,8 @@ impl Harness {
             effects: Vec::new(),
             removed: false,
             node_refusal: None,
+            mount_error: None,
+            config_errors: Vec::new(),
         };
         h.absorb(effects);
         h
@@ -71,6 +75,8 @@ impl Harness {
             cfg: &self.cfg,
             images: &mut self.images,
             node_refusal: self.node_refusal.clone(),
+            mount_error: self.mount_error.clone(),
+            config_errors: self.config_errors.clone(),
         };
         let effects = self.work.step(input, &mut ctx);
         self.absorb(effects);
@@ -718,4 +724,56 @@ fn rendering_keeps_conditions_the_kubelet_does_not_own_and_the_binding_time() {
         scheduled.last_transition_time.as_ref().map(|t| t.0),
         Some(bound_at)
     );
+}
+
+#[test]
+fn a_volume_that_cannot_be_set_up_keeps_the_pod_creating_until_it_can() {
+    let mut h = Harness::new(&pod(&[], one_container("busybox:1.36")));
+    h.mount_error = Some(
+        "MountVolume.SetUp failed for volume \"creds\" : secret \"creds\" not found".to_owned(),
+    );
+    h.run_until(20, |h| {
+        h.reasons().iter().filter(|r| **r == "FailedMount").count() >= 2
+    });
+    assert!(!h.reasons().contains(&"Pulling"), "{:?}", h.reasons());
+    assert_eq!(h.work.phase(), "Pending");
+    assert!(matches!(
+        h.work.containers[0].state,
+        CState::Waiting {
+            reason: "ContainerCreating",
+            ..
+        }
+    ));
+    h.mount_error = None;
+    h.run_until(20, |h| h.work.phase() == "Running");
+    assert_eq!(h.work.phase(), "Running");
+}
+
+#[test]
+fn a_missing_env_reference_waits_in_create_container_config_error_then_starts() {
+    let mut h = Harness::new(&pod(&[], one_container("busybox:1.36")));
+    let message = "secret \"creds\" not found".to_owned();
+    h.config_errors = vec![Some(message.clone())];
+    h.run_until(20, |h| {
+        matches!(
+            h.work.containers[0].state,
+            CState::Waiting {
+                reason: "CreateContainerConfigError",
+                ..
+            }
+        )
+    });
+    match &h.work.containers[0].state {
+        CState::Waiting { reason, message: m } => {
+            assert_eq!(*reason, "CreateContainerConfigError");
+            assert_eq!(m.as_deref(), Some(message.as_str()));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(h.effects.iter().any(|e| matches!(e, Effect::Event(ev)
+        if ev.reason == "Failed" && ev.message == format!("Error: {message}"))));
+    assert_eq!(h.work.phase(), "Pending");
+    h.config_errors = vec![None];
+    h.run_until(20, |h| h.work.phase() == "Running");
+    assert_eq!(h.work.phase(), "Running");
 }

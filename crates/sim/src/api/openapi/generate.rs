@@ -117,6 +117,16 @@ const CORE: &[Resource] = &[
     Resource {
         group: "",
         version: "v1",
+        kind: "PersistentVolumeClaim",
+        plural: "persistentvolumeclaims",
+        namespaced: true,
+        schema: "io.k8s.api.core.v1.PersistentVolumeClaim",
+        verbs: ALL,
+        subresources: &[STATUS],
+    },
+    Resource {
+        group: "",
+        version: "v1",
         kind: "Secret",
         plural: "secrets",
         namespaced: true,
@@ -189,6 +199,17 @@ const SCHEDULING: &[Resource] = &[Resource {
     subresources: &[],
 }];
 
+const STORAGE: &[Resource] = &[Resource {
+    group: "storage.k8s.io",
+    version: "v1",
+    kind: "StorageClass",
+    plural: "storageclasses",
+    namespaced: false,
+    schema: "io.k8s.api.storage.v1.StorageClass",
+    verbs: ALL,
+    subresources: &[],
+}];
+
 const ARGO: &[Resource] = &[Resource {
     group: "argoproj.io",
     version: "v1alpha1",
@@ -208,6 +229,7 @@ pub fn documents() -> Vec<(&'static str, Value)> {
     let argo = argo_schemas();
     let policy = policy_schemas();
     let scheduling = scheduling_schemas();
+    let storage = storage_schemas();
     let docs = [
         ("api__v1.json", "/api/v1", "core_v1", CORE, core),
         (
@@ -230,6 +252,13 @@ pub fn documents() -> Vec<(&'static str, Value)> {
             "scheduling_v1",
             SCHEDULING,
             scheduling,
+        ),
+        (
+            "apis__storage.k8s.io__v1.json",
+            "/apis/storage.k8s.io/v1",
+            "storage_v1",
+            STORAGE,
+            storage,
         ),
         (
             "apis__argoproj.io__v1alpha1.json",
@@ -279,7 +308,8 @@ fn generator() -> SchemaGenerator {
 
 fn core_schemas() -> Map<String, Value> {
     use k8s_openapi::api::core::v1::{
-        Binding, ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount,
+        Binding, ConfigMap, Event, Namespace, Node, PersistentVolumeClaim, Pod, Secret,
+        ServiceAccount,
     };
     use k8s_openapi::api::policy::v1::Eviction;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
@@ -294,6 +324,7 @@ fn core_schemas() -> Map<String, Value> {
     g.subschema_for::<Secret>();
     g.subschema_for::<ConfigMap>();
     g.subschema_for::<ServiceAccount>();
+    g.subschema_for::<PersistentVolumeClaim>();
     g.subschema_for::<Eviction>();
     g.subschema_for::<Status>();
     g.subschema_for::<DeleteOptions>();
@@ -320,6 +351,11 @@ fn core_schemas() -> Map<String, Value> {
             "ServiceAccountList",
             "io.k8s.api.core.v1.ServiceAccount",
             "ServiceAccounts",
+        ),
+        (
+            "PersistentVolumeClaimList",
+            "io.k8s.api.core.v1.PersistentVolumeClaim",
+            "PersistentVolumeClaims",
         ),
     ] {
         schemas.insert(
@@ -400,6 +436,31 @@ fn scheduling_schemas() -> Map<String, Value> {
             "PriorityClassList",
             "io.k8s.api.scheduling.v1.PriorityClass",
             "PriorityClasses",
+        ),
+    );
+    finish(&mut schemas);
+    schemas
+}
+
+fn storage_schemas() -> Map<String, Value> {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        APIResourceList, DeleteOptions, Patch, Status, WatchEvent,
+    };
+    let mut g = generator();
+    g.subschema_for::<StorageClass>();
+    g.subschema_for::<Status>();
+    g.subschema_for::<DeleteOptions>();
+    g.subschema_for::<Patch>();
+    g.subschema_for::<WatchEvent<StorageClass>>();
+    g.subschema_for::<APIResourceList>();
+    let mut schemas = g.take_definitions(true);
+    schemas.insert(
+        "io.k8s.api.storage.v1.StorageClassList".to_owned(),
+        list_schema(
+            "StorageClassList",
+            "io.k8s.api.storage.v1.StorageClass",
+            "StorageClasses",
         ),
     );
     finish(&mut schemas);
@@ -528,6 +589,22 @@ const KINDS: &[(&str, &[Gvk])] = &[
         &[("scheduling.k8s.io", "v1", "PriorityClassList")],
     ),
     (
+        "io.k8s.api.storage.v1.StorageClass",
+        &[("storage.k8s.io", "v1", "StorageClass")],
+    ),
+    (
+        "io.k8s.api.storage.v1.StorageClassList",
+        &[("storage.k8s.io", "v1", "StorageClassList")],
+    ),
+    (
+        "io.k8s.api.core.v1.PersistentVolumeClaim",
+        &[("", "v1", "PersistentVolumeClaim")],
+    ),
+    (
+        "io.k8s.api.core.v1.PersistentVolumeClaimList",
+        &[("", "v1", "PersistentVolumeClaimList")],
+    ),
+    (
         "io.k8s.api.coordination.v1.LeaseList",
         &[("coordination.k8s.io", "v1", "LeaseList")],
     ),
@@ -550,6 +627,7 @@ const KINDS: &[(&str, &[Gvk])] = &[
             ("coordination.k8s.io", "v1", "DeleteOptions"),
             ("policy", "v1", "DeleteOptions"),
             ("scheduling.k8s.io", "v1", "DeleteOptions"),
+            ("storage.k8s.io", "v1", "DeleteOptions"),
         ],
     ),
     (
@@ -559,6 +637,7 @@ const KINDS: &[(&str, &[Gvk])] = &[
             ("coordination.k8s.io", "v1", "WatchEvent"),
             ("policy", "v1", "WatchEvent"),
             ("scheduling.k8s.io", "v1", "WatchEvent"),
+            ("storage.k8s.io", "v1", "WatchEvent"),
         ],
     ),
 ];

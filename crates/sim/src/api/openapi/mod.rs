@@ -24,7 +24,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use jiff::Timestamp;
 
 /// The group versions the sim documents, with their embedded documents.
-const SOURCES: [(&str, &str); 5] = [
+const SOURCES: [(&str, &str); 6] = [
     ("api/v1", include_str!("api__v1.json")),
     (
         "apis/argoproj.io/v1alpha1",
@@ -38,6 +38,10 @@ const SOURCES: [(&str, &str); 5] = [
     (
         "apis/scheduling.k8s.io/v1",
         include_str!("apis__scheduling.k8s.io__v1.json"),
+    ),
+    (
+        "apis/storage.k8s.io/v1",
+        include_str!("apis__storage.k8s.io__v1.json"),
     ),
 ];
 
@@ -278,6 +282,8 @@ mod tests {
             "ConfigMap",
             "ServiceAccount",
             "PriorityClass",
+            "PersistentVolumeClaim",
+            "StorageClass",
         ] {
             assert!(kinds.contains(&format!("\"{kind}\"")), "{kind}: {kinds:?}");
         }
