@@ -13,6 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from podline import _mapping
 
+try:  # Airflow 3.x
+    from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+except ImportError:  # pragma: no cover - Airflow 2.11
+    from airflow.exceptions import (  # type: ignore[no-redef,assignment,attr-defined,unused-ignore]
+        AirflowException,
+        AirflowSkipException,
+    )
+
 if TYPE_CHECKING:
     from podline.airflow import PodlineOperator
 
@@ -30,7 +38,6 @@ def start(op: PodlineOperator, context: Any) -> None:
     defers to a :class:`~podline.triggers.PodlineTrigger`. Raises AirflowException if the pod
     cannot be created (nothing is then left behind)."""
     from podline import _native
-    from podline.airflow import AirflowException
     from podline.triggers import PodlineTrigger
 
     pod = op.build_pod(context)
@@ -87,8 +94,6 @@ def complete(op: PodlineOperator, context: Any, event: dict[str, Any]) -> Any:
     """Cleans the pod up as ``on_finish_action`` says, then reports the outcome: the return
     value (``do_xcom_push``: the base container's termination message, JSON), a skip
     (``skip_on_exit_code``) or an AirflowException naming the exit code."""
-    from podline.airflow import AirflowException, AirflowSkipException
-
     kpo = op.kubernetes_pod_operator()
     on_finish = _mapping.ON_FINISH[str(getattr(kpo.on_finish_action, "value", kpo.on_finish_action))]
     succeeded = bool(event.get("succeeded"))

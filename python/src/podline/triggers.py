@@ -37,7 +37,7 @@ class PodlineTrigger(BaseTrigger):  # type: ignore[misc,unused-ignore]
         kubeconfig: str | None = None,
         cluster_context: str | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call,unused-ignore]
         self.namespace = namespace
         self.pod_name = pod_name
         self.launch_id = launch_id
@@ -76,7 +76,7 @@ class PodlineTrigger(BaseTrigger):  # type: ignore[misc,unused-ignore]
                 self.base_container,
             )
         except _native.PodlineError as err:
-            yield TriggerEvent({**where, "succeeded": False, "error": str(err)})
+            yield TriggerEvent({**where, "succeeded": False, "error": str(err)})  # type: ignore[no-untyped-call,unused-ignore]
             return
         outcome = json.loads(text)
-        yield TriggerEvent({**outcome, **where})
+        yield TriggerEvent({**outcome, **where})  # type: ignore[no-untyped-call,unused-ignore]
