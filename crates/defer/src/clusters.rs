@@ -19,7 +19,7 @@ pub struct ClusterKey {
 }
 
 /// A connected cluster: its client (one HTTP/2 connection) and its shared waits.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Cluster {
     /// The client, with podline's stack.
     pub client: kube::Client,
@@ -27,6 +27,15 @@ pub struct Cluster {
     pub namespace: String,
     /// The waits on this cluster, one watch per namespace.
     pub waiters: Waiters,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("namespace", &self.namespace)
+            .field("waiters", &self.waiters)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The clusters a process talks to, each connected once: every trigger of a triggerer that

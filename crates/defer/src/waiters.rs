@@ -15,11 +15,19 @@ use crate::start::label;
 /// The waits of one process on one cluster: all waits for pods of one namespace share one watch
 /// (on podline's launch-id label) and the client's one connection, so the API server's load
 /// does not grow with the number of deferred tasks, only with the number of namespaces.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Waiters {
     client: kube::Client,
     shared: SharedPodWatches,
     calls: RetryPolicy,
+}
+
+impl std::fmt::Debug for Waiters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiters")
+            .field("shared", &self.shared)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Waiters {
