@@ -136,11 +136,23 @@ mod tests {
     /// container is no end, even when another container has exited.
     #[test]
     fn the_base_container_should_decide_the_outcome() {
-        let done = judge(&pod("Running", vec![("base", Some(3)), ("sidecar", None)]), "base");
+        let done = judge(
+            &pod("Running", vec![("base", Some(3)), ("sidecar", None)]),
+            "base",
+        );
         let done = done.expect("ended");
         assert_eq!((done.succeeded, done.exit_code), (false, Some(3)));
-        assert!(judge(&pod("Running", vec![("base", None), ("sidecar", Some(0))]), "base").is_none());
-        let ok = judge(&pod("Running", vec![("base", Some(0)), ("sidecar", None)]), "base");
+        assert!(
+            judge(
+                &pod("Running", vec![("base", None), ("sidecar", Some(0))]),
+                "base"
+            )
+            .is_none()
+        );
+        let ok = judge(
+            &pod("Running", vec![("base", Some(0)), ("sidecar", None)]),
+            "base",
+        );
         assert!(ok.expect("ended").succeeded);
     }
 

@@ -105,11 +105,16 @@ async fn many_waits_in_one_process_should_share_one_watch_and_all_complete() {
         1,
         "one pod watch for all {N} waits"
     );
-    assert_eq!(pods.list(&ListParams::default()).await.unwrap().items.len(), N);
+    assert_eq!(
+        pods.list(&ListParams::default()).await.unwrap().items.len(),
+        N
+    );
 }
 
 async fn futures_join(
-    handles: Vec<tokio::task::JoinHandle<Result<podline_defer::Outcome, podline_defer::DeferError>>>,
+    handles: Vec<
+        tokio::task::JoinHandle<Result<podline_defer::Outcome, podline_defer::DeferError>>,
+    >,
 ) -> Vec<podline_defer::Outcome> {
     let mut out = Vec::new();
     for handle in handles {
@@ -130,9 +135,12 @@ async fn futures_join(
 async fn a_wait_begun_after_the_pod_ended_should_resolve_at_once() {
     let (_sim, client, pods) = setup().await;
     let waiters = Waiters::new(client.clone());
-    let other = start(client.clone(), request(scripted("other", &[("duration", "60s")])))
-        .await
-        .unwrap();
+    let other = start(
+        client.clone(),
+        request(scripted("other", &[("duration", "60s")])),
+    )
+    .await
+    .unwrap();
     // The shared watch is up and following another pod.
     let pending = tokio::spawn({
         let waiters = waiters.clone();
@@ -144,7 +152,10 @@ async fn a_wait_begun_after_the_pod_ended_should_resolve_at_once() {
     });
     let done = start(
         client.clone(),
-        request(scripted("done", &[("duration", "10ms"), ("exit-code", "4")])),
+        request(scripted(
+            "done",
+            &[("duration", "10ms"), ("exit-code", "4")],
+        )),
     )
     .await
     .unwrap();
@@ -189,7 +200,11 @@ async fn start_with_reattach_should_take_the_live_pod_and_a_foreign_launch_id_is
         .await
         .unwrap();
     assert!(
-        foreign.error.as_deref().unwrap_or_default().contains("not this task's"),
+        foreign
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("not this task's"),
         "{foreign:?}"
     );
     let outcome = waiters
@@ -197,16 +212,22 @@ async fn start_with_reattach_should_take_the_live_pod_and_a_foreign_launch_id_is
         .await
         .unwrap();
     assert!(outcome.succeeded, "{outcome:?}");
-    assert_eq!(pods.list(&ListParams::default()).await.unwrap().items.len(), 1);
+    assert_eq!(
+        pods.list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
 }
 
 /// A pod deleted by someone else while a wait follows it ends the wait as gone.
 #[tokio::test]
 async fn a_pod_deleted_while_waited_for_should_end_the_wait_as_gone() {
     let (_sim, client, pods) = setup().await;
-    let s = start(client.clone(), request(scripted("doomed", &[("duration", "60s")])))
-        .await
-        .unwrap();
+    let s = start(
+        client.clone(),
+        request(scripted("doomed", &[("duration", "60s")])),
+    )
+    .await
+    .unwrap();
     let waiters = Waiters::new(client.clone());
     let wait = tokio::spawn(async move {
         waiters
@@ -219,9 +240,12 @@ async fn a_pod_deleted_while_waited_for_should_end_the_wait_as_gone() {
         })
         .await
     );
-    pods.delete("doomed", &kube::api::DeleteParams::default().grace_period(0))
-        .await
-        .unwrap();
+    pods.delete(
+        "doomed",
+        &kube::api::DeleteParams::default().grace_period(0),
+    )
+    .await
+    .unwrap();
     let outcome = tokio::time::timeout(Duration::from_secs(10), wait)
         .await
         .expect("resolves")
