@@ -71,6 +71,17 @@ def triggerer(serialized: tuple[str, dict[str, object]]) -> subprocess.Popen[str
     )
 
 
+def marker(process: subprocess.Popen[str]) -> str:
+    """The triggerer's next WAITING / EVENT line (Airflow's warnings may come before it)."""
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:
+        if line.startswith(("WAITING", "EVENT ")):
+            return line.strip()
+        seen.append(line)
+    raise AssertionError("the triggerer ended without a marker:\n" + "".join(seen))
+
+
 def test_a_trigger_recreated_after_its_triggerer_was_killed_reattaches_by_launch_id(
     sim: Sim, tmp_path: Path
 ) -> None:
@@ -107,8 +118,7 @@ def test_a_trigger_recreated_after_its_triggerer_was_killed_reattaches_by_launch
         kubeconfig=kubeconfig,
     )
     first = triggerer(trigger.serialize())
-    assert first.stdout is not None
-    assert first.stdout.readline().strip() == "WAITING"
+    assert marker(first) == "WAITING"
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=10)
 
@@ -120,10 +130,9 @@ def test_a_trigger_recreated_after_its_triggerer_was_killed_reattaches_by_launch
     assert (again["name"], again["launchId"]) == (started["name"], started["launchId"])
 
     second = triggerer(trigger.serialize())
-    assert second.stdout is not None
-    assert second.stdout.readline().strip() == "WAITING"
+    assert marker(second) == "WAITING"
     gate.touch()
-    line = second.stdout.readline()
+    line = marker(second)
     second.wait(timeout=30)
     assert line.startswith("EVENT "), line
     event = json.loads(line[len("EVENT ") :])
