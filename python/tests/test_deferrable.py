@@ -142,3 +142,25 @@ def test_a_trigger_recreated_after_its_triggerer_was_killed_reattaches_by_launch
     assert [p.metadata.name for p in pods] == ["reattach-me"]
     assert _native.delete_pod(kubeconfig, None, "default", "reattach-me", "another-launch") is False
     assert _native.delete_pod(kubeconfig, None, "default", "reattach-me", started["launchId"]) is True
+
+
+def test_default_deferrable_makes_a_task_deferrable_as_for_kpo() -> None:
+    """Airflow's ``[operators] default_deferrable`` reaches PodlineOperator through KPO's own
+    default (read when the provider is imported: a process of its own)."""
+    import os
+
+    code = textwrap.dedent(
+        """
+        from podline import _deferrable
+        from podline.airflow import PodlineOperator
+        for kwargs in ({}, {"deferrable": False}):
+            op = PodlineOperator(task_id="t", image="busybox", **kwargs)
+            print(_deferrable.is_deferrable(op.kubernetes_pod_operator()))
+        """
+    )
+    env = {**os.environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["True", "False"], done.stdout
