@@ -39,7 +39,7 @@ def test_seconds_and_skip_codes_validation() -> None:
 
 
 def test_refusals_apply_only_to_values_podline_cannot_honour() -> None:
-    assert _mapping.refusal("deferrable", True) is not None
+    assert _mapping.refusal("deferrable", True) is None  # PodlineTrigger (issue 31)
     assert _mapping.refusal("deferrable", False) is None
     assert _mapping.refusal("deferrable", None) is None
     assert _mapping.refusal("container_logs", True) is None

@@ -113,10 +113,12 @@ BEHAVIOUR: dict[str, Behaviour] = {
     "termination_grace_period": _same(
         "in the pod (KPO), and the grace period of podline's deletes, at the end and on kill"
     ),
-    "deferrable": _refused(
-        "podline needs no triggerer: the task's process waits on a pod watch", None, False
+    "deferrable": _same(
+        "the pod is created by the task (podline's create retries and adoption), then the task "
+        "defers to PodlineTrigger, which awaits the pod on one shared watch per namespace in "
+        "the triggerer; defaults to [operators] default_deferrable, as KPO"
     ),
-    "poll_interval": _ignored("deferrable mode only; podline watches the pod"),
+    "poll_interval": _ignored("podline's trigger watches the pod instead of polling"),
     "logging_interval": _ignored("deferrable mode only; podline streams logs as they come"),
     "trigger_kwargs": _ignored("deferrable mode only"),
     "startup_check_interval_seconds": _ignored("podline watches the pod instead of polling"),

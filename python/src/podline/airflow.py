@@ -26,7 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from podline import _kpo_surface, _mapping
+from podline import _deferrable, _kpo_surface, _mapping
 from podline._binary import find_binary
 
 try:  # Airflow 3.x: the task SDK.
@@ -272,7 +272,10 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
     def execute(self, context: Any) -> Any:
         """Builds KPO's pod, runs it through ``podline run`` and returns its termination
         message (JSON) when ``do_xcom_push``; raises AirflowSkipException / AirflowException as
-        the result says."""
+        the result says. With ``deferrable=True`` (or ``[operators] default_deferrable``) the
+        pod is created here and the task defers to the triggerer (:mod:`podline._deferrable`)."""
+        if _deferrable.is_deferrable(self.kubernetes_pod_operator()):
+            _deferrable.start(self, context)  # raises TaskDeferred
         pod = self.build_pod(context)
         kpo = self.kubernetes_pod_operator()
         request = self.run_request(kpo, pod, context)
@@ -361,6 +364,11 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
         if doc is not None and doc.get("stage") == "finished":
             return doc
         return None
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        """``deferrable=True``: the trigger fired with the pod's outcome; cleans up and reports
+        (:func:`podline._deferrable.complete`)."""
+        return _deferrable.complete(self, context, event)
 
     def _announce(self, result_path: Path, context: Any) -> bool:
         """Pushes pod_name / pod_namespace once podline has written them."""

@@ -132,3 +132,31 @@ with DAG("podline_connections", schedule=None, start_date=START, catchup=False) 
             cmds=["sh", "-c", '[ "${SECRET_ENV:-unset}" != unset ] || exit 7; ' + wait_for(f"gate-{conn}")],
             env_vars={"SECRET_ENV": os.environ.get("PODLINE_TEST_ENV_MARKER", "unset")},
         )
+
+
+# deferrable=True: the task creates its pod, defers to PodlineTrigger (dag.test() runs the
+# trigger in-process), and resumes with the base container's outcome.
+with DAG("podline_deferrable", schedule=None, start_date=START, catchup=False) as deferrable:
+    PodlineOperator(
+        task_id="deferred_fails",
+        image="busybox:1.36",
+        cmds=["sh", "-c", "echo about to fail; sleep 0.5; exit 3"],
+        deferrable=True,
+    )
+    PodlineOperator(
+        task_id="deferred_returns",
+        image="busybox:1.36",
+        annotations={
+            "sim.podline.io/duration": "500ms",
+            "sim.podline.io/termination-message": '{"rows": 7}',
+        },
+        do_xcom_push=True,
+        deferrable=True,
+    )
+    PodlineOperator(
+        task_id="deferred_skipped",
+        image="busybox:1.36",
+        cmds=["sh", "-c", "exit 99"],
+        skip_on_exit_code=99,
+        deferrable=True,
+    )
