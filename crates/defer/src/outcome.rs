@@ -1,6 +1,7 @@
 //! How a deferred task ended ([`Outcome`]), judged on its base container ([`judge`]).
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use podline_phase::Phase;
 use serde::Serialize;
 
 /// The end of a deferred task's pod, as the operator reports it.
@@ -79,12 +80,15 @@ pub fn judge(pod: &Pod, base_container: &str) -> Option<Outcome> {
             ..Outcome::of(pod)
         });
     }
-    match status.and_then(|s| s.phase.as_deref()) {
-        Some("Succeeded") => Some(Outcome {
+    match status
+        .and_then(|s| s.phase.as_deref())
+        .and_then(Phase::parse)
+    {
+        Some(Phase::Succeeded) => Some(Outcome {
             succeeded: true,
             ..Outcome::of(pod)
         }),
-        Some("Failed") => Some(Outcome {
+        Some(Phase::Failed) => Some(Outcome {
             reason: status.and_then(|s| s.reason.clone()),
             message: status.and_then(|s| s.message.clone()),
             ..Outcome::of(pod)
