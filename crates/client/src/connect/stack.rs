@@ -29,7 +29,30 @@ pub fn client_from_config(
     } else {
         "the system's trusted root certificates"
     };
-    client_with_ca(config, client_timeout, ping, None, ca, None)
+    client_with_ca(config, client_timeout, ping, None, ca, None, false)
+}
+
+/// [`client_from_config`] for WebSocket upgrades (`pods/exec`): the same stack over HTTP/1.1
+/// only, because the API server upgrades only HTTP/1.1 requests to WebSocket (an upgrade
+/// cannot ride the shared HTTP/2 connection).
+pub fn upgrade_client_from_config(
+    config: kube::Config,
+    client_timeout: Duration,
+) -> Result<kube::Client, ConnectError> {
+    let ca = if config.root_cert.is_some() {
+        "the CA certificates of the configuration"
+    } else {
+        "the system's trusted root certificates"
+    };
+    client_with_ca(
+        config,
+        client_timeout,
+        Http2Ping::default_for(client_timeout),
+        None,
+        ca,
+        None,
+        true,
+    )
 }
 
 /// [`client_from_config`], naming where the CA certificates came from (`ca`) in TLS errors,
@@ -41,6 +64,7 @@ pub(super) fn client_with_ca(
     connect_timeout: Option<Duration>,
     ca: &str,
     exec: Option<super::ExecTokenLayer>,
+    http1_only: bool,
 ) -> Result<kube::Client, ConnectError> {
     let attempt = connect_timeout.unwrap_or(ping.timeout);
     let timeouts = TransportTimeouts {
@@ -52,7 +76,7 @@ pub(super) fn client_with_ca(
         headers: client_timeout + READ_TIMEOUT_MARGIN,
     };
     let builder =
-        transport::build(&config, timeouts, ping, ca, exec).map_err(ConnectError::Transport)?;
+        transport::build(&config, timeouts, ping, ca, exec, http1_only).map_err(ConnectError::Transport)?;
     Ok(builder
         .with_layer(&tower::layer::layer_fn(retry_after_into_status))
         .build())
