@@ -62,7 +62,7 @@ use kubeconfig::{Loaded, config_from_kubeconfig, load};
 pub use kubeconfig::{Lookup, load_config};
 pub use retry_after::copy_retry_after;
 pub use source::ConfigSource;
-pub use stack::{client_from_config, upgrade_client_from_config};
+pub use stack::client_from_config;
 use stack::client_with_ca;
 
 use crate::ping::Http2Ping;

@@ -32,29 +32,6 @@ pub fn client_from_config(
     client_with_ca(config, client_timeout, ping, None, ca, None, false)
 }
 
-/// [`client_from_config`] for WebSocket upgrades (`pods/exec`): the same stack over HTTP/1.1
-/// only, because the API server upgrades only HTTP/1.1 requests to WebSocket (an upgrade
-/// cannot ride the shared HTTP/2 connection).
-pub fn upgrade_client_from_config(
-    config: kube::Config,
-    client_timeout: Duration,
-) -> Result<kube::Client, ConnectError> {
-    let ca = if config.root_cert.is_some() {
-        "the CA certificates of the configuration"
-    } else {
-        "the system's trusted root certificates"
-    };
-    client_with_ca(
-        config,
-        client_timeout,
-        Http2Ping::default_for(client_timeout),
-        None,
-        ca,
-        None,
-        true,
-    )
-}
-
 /// [`client_from_config`], naming where the CA certificates came from (`ca`) in TLS errors,
 /// with podline's auth layer for an exec plugin's token (`exec`) in place of kube's.
 pub(super) fn client_with_ca(
