@@ -477,7 +477,10 @@ impl Launcher {
             ));
             return;
         }
-        let client = self.exec_client.clone().unwrap_or_else(|| self.client.clone());
+        let client = self
+            .exec_client
+            .clone()
+            .unwrap_or_else(|| self.client.clone());
         let api: Api<Pod> = Api::namespaced(client, &run.built.namespace);
         match xcom::extract(&api, name).await {
             Ok(value) => result.xcom = value,
@@ -927,8 +930,14 @@ async fn settle(pod: &str, state: &mut watch::Receiver<PodState>, cancel: &Cance
         pod,
         until: Instant::now() + SETTLE,
     };
-    if await_stage(&mut settling, pod, state, cancel).await.is_err() {
-        tracing::debug!(pod, "the main container terminated; other containers are still running");
+    if await_stage(&mut settling, pod, state, cancel)
+        .await
+        .is_err()
+    {
+        tracing::debug!(
+            pod,
+            "the main container terminated; other containers are still running"
+        );
     }
 }
 

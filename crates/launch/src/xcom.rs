@@ -45,6 +45,8 @@ const FIRST_PAUSE: Duration = Duration::from_secs(1);
 const MAX_PAUSE: Duration = Duration::from_secs(8);
 /// Bounds one exec (connect, command, output): a sidecar that hangs must not hold the task.
 const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
+/// Once an exec's outcome is known, how long its output still buffered is read.
+const DRAIN: Duration = Duration::from_secs(2);
 /// The most of `return.json` podline reads (beyond it the read fails): an XCom lives in
 /// Airflow's database, and a runaway file must not fill the launcher's memory.
 pub const MAX_XCOM_BYTES: usize = 16 * 1024 * 1024;
@@ -165,7 +167,12 @@ async fn read(api: &Api<Pod>, name: &str) -> Result<Option<String>, XcomError> {
 }
 
 fn first_line(text: &str) -> String {
-    text.lines().next().unwrap_or_default().chars().take(200).collect()
+    text.lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect()
 }
 
 /// The read's output as a value: `None` for the empty marker.
@@ -189,13 +196,14 @@ async fn exec(
     command: &[&str],
     stdin: Option<&str>,
 ) -> Result<Output, XcomError> {
-    tokio::time::timeout(EXEC_TIMEOUT, exec_unbounded(api, name, command, stdin))
-        .await
-        .unwrap_or_else(|_| {
-            Err(XcomError::Timeout {
-                container: SIDECAR_CONTAINER.to_owned(),
-            })
+    tracing::debug!(pod = %name, ?command, "exec into the XCom sidecar");
+    let ended = tokio::time::timeout(EXEC_TIMEOUT, exec_unbounded(api, name, command, stdin)).await;
+    tracing::debug!(pod = %name, ?command, ok = ended.as_ref().is_ok_and(Result::is_ok), "exec ended");
+    ended.unwrap_or_else(|_| {
+        Err(XcomError::Timeout {
+            container: SIDECAR_CONTAINER.to_owned(),
         })
+    })
 }
 
 async fn exec_unbounded(
@@ -225,9 +233,12 @@ async fn exec_unbounded(
         (process.stdout(), process.stderr(), process.take_status())
     else {
         // Invariant: both streams were asked for above, and each is taken once.
-        return Err(command_failed("the exec stream has no stdout/stderr".into()));
+        return Err(command_failed(
+            "the exec stream has no stdout/stderr".into(),
+        ));
     };
     let stdin = process.stdin();
+    let status_seen;
     let write = async {
         if let (Some(mut stdin), Some(line)) = (stdin, input) {
             stdin.write_all(line.as_bytes()).await?;
@@ -237,27 +248,41 @@ async fn exec_unbounded(
         Ok::<(), std::io::Error>(())
     };
     let limit = u64::try_from(MAX_XCOM_BYTES).unwrap_or(u64::MAX) + 1;
-    let read_out = async {
-        let mut out = Vec::new();
-        stdout.take(limit).read_to_end(&mut out).await.map(|_| out)
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let (mut stdout, mut stderr) = (stdout.take(limit), stderr.take(64 * 1024));
+    let (read_out, read_err) = {
+        let reading =
+            async { tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err)) };
+        let finishing = async { tokio::join!(write, status) };
+        tokio::pin!(reading, finishing);
+        // kube ends the streams when the command's Status arrives; but when its message loop
+        // ends on an error (a stdin write after the server closed), the readers never see
+        // their end: once the outcome is known, what is buffered is read for a moment only.
+        let (read, (written, status)) = tokio::select! {
+            read = &mut reading => (Some(read), (&mut finishing).await),
+            finished = &mut finishing => {
+                (tokio::time::timeout(DRAIN, &mut reading).await.ok(), finished)
+            }
+        };
+        // The command may end before reading its stdin (the shell killed by its own kill
+        // line): a write that failed after the stream closed is not the command's failure.
+        if let Err(e) = written {
+            tracing::debug!(error = %e, "writing to the sidecar's shell");
+        }
+        status_seen = status;
+        match read {
+            Some((o, e)) => (o.map(|_| ()), e.map(|_| ())),
+            None => (Ok(()), Ok(())),
+        }
     };
-    let read_err = async {
-        let mut err = Vec::new();
-        stderr.take(64 * 1024).read_to_end(&mut err).await.map(|_| err)
-    };
-    let (written, out, err, status) = tokio::join!(write, read_out, read_err, status);
-    // The command may end before reading its stdin (the shell killed by its own kill line):
-    // a write that failed after the stream closed is not the command's failure.
-    if let Err(e) = written {
-        tracing::debug!(error = %e, "writing to the sidecar's shell");
-    }
-    let out = out.map_err(|e| command_failed(e.to_string()))?;
-    let err = err.map_err(|e| command_failed(e.to_string()))?;
+    let status = status_seen;
+    read_out.map_err(|e| command_failed(e.to_string()))?;
+    read_err.map_err(|e| command_failed(e.to_string()))?;
     if out.len() > MAX_XCOM_BYTES {
         return Err(XcomError::TooLarge);
     }
     if let Err(join) = process.join().await {
-        return Err(command_failed(join.to_string()));
+        tracing::debug!(error = %join, "the exec stream ended with an error");
     }
     let failure = match status {
         Some(s) if s.status.as_deref() == Some("Success") => None,
@@ -265,7 +290,8 @@ async fn exec_unbounded(
         None => Some("the stream ended without the command's status".into()),
     };
     Ok(Output {
-        stdout: String::from_utf8(out).map_err(|_| command_failed("the value is not UTF-8".into()))?,
+        stdout: String::from_utf8(out)
+            .map_err(|_| command_failed("the value is not UTF-8".into()))?,
         stderr: String::from_utf8_lossy(&err).into_owned(),
         failure,
     })

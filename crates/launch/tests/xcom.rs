@@ -58,7 +58,8 @@ async fn setup(on_finish: OnFinish) -> (Sim, Launcher, Api<Pod>) {
     // kube's own client speaks HTTP/1.1, which the WebSocket upgrade of pods/exec needs.
     let client = client(&sim).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let launcher = Launcher::new(client.clone(), "default", config(on_finish)).with_exec_client(client);
+    let launcher =
+        Launcher::new(client.clone(), "default", config(on_finish)).with_exec_client(client);
     (sim, launcher, pods)
 }
 
@@ -81,13 +82,24 @@ async fn the_xcom_value_should_arrive_from_the_sidecar() {
         true,
     );
     let started = Instant::now();
-    let result = launcher.run(&spec, Arc::new(NullSink), &Cancel::new()).await;
+    let result = launcher
+        .run(&spec, Arc::new(NullSink), &Cancel::new())
+        .await;
     assert!(result.succeeded(), "{result:?}");
     assert_eq!(result.xcom.as_deref(), Some("[1,2,3,4]\n"));
     assert_eq!(result.xcom_error, None);
     assert!(result.deleted, "{result:?}");
-    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
-    assert!(pods.get_opt(&result.pod).await.unwrap().is_none_or(|p| p.metadata.deletion_timestamp.is_some()));
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        pods.get_opt(&result.pod)
+            .await
+            .unwrap()
+            .is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+    );
 }
 
 /// The empty marker of the read script (no `return.json`) is no value, and no error.
@@ -105,7 +117,9 @@ async fn an_empty_xcom_file_should_be_no_value() {
         ],
         true,
     );
-    let result = launcher.run(&spec, Arc::new(NullSink), &Cancel::new()).await;
+    let result = launcher
+        .run(&spec, Arc::new(NullSink), &Cancel::new())
+        .await;
     assert!(result.succeeded(), "{result:?}");
     assert_eq!(result.xcom, None);
     assert_eq!(result.xcom_error, None);
@@ -122,11 +136,16 @@ async fn a_failed_base_container_should_still_report_its_xcom_value() {
             ("duration.base", "50ms"),
             ("exit-code.base", "3"),
             SIDECAR_FOREVER,
-            ("exec-airflow-xcom-sidecar", r#"{"stdout": "{\"partial\": true}"}"#),
+            (
+                "exec-airflow-xcom-sidecar",
+                r#"{"stdout": "{\"partial\": true}"}"#,
+            ),
         ],
         true,
     );
-    let result = launcher.run(&spec, Arc::new(NullSink), &Cancel::new()).await;
+    let result = launcher
+        .run(&spec, Arc::new(NullSink), &Cancel::new())
+        .await;
     assert_eq!(result.exit_code, 3, "{result:?}");
     assert_eq!(result.container_exit_code(), Some(3));
     assert_eq!(result.xcom.as_deref(), Some("{\"partial\": true}"));
@@ -146,7 +165,15 @@ async fn a_value_that_is_not_json_should_be_an_xcom_error() {
         ],
         true,
     );
-    let result = launcher.run(&spec, Arc::new(NullSink), &Cancel::new()).await;
+    let started = Instant::now();
+    let result = launcher
+        .run(&spec, Arc::new(NullSink), &Cancel::new())
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(result.xcom, None);
     let err = result.xcom_error.unwrap();
     assert!(err.contains("not JSON"), "{err}");
@@ -157,14 +184,23 @@ async fn a_value_that_is_not_json_should_be_an_xcom_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sidecar_that_never_exits_should_not_hold_the_task() {
     let (_sim, launcher, pods) = setup(OnFinish::Delete).await;
-    let spec = kpo_task(&[("duration.base", "100ms"), ("duration.proxy", "1h")], false);
+    let spec = kpo_task(
+        &[("duration.base", "100ms"), ("duration.proxy", "1h")],
+        false,
+    );
     let started = Instant::now();
-    let result = launcher.run(&spec, Arc::new(NullSink), &Cancel::new()).await;
+    let result = launcher
+        .run(&spec, Arc::new(NullSink), &Cancel::new())
+        .await;
     assert!(result.succeeded(), "{result:?}");
     assert_eq!(result.container_exit_code(), Some(0));
     assert_eq!(result.xcom, None, "no sidecar, no read");
     assert!(result.deleted);
-    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
     let left = pods.get_opt(&result.pod).await.unwrap();
     assert!(left.is_none_or(|p| p.metadata.deletion_timestamp.is_some()));
 }

@@ -52,8 +52,8 @@ pub(super) fn client_with_ca(
         io: client_timeout + READ_TIMEOUT_MARGIN,
         headers: client_timeout + READ_TIMEOUT_MARGIN,
     };
-    let builder =
-        transport::build(&config, timeouts, ping, ca, exec, http1_only).map_err(ConnectError::Transport)?;
+    let builder = transport::build(&config, timeouts, ping, ca, exec, http1_only)
+        .map_err(ConnectError::Transport)?;
     Ok(builder
         .with_layer(&tower::layer::layer_fn(retry_after_into_status))
         .build())

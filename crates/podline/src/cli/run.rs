@@ -630,10 +630,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         calls,
         create,
     );
-    let launcher =
-        Launcher::new(client.clone(), namespace.clone(), config)
-            .with_liveness(liveness.clone())
-            .with_exec_client(exec_client);
+    let launcher = Launcher::new(client.clone(), namespace.clone(), config)
+        .with_liveness(liveness.clone())
+        .with_exec_client(exec_client);
     let cancel = Cancel::new();
     watch_signals(cancel.clone());
     let code = run_tasks(
