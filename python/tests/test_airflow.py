@@ -238,3 +238,23 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(") ", 1)[1].split()[0] != "Z"
+
+
+def test_xcom_return_value_comes_from_kpos_sidecar(run_dag: Callable[..., DagRun], sim: Sim) -> None:
+    """do_xcom_push as KPO: /airflow/xcom/return.json, read through the XCom sidecar once the
+    base container terminated, is the task's return value (multiple_outputs fans a dict out),
+    and is pushed when the base container failed too; the sidecar (which never exits on the
+    sim: the kill is scripted away) does not hold the task, and the pods are deleted."""
+    run = run_dag("xcom")
+    assert run.states == {
+        "write_xcom": "success",
+        "xcom_outputs": "success",
+        "xcom_fails": "failed",
+    }, run.output[-4000:]
+    assert run.xcoms["write_xcom"]["return_value"] == [1, 2, 3, 4]
+    outputs = run.xcoms["xcom_outputs"]
+    assert outputs["return_value"] == {"rows": 7, "table": "t"}
+    assert outputs["rows"] == 7 and outputs["table"] == "t"
+    assert run.xcoms["xcom_fails"]["return_value"] == {"partial": 1}
+    assert "exit code 2" in run.log("xcom_fails")
+    assert sim.pods("dag_id=podline_xcom") == []

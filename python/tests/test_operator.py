@@ -295,3 +295,66 @@ def test_a_pod_never_created_is_not_called_failed() -> None:
     failed = dict(not_created, uid="u1")
     with pytest.raises(AirflowException, match="pod default/t-abc failed"):
         op._outcome(failed)
+
+
+class _PushTI:
+    def __init__(self) -> None:
+        self.pushed: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+def _finished(xcom: str | None = None, **extra: Any) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "namespace": "default",
+        "pod": "t-abc",
+        "uid": "u1",
+        "succeeded": True,
+        "mainContainer": "base",
+        "containers": [{"name": "base", "exitCode": 0}],
+    }
+    if xcom is not None:
+        result["xcom"] = xcom
+    result.update(extra)
+    return result
+
+
+def _xcom_operator(**kwargs: Any) -> PodlineOperator:
+    op = PodlineOperator(task_id="t", image="busybox", do_xcom_push=True, **kwargs)
+    op._killed = False
+    op._exit_code = 0
+    op._skip_codes = frozenset()
+    return op
+
+
+def test_the_return_value_is_the_sidecars_value_then_the_termination_message() -> None:
+    op = _xcom_operator()
+    assert op._outcome(_finished("[1,2,3,4]\n")) == [1, 2, 3, 4]
+    # podline's extra: no return.json, the termination message.
+    extra = _finished(containers=[{"name": "base", "exitCode": 0, "message": '{"a": 1}'}])
+    assert op._outcome(extra) == {"a": 1}
+    assert op._outcome(_finished()) is None
+    with pytest.raises(AirflowException, match="cannot read /airflow/xcom/return.json: boom"):
+        op._outcome(_finished(xcomError="boom"))
+    with pytest.raises(AirflowException, match="return.json is not JSON"):
+        op._outcome(_finished("nope"))
+
+
+def test_a_failed_base_container_still_pushes_its_value_as_kpo_does() -> None:
+    op = _xcom_operator(multiple_outputs=True)
+    op._exit_code = 2
+    failed = _finished(
+        '{"rows": 7}', succeeded=False, containers=[{"name": "base", "exitCode": 2}]
+    )
+    ti = _PushTI()
+    with pytest.raises(AirflowException, match="failed: exit code 2"):
+        op._outcome(failed, {"ti": ti})
+    assert ti.pushed == {"rows": 7, "return_value": {"rows": 7}}
+    # Without do_xcom_push nothing is pushed.
+    plain = PodlineOperator(task_id="t", image="busybox")
+    plain._killed, plain._exit_code, plain._skip_codes = False, 2, frozenset()
+    ti = _PushTI()
+    with pytest.raises(AirflowException):
+        plain._outcome(failed, {"ti": ti})
+    assert ti.pushed == {}

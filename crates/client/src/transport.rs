@@ -106,6 +106,7 @@ pub(crate) fn build(
     ping: Http2Ping,
     ca: &str,
     exec: Option<crate::exec_plugin::ExecTokenLayer>,
+    http1_only: bool,
 ) -> Result<kube::client::ClientBuilder<Stack>, TransportError> {
     let peer = Arc::new(Peer {
         server: without_userinfo(&config.cluster_url),
@@ -129,8 +130,14 @@ pub(crate) fn build(
         https = https
             .with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(server_name));
     }
-    // ALPN offers h2 then http/1.1: a server (or proxy) without HTTP/2 gets HTTP/1.1.
-    let https = https.enable_all_versions().wrap_connector(tcp);
+    // ALPN offers h2 then http/1.1: a server (or proxy) without HTTP/2 gets HTTP/1.1. A client
+    // for WebSocket upgrades (`pods/exec`) offers http/1.1 only: the API server upgrades only
+    // HTTP/1.1 requests, as client-go's dialer for upgrades knows.
+    let https = if http1_only {
+        https.enable_http1().wrap_connector(tcp)
+    } else {
+        https.enable_all_versions().wrap_connector(tcp)
+    };
     let https = BoundedConnect::new(https, timeouts.connect, &peer.server);
     // Concurrent requests without a live connection share one dial (and its HTTP/2 connection).
     let https = SingleFlight::new(https);

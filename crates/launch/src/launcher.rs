@@ -25,6 +25,7 @@ use crate::podwatch::{self, PodState, SharedPodWatches};
 use crate::report::TaskResult;
 use crate::spec::{BuiltPod, LAUNCH_ID_LABEL, TASK_ID_LABEL, TaskSpec};
 use crate::wait::{self, StartStep, StartTracker};
+use crate::xcom;
 
 /// Which logs to follow.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -102,6 +103,9 @@ pub struct Launcher {
     shared_watches: Option<SharedPodWatches>,
     /// Set by [`Launcher::with_liveness`]: the Lease that owns this launcher's pods.
     liveness: Option<Arc<Liveness>>,
+    /// Set by [`Launcher::with_exec_client`]: the client for `pods/exec` (WebSocket upgrades
+    /// need HTTP/1.1); without it, `client`.
+    exec_client: Option<kube::Client>,
 }
 
 /// A cancellation token plus the reason, shared by the CLI's signal handler and the run.
@@ -157,6 +161,17 @@ impl Launcher {
             config: Arc::new(config),
             shared_watches: None,
             liveness: None,
+            exec_client: None,
+        }
+    }
+
+    /// This launcher, making its `pods/exec` calls (the XCom sidecar's read, [`crate::xcom`])
+    /// with `client`: an API server upgrades only HTTP/1.1 requests to WebSocket, so a launcher
+    /// whose main client speaks HTTP/2 needs an HTTP/1.1 one for them.
+    pub fn with_exec_client(&self, client: kube::Client) -> Self {
+        Self {
+            exec_client: Some(client),
+            ..self.clone()
         }
     }
 
@@ -407,12 +422,54 @@ impl Launcher {
             let followers = self.follow_logs(run, pod, state, sink);
             let mut running = AwaitCompletion {
                 pod: &built.name,
+                main: &built.main_container,
                 overall: run.overall,
             };
             outcome = await_stage(&mut running, &built.name, state, cancel).await;
-            result.log_reconnects += collect_logs(followers, outcome.is_ok()).await;
+            if outcome.is_ok() {
+                if xcom::has_sidecar(pod) {
+                    self.read_xcom(run, state, result).await;
+                }
+                settle(&built.name, state, cancel).await;
+            }
+            result.log_reconnects += collect_logs(followers, state, outcome.is_ok()).await;
         }
         self.report(built, state, outcome, result).await;
+    }
+
+    /// Reads KubernetesPodOperator's XCom value through the pod's sidecar into the result
+    /// ([`crate::xcom::extract`], which then stops the sidecar), once the main container has
+    /// terminated; a sidecar that already terminated has nothing to read (KPO fails then too).
+    async fn read_xcom(
+        &self,
+        run: &Run<'_>,
+        state: &watch::Receiver<PodState>,
+        result: &mut TaskResult,
+    ) {
+        let name = &run.built.name;
+        let sidecar_gone = current_pod(state).is_some_and(|p| {
+            !wait::container_running(&p, xcom::SIDECAR_CONTAINER)
+                && wait::container_terminated(&p, xcom::SIDECAR_CONTAINER)
+        });
+        if sidecar_gone {
+            result.xcom_error = Some(format!(
+                "the XCom sidecar {} of pod {name} terminated before its value was read",
+                xcom::SIDECAR_CONTAINER
+            ));
+            return;
+        }
+        let client = self
+            .exec_client
+            .clone()
+            .unwrap_or_else(|| self.client.clone());
+        let api: Api<Pod> = Api::namespaced(client, &run.built.namespace);
+        match xcom::extract(&api, name).await {
+            Ok(value) => result.xcom = value,
+            Err(err) => {
+                tracing::warn!(pod = %name, error = %err, "could not read the XCom value");
+                result.xcom_error = Some(err.to_string());
+            }
+        }
     }
 
     /// Starts one log follower per container the [`LogMode`] asks for.
@@ -422,7 +479,7 @@ impl Launcher {
         pod: &Pod,
         state: &watch::Receiver<PodState>,
         sink: Arc<dyn LogSink>,
-    ) -> Vec<JoinHandle<u32>> {
+    ) -> Vec<(String, JoinHandle<u32>)> {
         let built = run.built;
         let containers: Vec<(String, Option<String>)> = match self.config.logs {
             LogMode::None => vec![],
@@ -442,18 +499,19 @@ impl Launcher {
         containers
             .into_iter()
             .map(|(container, prefix)| {
-                tokio::spawn(
+                let follower = tokio::spawn(
                     logs::follow(
                         run.api.clone(),
                         built.name.clone(),
-                        container,
+                        container.clone(),
                         prefix,
                         sink.clone(),
                         state.clone(),
                         self.config.log.clone(),
                     )
                     .in_current_span(),
-                )
+                );
+                (container, follower)
             })
             .collect()
     }
@@ -539,7 +597,10 @@ impl Launcher {
         result: &mut TaskResult,
     ) {
         let cfg = &self.config;
-        let still_live = !current_pod(state).as_ref().is_some_and(wait::is_finished);
+        let main = &run.built.main_container;
+        let still_live = !current_pod(state)
+            .as_ref()
+            .is_some_and(|p| wait::main_terminated(p, main));
         let delete = if still_live {
             cfg.on_finish != OnFinish::Keep
         } else {
@@ -779,15 +840,21 @@ impl Awaited for AwaitStart<'_> {
     }
 }
 
-/// Waiting for a started pod to finish, under the run's overall timeout.
+/// Waiting for a started pod's main container to terminate (as KubernetesPodOperator judges a
+/// task: [`wait::main_terminated`]), under the run's overall timeout.
 struct AwaitCompletion<'a> {
     pod: &'a str,
+    main: &'a str,
     overall: Option<Overall>,
 }
 
 impl Awaited for AwaitCompletion<'_> {
     fn judge(&mut self, state: &PodState) -> Option<Result<(), LaunchError>> {
-        if state.pod.as_ref().is_some_and(wait::is_finished) {
+        if state
+            .pod
+            .as_ref()
+            .is_some_and(|p| wait::main_terminated(p, self.main))
+        {
             return Some(Ok(()));
         }
         lost(self.pod, state).map(Err)
@@ -802,6 +869,56 @@ impl Awaited for AwaitCompletion<'_> {
             pod: self.pod.to_owned(),
             timeout: self.overall.map(|o| o.timeout).unwrap_or_default(),
         }
+    }
+}
+
+/// How long, once the main container has terminated, the launcher waits for the pod itself to
+/// finish (its other containers ending, an XCom sidecar stopped) so that the report shows the
+/// pod's final phase; a sidecar that outlives it does not hold the task.
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// Waiting, briefly, for the pod to reach a final phase after its main container terminated.
+struct AwaitSettled<'a> {
+    pod: &'a str,
+    until: Instant,
+}
+
+impl Awaited for AwaitSettled<'_> {
+    fn judge(&mut self, state: &PodState) -> Option<Result<(), LaunchError>> {
+        if state.pod.as_ref().is_some_and(wait::is_finished) {
+            return Some(Ok(()));
+        }
+        lost(self.pod, state).map(Err)
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        Some(self.until)
+    }
+
+    fn expired(&self) -> LaunchError {
+        // Not a failure: the caller ignores how this stage ended.
+        LaunchError::Watch {
+            pod: self.pod.to_owned(),
+            message: "the pod did not finish after its main container".into(),
+        }
+    }
+}
+
+/// Waits up to [`SETTLE`] for the pod to finish once its main container has; the task's
+/// outcome is already decided (the main container's), so how this ends does not matter.
+async fn settle(pod: &str, state: &mut watch::Receiver<PodState>, cancel: &Cancel) {
+    let mut settling = AwaitSettled {
+        pod,
+        until: Instant::now() + SETTLE,
+    };
+    if await_stage(&mut settling, pod, state, cancel)
+        .await
+        .is_err()
+    {
+        tracing::debug!(
+            pod,
+            "the main container terminated; other containers are still running"
+        );
     }
 }
 
@@ -897,12 +1014,22 @@ fn adopt_reattached(built: &mut BuiltPod, pod: &Pod, result: &mut TaskResult) {
     tracing::info!(pod = %built.name, "reattached to the running pod of this task");
 }
 
-/// Waits for the log followers after a completion (bounded: a follower gives up after
-/// `post_termination`), or stops them after a failure; returns their reconnects.
-async fn collect_logs(followers: Vec<JoinHandle<u32>>, finished: bool) -> u32 {
+/// Waits for the log followers of terminated containers after a completion (bounded: a
+/// follower gives up after `post_termination`), and stops the others (a sidecar still running
+/// once the main container is done) and every follower after a failure; returns their
+/// reconnects.
+async fn collect_logs(
+    followers: Vec<(String, JoinHandle<u32>)>,
+    state: &watch::Receiver<PodState>,
+    finished: bool,
+) -> u32 {
+    let pod = current_pod(state);
     let mut reconnects = 0;
-    for follower in followers {
-        if finished {
+    for (container, follower) in followers {
+        let done = pod
+            .as_ref()
+            .is_some_and(|p| wait::container_terminated(p, &container));
+        if finished && done {
             if let Ok(n) = follower.await {
                 reconnects += n;
             }
@@ -1034,6 +1161,7 @@ mod tests {
     fn running(overall: u64) -> AwaitCompletion<'static> {
         AwaitCompletion {
             pod: "p",
+            main: "task",
             overall: Some(Overall {
                 at: Instant::now() + Duration::from_secs(overall),
                 timeout: Duration::from_secs(overall),

@@ -32,7 +32,10 @@
 //! 4. [`StartTracker`]: schedule and startup timeouts, fast failure on permanent image errors
 //!    (exit 4); start and completion are awaited by one wait loop.
 //! 5. [`logs::follow`]: streams logs to a [`LogSink`], resuming with `sinceTime` + [`Dedup`].
-//! 6. Completion: the main container's exit code becomes the process exit code. The overall
+//! 6. Completion: the main container's exit code becomes the process exit code; the task is
+//!    over when the main container has terminated (a sidecar that never exits does not hold
+//!    it, [`wait::main_terminated`]). A pod with KubernetesPodOperator's XCom sidecar has its
+//!    `/airflow/xcom/return.json` read through `pods/exec` into the result ([`xcom`]). The overall
 //!    timeout, if set, ends the run with exit 4 before the start and 124 after it.
 //! 7. [`cleanup`]: what the task's [`OnFinish`] says, and deletion after failures, timeouts,
 //!    signals and panics in steps 3-6.
@@ -86,6 +89,7 @@ pub mod report;
 pub mod spec;
 pub mod wait;
 pub mod watched;
+pub mod xcom;
 
 pub use cleanup::OnFinish;
 pub use dedup::Dedup;

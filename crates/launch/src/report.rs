@@ -117,6 +117,15 @@ pub struct TaskResult {
     /// Recent Warning events of the pod (filled on failure).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub warnings: Vec<EventSummary>,
+    /// KubernetesPodOperator's XCom value: the content of `/airflow/xcom/return.json` (JSON
+    /// text, as the main container wrote it), read through the pod's XCom sidecar
+    /// ([`crate::xcom`]); None without a sidecar, or when the file was missing or empty.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub xcom: Option<String>,
+    /// Why the XCom value could not be read, when the pod has the sidecar and the read failed
+    /// (a caller that promised the value, like Airflow's operator, fails the task on it).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub xcom_error: Option<String>,
     /// The process exit code this result maps to (see [`crate::exit`]).
     pub exit_code: u8,
 }

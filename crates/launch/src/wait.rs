@@ -281,6 +281,23 @@ pub fn container_terminated(pod: &Pod, container: &str) -> bool {
         || in_list(status.and_then(|s| s.init_container_statuses.as_ref()))
 }
 
+/// Whether a task is over as KubernetesPodOperator judges it: its main (base) container has
+/// terminated, or the whole pod finished. A sidecar still running (KPO's XCom sidecar, a proxy
+/// that never exits) does not hold the task; its outcome is the main container's.
+pub fn main_terminated(pod: &Pod, main: &str) -> bool {
+    container_terminated(pod, main)
+}
+
+/// Whether `container` (a regular container) is running now.
+pub fn container_running(pod: &Pod, container: &str) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|cs| cs.name == container && cs.state.as_ref().is_some_and(|s| s.running.is_some()))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

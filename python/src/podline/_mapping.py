@@ -69,8 +69,8 @@ BEHAVIOUR: dict[str, Behaviour] = {
         "the connection's in_cluster, kube_config_path, kube_config (written to a private "
         "0600 file, removed after), cluster_context and disable_verify_ssl are podline's "
         "cluster access; its namespace goes into the pod through KPO; disable_tcp_keepalive "
-        "and the XCom sidecar fields have no effect (podline checks its connections with "
-        "HTTP/2 PINGs; there is no sidecar)"
+        "has no effect (podline checks its connections with HTTP/2 PINGs); the XCom sidecar "
+        "fields go into the pod through KPO"
     ),
     "in_cluster": _same("the pod's service account only: every kubeconfig is hidden from podline"),
     "config_file": _same("podline's --kubeconfig"),
@@ -106,9 +106,16 @@ BEHAVIOUR: dict[str, Behaviour] = {
     ),
     "log_formatter": _refused("podline writes each line as the container wrote it"),
     "skip_on_exit_code": _same("the main container's exit code"),
+    "base_container_name": _same(
+        "the task's outcome is this container's: the task ends when it terminates (a sidecar "
+        "that never exits does not hold it; on_finish_action then applies)"
+    ),
     "do_xcom_push": _same(
-        "the return value is the main container's termination message (JSON); KPO's sidecar "
-        "is not added (see the pod differences)"
+        "KPO's sidecar reads /airflow/xcom/return.json through pods/exec once the base "
+        "container has terminated (then it is stopped, as KPO does); the value is the task's "
+        "return value (multiple_outputs too), pushed also when the base container failed. "
+        "podline's extra: without a return.json, the base container's termination message "
+        "(JSON) is the value"
     ),
     "termination_grace_period": _same(
         "in the pod (KPO), and the grace period of podline's deletes, at the end and on kill"
@@ -130,9 +137,7 @@ BEHAVIOUR: dict[str, Behaviour] = {
     "log_pod_spec_on_failure": _ignored("the pod's manifest is what KPO builds; not logged again"),
     "callbacks": _refused("podline does not call KubernetesPodOperatorCallback classes yet"),
     "progress_callback": _refused("podline does not call progress callbacks"),
-    "xcom_sidecar_container_security_context": _ignored(
-        "there is no XCom sidecar (the termination message carries the return value)"
-    ),
+    "xcom_sidecar_container_security_context": _same("the XCom sidecar's, in the pod (KPO)"),
 }
 
 #: What ``podline run`` adds to the pod it is handed (besides :func:`podline_pod`'s changes):
@@ -165,25 +170,23 @@ def refusal(name: str, value: Any) -> str | None:
 def podline_pod(
     pod: Mapping[str, Any], *, base_container: str, xcom_sidecar: str = XCOM_SIDECAR
 ) -> dict[str, Any]:
-    """The pod ``podline run`` creates from the one KPO built: a copy, with the only change
-    podline makes on the Python side: KPO's XCom sidecar container is left out (its value is
-    read through ``pods/exec``, which podline does not do yet; the return value is the main
-    container's termination message). Its ``/airflow/xcom`` volume and mount stay, so an image
-    that writes ``return.json`` runs unchanged.
+    """The pod ``podline run`` creates from the one KPO built: a copy, unchanged. KPO's XCom
+    sidecar (``xcom_sidecar``, with ``do_xcom_push=True``) stays: ``podline run`` reads
+    ``/airflow/xcom/return.json`` through it with ``pods/exec`` once the base container has
+    terminated, then stops it, as KPO does.
 
     Raises ValueError if the base container is not the pod's first (podline's main container
     is the first one; KPO's reconcile puts it there).
     """
     out = copy.deepcopy(dict(pod))
     spec = out.get("spec") or {}
-    containers = [c for c in spec.get("containers") or [] if c.get("name") != xcom_sidecar]
+    containers = list(spec.get("containers") or [])
     if not containers or containers[0].get("name") != base_container:
         names = [c.get("name") for c in containers]
         raise ValueError(
             f"the pod's first container must be the base container {base_container!r} "
             f"(podline follows the first one); KPO built {names}"
         )
-    spec["containers"] = containers
     return out
 
 

@@ -98,8 +98,11 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
       and the pod's last Warning events, as the AirflowException's message.
 
     ``pod_name`` and ``pod_namespace`` are pushed to XCom before the pod is created. With
-    ``do_xcom_push=True`` the return value is the main container's termination message (what
-    it wrote to ``/dev/termination-log``), parsed as JSON.
+    ``do_xcom_push=True`` the return value is ``/airflow/xcom/return.json`` as KPO's XCom
+    sidecar serves it (``podline run`` reads it through ``pods/exec`` once the base container
+    has terminated, then stops the sidecar), parsed as JSON, and pushed also when the base
+    container failed, as KPO does; podline's extra: without a ``return.json``, the base
+    container's termination message (``/dev/termination-log``).
     """
 
     template_fields: Sequence[str] = _SURFACE.template_fields
@@ -270,10 +273,10 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
     # -- running ---------------------------------------------------------------------------
 
     def execute(self, context: Any) -> Any:
-        """Builds KPO's pod, runs it through ``podline run`` and returns its termination
-        message (JSON) when ``do_xcom_push``; raises AirflowSkipException / AirflowException as
-        the result says. With ``deferrable=True`` (or ``[operators] default_deferrable``) the
-        pod is created here and the task defers to the triggerer (:mod:`podline._deferrable`)."""
+        """Builds KPO's pod, runs it through ``podline run`` and returns its XCom value
+        (JSON) when ``do_xcom_push``; raises AirflowSkipException / AirflowException as the
+        result says. With ``deferrable=True`` (or ``[operators] default_deferrable``) the pod
+        is created here and the task defers to the triggerer (:mod:`podline._deferrable`)."""
         if _deferrable.is_deferrable(self.kubernetes_pod_operator()):
             _deferrable.start(self, context)  # raises TaskDeferred
         pod = self.build_pod(context)
@@ -299,7 +302,7 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
             self.log.info("podline: %s", " ".join(argv))
             env = _environment(access, home=tmp)
             result = self._run(argv, result_path, context, env, pod_file)
-        return self._outcome(result)
+        return self._outcome(result, context)
 
     def _run(
         self,
@@ -382,7 +385,7 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
             self.log.info("reattaching to the running pod %s/%s", doc["namespace"], doc["pod"])
         return True
 
-    def _outcome(self, result: dict[str, Any] | None) -> Any:
+    def _outcome(self, result: dict[str, Any] | None, context: Any = None) -> Any:
         code = self._exit_code
         if self._killed or code in _KILLED_EXIT_CODES:
             raise AirflowException(
@@ -401,6 +404,12 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
                 f"with {container_code}, listed in skip_on_exit_code"
             )
         if not result.get("succeeded"):
+            if self.do_xcom_push and context is not None and not result.get("xcomError"):
+                # As KPO's cleanup: the value the failed pod left is pushed all the same.
+                try:
+                    self._push_return_value(context["ti"], self._return_value(result, container))
+                except AirflowException as err:
+                    self.log.warning("do_xcom_push: %s", err)
             report = str(result.get("failureReport") or "").rstrip()
             pod_name = f"{result.get('namespace')}/{result.get('pod')}"
             # A pod never created (rejected, retries exhausted) has no uid: it did not fail.
@@ -410,19 +419,40 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
             raise AirflowException(f"{head}\n{report}" if report else head)
         if not self.do_xcom_push:
             return None
-        message = (container or {}).get("message")
-        if not message:
-            self.log.warning(
-                "do_xcom_push: the main container wrote no termination message "
-                "(/dev/termination-log); the return value is None"
+        return self._return_value(result, container)
+
+    def _return_value(self, result: Mapping[str, Any], container: Mapping[str, Any] | None) -> Any:
+        """The task's return value: ``/airflow/xcom/return.json`` as KPO's sidecar served it
+        (``podline run`` reads it through ``pods/exec``), parsed; without one, podline's extra,
+        the base container's termination message (JSON); else None."""
+        if result.get("xcomError"):
+            raise AirflowException(
+                f"do_xcom_push: cannot read /airflow/xcom/return.json: {result['xcomError']}"
             )
+        value = result.get("xcom")
+        source = "/airflow/xcom/return.json"
+        if value is None:
+            value = (container or {}).get("message")
+            source = "the termination message"
+        if not value:
+            self.log.info("do_xcom_push: the base container wrote no value; the return value is None")
             return None
         try:
-            return json.loads(message)
+            return json.loads(value)
         except json.JSONDecodeError as err:
             raise AirflowException(
-                f"do_xcom_push: the termination message is not JSON ({err}): {message[:200]!r}"
+                f"do_xcom_push: {source} is not JSON ({err}): {value[:200]!r}"
             ) from err
+
+    def _push_return_value(self, ti: Any, value: Any) -> None:
+        """Pushes ``return_value`` (and with ``multiple_outputs`` each key of a dict), as the
+        task runner does for a returned value and KPO does on a failure."""
+        if value is None:
+            return
+        if self.multiple_outputs and isinstance(value, Mapping):
+            for key, item in value.items():
+                ti.xcom_push(key=str(key), value=item)
+        ti.xcom_push(key="return_value", value=value)
 
     def on_kill(self) -> None:
         """Stops podline with SIGTERM: it deletes the pod (grace period as configured) and

@@ -47,13 +47,15 @@ with DAG("podline_outcomes", schedule=None, start_date=START, catchup=False) as 
         skip_on_exit_code=99,
     )
     # A container with no command is scripted by the sim: its annotations say what it does,
-    # here what it writes to /dev/termination-log (the return value's channel).
+    # here what it writes to /dev/termination-log (podline's extra channel for the return
+    # value: the XCom sidecar, scripted, finds no return.json).
     PodlineOperator(
         task_id="returns",
         image="busybox:1.36",
         annotations={
-            "sim.podline.io/logs": "computing",
-            "sim.podline.io/termination-message": '{"rows": 42, "table": "orders"}',
+            "sim.podline.io/logs.base": "computing",
+            "sim.podline.io/termination-message.base": '{"rows": 42, "table": "orders"}',
+            "sim.podline.io/exec-airflow-xcom-sidecar": '{"stdout": "__airflow_xcom_result_empty__\\n"}',
         },
         do_xcom_push=True,
     )
@@ -159,4 +161,36 @@ with DAG("podline_deferrable", schedule=None, start_date=START, catchup=False) a
         cmds=["sh", "-c", "exit 99"],
         skip_on_exit_code=99,
         deferrable=True,
+    )
+
+
+# KPO's XCom contract: the base container writes /airflow/xcom/return.json and the value is read
+# through the XCom sidecar (pods/exec). Here the sim scripts the sidecar's exec answer (its
+# `sim.podline.io/exec-airflow-xcom-sidecar` annotation: the file as `cat` would print it), and
+# the base container (no command) is scripted too; the sidecar's loop runs until the pod goes.
+def _sidecar_serves(value: str) -> dict[str, str]:
+    import json
+
+    return {"sim.podline.io/exec-airflow-xcom-sidecar": json.dumps({"stdout": value + "\n"})}
+
+
+with DAG("podline_xcom", schedule=None, start_date=START, catchup=False) as xcom:
+    PodlineOperator(
+        task_id="write_xcom",
+        image="alpine",
+        annotations=_sidecar_serves("[1,2,3,4]"),
+        do_xcom_push=True,
+    )
+    PodlineOperator(
+        task_id="xcom_outputs",
+        image="alpine",
+        annotations=_sidecar_serves('{"rows": 7, "table": "t"}'),
+        do_xcom_push=True,
+        multiple_outputs=True,
+    )
+    PodlineOperator(
+        task_id="xcom_fails",
+        image="alpine",
+        annotations={**_sidecar_serves('{"partial": 1}'), "sim.podline.io/exit-code.base": "2"},
+        do_xcom_push=True,
     )

@@ -112,6 +112,9 @@ impl Default for ConnectOptions {
 pub struct Connected {
     /// The client, with podline's stack (see the module doc).
     pub client: kube::Client,
+    /// The same stack over HTTP/1.1 only, for WebSocket upgrades (`pods/exec`), which the API
+    /// server serves only on HTTP/1.1; it opens its own connection per upgrade.
+    pub upgrade_client: kube::Client,
     /// The namespace to use when a call names none: [`ConnectOptions::namespace`], else the
     /// context's, else `default`.
     pub namespace: String,
@@ -170,6 +173,15 @@ async fn finish(loaded: Loaded, opts: &ConnectOptions) -> Result<Connected, Conn
         opts.exec_timeout.unwrap_or(opts.client_timeout),
     )
     .await?;
+    let upgrade_client = client_with_ca(
+        config.clone(),
+        opts.client_timeout,
+        opts.http2_ping,
+        opts.connect_timeout,
+        &ca,
+        exec.clone(),
+        true,
+    )?;
     let client = client_with_ca(
         config,
         opts.client_timeout,
@@ -177,10 +189,12 @@ async fn finish(loaded: Loaded, opts: &ConnectOptions) -> Result<Connected, Conn
         opts.connect_timeout,
         &ca,
         exec,
+        false,
     )?;
     tracing::debug!(%source, cluster = %cluster_url, %namespace, "kubernetes client ready");
     Ok(Connected {
         client,
+        upgrade_client,
         namespace,
         cluster_url,
         source,

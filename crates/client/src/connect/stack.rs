@@ -29,7 +29,7 @@ pub fn client_from_config(
     } else {
         "the system's trusted root certificates"
     };
-    client_with_ca(config, client_timeout, ping, None, ca, None)
+    client_with_ca(config, client_timeout, ping, None, ca, None, false)
 }
 
 /// [`client_from_config`], naming where the CA certificates came from (`ca`) in TLS errors,
@@ -41,6 +41,7 @@ pub(super) fn client_with_ca(
     connect_timeout: Option<Duration>,
     ca: &str,
     exec: Option<super::ExecTokenLayer>,
+    http1_only: bool,
 ) -> Result<kube::Client, ConnectError> {
     let attempt = connect_timeout.unwrap_or(ping.timeout);
     let timeouts = TransportTimeouts {
@@ -51,8 +52,8 @@ pub(super) fn client_with_ca(
         io: client_timeout + READ_TIMEOUT_MARGIN,
         headers: client_timeout + READ_TIMEOUT_MARGIN,
     };
-    let builder =
-        transport::build(&config, timeouts, ping, ca, exec).map_err(ConnectError::Transport)?;
+    let builder = transport::build(&config, timeouts, ping, ca, exec, http1_only)
+        .map_err(ConnectError::Transport)?;
     Ok(builder
         .with_layer(&tower::layer::layer_fn(retry_after_into_status))
         .build())

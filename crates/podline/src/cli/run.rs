@@ -446,13 +446,18 @@ fn parse_env_file(text: &str) -> Result<Vec<(String, String)>, String> {
 }
 
 /// Builds a client like kubectl (the client crate's `connect`): --kubeconfig, KUBECONFIG,
-/// ~/.kube/config, in-cluster; --context and -n as given. Returns the client and the namespace.
+/// ~/.kube/config, in-cluster; --context and -n as given. Returns the client, the namespace and
+/// the HTTP/1.1 client for `pods/exec` (the XCom sidecar's read).
 async fn connect(
     options: &podline_client::connect::ConnectOptions,
-) -> anyhow::Result<(kube::Client, String)> {
+) -> anyhow::Result<(kube::Client, String, kube::Client)> {
     let connected = crate::cli::cluster::connect(options).await?;
     tracing::debug!(source = %connected.source, namespace = %connected.namespace, "connected");
-    Ok((connected.client, connected.namespace))
+    Ok((
+        connected.client,
+        connected.namespace,
+        connected.upgrade_client,
+    ))
 }
 
 /// Cancels `cancel` on the first SIGINT or SIGTERM (the shared handler, `cli/signal.rs`): the
@@ -593,7 +598,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
         };
     let (calls, create) = (config.calls.clone(), config.create.clone());
-    let (client, namespace) = connect(&connect_options).await?;
+    let (client, namespace, exec_client) = connect(&connect_options).await?;
     let run_id = spec::new_launch_id()[..12].to_owned();
     // The run's proof of life: its pods are owned by this Lease, deleted by a reaper if the
     // process dies without cleaning up (SIGKILL, host lost), released below on a clean exit.
@@ -605,8 +610,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         calls,
         create,
     );
-    let launcher =
-        Launcher::new(client.clone(), namespace.clone(), config).with_liveness(liveness.clone());
+    let launcher = Launcher::new(client.clone(), namespace.clone(), config)
+        .with_liveness(liveness.clone())
+        .with_exec_client(exec_client);
     let cancel = Cancel::new();
     watch_signals(cancel.clone());
     let code = run_tasks(
