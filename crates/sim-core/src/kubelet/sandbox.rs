@@ -20,6 +20,45 @@ use std::os::unix::ffi::OsStrExt;
 
 use super::volumes::Mount;
 
+/// The `unshare` invocation that gives an exec'd command a PID namespace (and a `/proc`) of its
+/// own, so that it sees and signals only its own processes; `None` where none can be made.
+///
+/// Why: a command run by `pods/exec` in exec mode is a host process, and commands written for
+/// containers assume a container's process view. KubernetesPodOperator's XCom sidecar is stopped
+/// with `kill -2 $(pgrep -u $(id -u) -f 'sh')`, which on the host would interrupt every shell
+/// of the sim's user (every root shell when the sim runs as root). Inside its own PID namespace
+/// it finds only itself. As root the namespace is made directly; without root, where the kernel
+/// allows unprivileged user namespaces, inside a user namespace that maps the user to root.
+/// Probed once, by running `true` that way.
+pub fn pid_namespace_prefix() -> Option<&'static [&'static str]> {
+    const AS_ROOT: &[&str] = &["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--"];
+    const AS_USER: &[&str] = &[
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "--kill-child",
+        "--",
+    ];
+    static PREFIX: std::sync::OnceLock<Option<&'static [&'static str]>> =
+        std::sync::OnceLock::new();
+    *PREFIX.get_or_init(|| {
+        let candidate = if is_root() { AS_ROOT } else { AS_USER };
+        let (program, args) = candidate.split_first()?;
+        let works = std::process::Command::new(program)
+            .args(args)
+            .arg("true")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        works.then_some(candidate)
+    })
+}
+
 /// Whether this process can make mount namespaces: it runs as root and may call
 /// `unshare(CLONE_NEWNS)` (a container without `CAP_SYS_ADMIN` may not, even as root). Probed
 /// once, by starting `sh -c true` in a namespace of its own.

@@ -539,9 +539,24 @@ impl Session {
                  (expected at least one `command` query parameter)",
             );
         };
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .env_clear()
+        // In a PID namespace of its own where one can be made (sandbox::pid_namespace_prefix:
+        // a command written for a container must not signal the host's processes).
+        let wrapper = podline_sim_core::kubelet::sandbox::pid_namespace_prefix()
+            .filter(|_| on_path(program))
+            .and_then(|prefix| prefix.split_first());
+        let mut cmd = match wrapper {
+            Some((unshare, flags)) => {
+                let mut cmd = Command::new(unshare);
+                cmd.args(flags.iter().copied()).arg(program).args(args);
+                cmd
+            }
+            None => {
+                let mut cmd = Command::new(program);
+                cmd.args(args);
+                cmd
+            }
+        };
+        cmd.env_clear()
             .stdin(if self.params.stdin {
                 Stdio::piped()
             } else {
@@ -675,4 +690,16 @@ mod tests {
         assert_eq!(s["details"]["causes"][0]["reason"], "ExitCode");
         assert_eq!(s["details"]["causes"][0]["message"], "3");
     }
+}
+
+/// Whether `program` names a file that exists (a path), or one found on `PATH`: checked before
+/// the command is wrapped in `unshare`, so that a missing program still fails to start with the
+/// runtime's message rather than as a failed `unshare`.
+fn on_path(program: &str) -> bool {
+    if program.contains('/') {
+        return std::path::Path::new(program).is_file();
+    }
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
+    })
 }

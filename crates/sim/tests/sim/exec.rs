@@ -92,6 +92,38 @@ async fn kubectl_exec_runs_the_command_in_the_containers_env_and_working_dir() {
     sim.shutdown().await;
 }
 
+/// A command written for a container sees only its own processes: KubernetesPodOperator stops
+/// its XCom sidecar with `kill -2 $(pgrep -u $(id -u) -f 'sh')`, which as a host process would
+/// interrupt every shell of the sim's user. In its own PID namespace the exec'd shell is pid 1
+/// and `pgrep` finds nothing of the host's.
+#[tokio::test]
+async fn kubectl_exec_runs_in_a_pid_namespace_of_its_own() {
+    if podline_sim_core::kubelet::sandbox::pid_namespace_prefix().is_none() {
+        eprintln!("skipped: no PID namespace can be made here (docs/sim.md, exec mode)");
+        return;
+    }
+    let sim = exec_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_pod(kc.path(), sleeper("exec-pidns", dir.path())).await;
+    let out = ok(&kubectl(
+        kc.path(),
+        &[
+            "exec",
+            "exec-pidns",
+            "--",
+            "sh",
+            "-c",
+            "echo $$; pgrep -x sleep | wc -l",
+        ],
+    )
+    .await);
+    // The shell is the namespace's init, and the pod's own `sleep 60` (a host process of the
+    // sim) is out of its sight.
+    assert_eq!(out, "1\n0\n");
+    sim.shutdown().await;
+}
+
 #[tokio::test]
 async fn kubectl_exec_dash_i_feeds_stdin_and_ends_it() {
     let sim = exec_sim().await;
