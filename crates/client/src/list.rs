@@ -55,7 +55,6 @@ enum Shape {
 ///
 /// `T` is what each item decodes as: the resource itself ([`Pages::objects`]) or its
 /// [`PartialObjectMeta`] ([`Pages::metadata`]).
-#[derive(Debug)]
 pub struct Pages<T> {
     client: kube::Client,
     url: String,
@@ -67,22 +66,32 @@ pub struct Pages<T> {
     _items: PhantomData<fn() -> T>,
 }
 
-impl<K: kube::Resource> Pages<K> {
+impl<K: kube::Resource + Clone> Pages<K> {
     /// Lists `api`'s objects per `params` (its `continue` is managed here: leave it unset).
     pub fn objects(api: &kube::Api<K>, params: ListParams) -> Self {
         Pages::new(api, params, Shape::Objects)
     }
 }
 
-impl<K: kube::Resource> Pages<PartialObjectMeta<K>> {
+impl<K: kube::Resource + Clone> Pages<PartialObjectMeta<K>> {
     /// Lists only the metadata of `api`'s objects per `params` (as `Api::list_metadata`).
     pub fn metadata(api: &kube::Api<K>, params: ListParams) -> Self {
         Pages::new(api, params, Shape::Metadata)
     }
 }
 
-impl<T: DeserializeOwned> Pages<T> {
-    fn new<K: kube::Resource>(api: &kube::Api<K>, params: ListParams, shape: Shape) -> Self {
+impl<T> std::fmt::Debug for Pages<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pages")
+            .field("url", &self.url)
+            .field("shape", &self.shape)
+            .field("next", &self.next)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Pages<T> {
+    fn new<K: Clone>(api: &kube::Api<K>, params: ListParams, shape: Shape) -> Self {
         Pages {
             client: api.clone().into_client(),
             url: api.resource_url().to_owned(),
@@ -92,7 +101,9 @@ impl<T: DeserializeOwned> Pages<T> {
             _items: PhantomData,
         }
     }
+}
 
+impl<T: DeserializeOwned> Pages<T> {
     /// The next page, retried per `policy` (`what` names the call in retry logs); `None` once
     /// the last page was returned. After an error the same page is asked for again.
     pub async fn next(

@@ -38,53 +38,53 @@ pub struct Listener {
 impl Listener {
     /// Installs the handlers; one that cannot be installed is logged once and never fires (the
     /// other still does). Needs a Tokio runtime.
+    #[cfg(unix)]
     pub fn install() -> Self {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            let install = |kind: SignalKind, name: &str| match signal(kind) {
-                Ok(installed) => Some(installed),
-                Err(err) => {
-                    tracing::warn!(error = %err, "cannot listen for {name}");
-                    None
-                }
-            };
-            Listener {
-                interrupt: install(SignalKind::interrupt(), "SIGINT"),
-                terminate: install(SignalKind::terminate(), "SIGTERM"),
+        use tokio::signal::unix::{SignalKind, signal};
+        let install = |kind: SignalKind, name: &str| match signal(kind) {
+            Ok(installed) => Some(installed),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot listen for {name}");
+                None
             }
+        };
+        Listener {
+            interrupt: install(SignalKind::interrupt(), "SIGINT"),
+            terminate: install(SignalKind::terminate(), "SIGTERM"),
         }
-        #[cfg(not(unix))]
+    }
+
+    /// Installs the Ctrl-C handler when first awaited (no SIGTERM here).
+    #[cfg(not(unix))]
+    pub fn install() -> Self {
         Listener {}
     }
 
     /// Waits for SIGINT or SIGTERM and returns which came first.
+    #[cfg(unix)]
     pub async fn wait(self) -> Signal {
-        #[cfg(unix)]
-        {
-            async fn next(signal: Option<tokio::signal::unix::Signal>) {
-                match signal {
-                    Some(mut signal) => {
-                        if signal.recv().await.is_none() {
-                            std::future::pending::<()>().await;
-                        }
-                    }
-                    None => std::future::pending::<()>().await,
-                }
+        async fn next(signal: Option<tokio::signal::unix::Signal>) {
+            if let Some(mut signal) = signal
+                && signal.recv().await.is_some()
+            {
+                return;
             }
-            tokio::select! {
-                () = next(self.interrupt) => Signal::Interrupt,
-                () = next(self.terminate) => Signal::Terminate,
-            }
+            std::future::pending::<()>().await;
         }
-        #[cfg(not(unix))]
-        {
-            if let Err(err) = tokio::signal::ctrl_c().await {
-                tracing::warn!(error = %err, "cannot listen for Ctrl-C");
-                std::future::pending::<()>().await;
-            }
-            Signal::Interrupt
+        tokio::select! {
+            () = next(self.interrupt) => Signal::Interrupt,
+            () = next(self.terminate) => Signal::Terminate,
         }
+    }
+
+    /// Waits for Ctrl-C.
+    #[cfg(not(unix))]
+    pub async fn wait(self) -> Signal {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %err, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+        Signal::Interrupt
     }
 }
 
