@@ -91,7 +91,11 @@ impl<T> std::fmt::Debug for Pages<T> {
 }
 
 impl<T> Pages<T> {
-    fn new<K: Clone>(api: &kube::Api<K>, params: ListParams, shape: Shape) -> Self {
+    fn new<K: kube::Resource + Clone>(
+        api: &kube::Api<K>,
+        params: ListParams,
+        shape: Shape,
+    ) -> Self {
         Pages {
             client: api.clone().into_client(),
             url: api.resource_url().to_owned(),

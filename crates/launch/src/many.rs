@@ -420,7 +420,10 @@ mod tests {
         }
         for ms in [1024, 1025, 4095, 123_456, u64::MAX] {
             let b = bucket(ms);
-            assert!(b <= ms && (ms - b) as f64 <= ms as f64 / 512.0, "{ms} -> {b}");
+            assert!(
+                b <= ms && (ms - b) as f64 <= ms as f64 / 512.0,
+                "{ms} -> {b}"
+            );
         }
     }
 

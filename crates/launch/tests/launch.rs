@@ -586,10 +586,16 @@ async fn the_reattach_lookup_should_skip_a_pod_that_does_not_decode() {
     ));
     let mut spec = task(&[("exit-code", "0")]);
     spec.task_id = Some("nightly-etl".into());
-    let result = launcher.run(&spec, Arc::new(NullSink), &Cancel::new()).await;
+    let result = launcher
+        .run(&spec, Arc::new(NullSink), &Cancel::new())
+        .await;
     assert_eq!(result.exit_code, 0, "{result:?}");
     assert!(!result.reattached, "{result:?}");
-    assert_eq!(sim.ground_truth().len(), 2, "its own pod, next to the stale one");
+    assert_eq!(
+        sim.ground_truth().len(),
+        2,
+        "its own pod, next to the stale one"
+    );
 }
 
 /// `--all-containers` prefixes each line with its container.

@@ -532,7 +532,11 @@ async fn gc_finalizers_releases_the_rest_when_one_pod_does_not_decode() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((&report["pods"], &report["released"]), (&2.into(), &1.into()), "{report}");
+    assert_eq!(
+        (&report["pods"], &report["released"]),
+        (&2.into(), &1.into()),
+        "{report}"
+    );
     let failed = report["failed"].as_array().expect("failed");
     assert!(
         failed.len() == 1
@@ -543,7 +547,10 @@ async fn gc_finalizers_releases_the_rest_when_one_pod_does_not_decode() {
             }),
         "{report}"
     );
-    assert!(!has_finalizer(&api.get("held").await.unwrap().metadata, RECORD_FINALIZER));
+    assert!(!has_finalizer(
+        &api.get("held").await.unwrap().metadata,
+        RECORD_FINALIZER
+    ));
 }
 
 /// `gc --finalizers` retries a removal the API server fails transiently (503) through the

@@ -504,7 +504,10 @@ async fn gc_should_skip_a_lease_and_a_pod_that_do_not_decode() {
         "{out}"
     );
     assert!(!out.contains("not-a-time"), "no value quoted: {out}");
-    assert!(!alive(&pods, "dead-0").await, "the dead launcher's pod was kept");
+    assert!(
+        !alive(&pods, "dead-0").await,
+        "the dead launcher's pod was kept"
+    );
     assert!(
         leases
             .get_opt("podline-launcher-bad")

@@ -677,7 +677,10 @@ async fn log_lines_should_be_coloured_only_on_a_terminal_without_no_color() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("DEBUG"), "no log line to look at: {stderr}");
-    assert!(!stderr.contains('\x1b'), "an escape byte on a pipe: {stderr:?}");
+    assert!(
+        !stderr.contains('\x1b'),
+        "an escape byte on a pipe: {stderr:?}"
+    );
 
     if std::process::Command::new("script")
         .arg("--version")

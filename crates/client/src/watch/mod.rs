@@ -49,12 +49,12 @@ use serde::de::DeserializeOwned;
 
 pub use crate::reason::Reason;
 pub use config::{MAX_LINE_BYTES, WatchConfig};
+/// A LIST page decoded item by item, for [`crate::list`], which lists outside the watch.
+pub(crate) use decode::decode_page as decode_list_page;
 pub use error::{Phase, WatchError};
 pub use event::Event;
 pub use outage::{OutageLog, OutageReport};
 pub use skipped::{SkipKind, Skipped, SkippedIn, elide_values};
-/// A LIST page decoded item by item, for [`crate::list`], which lists outside the watch.
-pub(crate) use decode::decode_page as decode_list_page;
 
 /// Watches `api` per `config`: see the module doc for the guarantees and the fault table.
 ///

@@ -276,9 +276,9 @@ impl Reaper {
             .all(&self.calls, "list a dead launcher's pods")
             .await
             .map_err(|source| ReaperError::Reap {
-            action: "listing the pods of an expired launcher",
-            source,
-        })?;
+                action: "listing the pods of an expired launcher",
+                source,
+            })?;
         pass.undecodable
             .extend(list.skipped.iter().map(Skipped::object_name));
         for pod in list.items {
