@@ -28,6 +28,9 @@
 //!   exec plugin's answer) told by position and kind, never quoting the file's credentials.
 //! - [`finalizer`]: podline's pod finalizer ([`finalizer::RECORD_FINALIZER`]) and the careful
 //!   patches that add it (never to a pod being deleted) and remove it (testing the entry first).
+//! - [`list`]: LIST outside the watch, page by page with `continue` ([`list::Pages`]), each
+//!   item decoded on its own: an object that does not decode is logged, counted and skipped,
+//!   never the failure of its page.
 //! - [`watch`]: [`watch::watch`] is LIST+WATCH that resumes from the last resourceVersion, bounds
 //!   every wait by the client timeout, re-lists only on 410, and yields errors as items.
 //!
@@ -73,6 +76,7 @@ pub mod error;
 pub(crate) mod exec_plugin;
 pub mod finalizer;
 mod flight;
+pub mod list;
 pub mod parse_error;
 pub mod ping;
 pub mod proxy;

@@ -519,3 +519,63 @@ mod proxy;
 
 #[path = "sim/connections.rs"]
 mod connections;
+
+/// Issue 27: `list::Pages` lists page by page, following `continue`, with each item decoded on
+/// its own: an object the sim garbles (its `malform` fault: a `deletionTimestamp` no client
+/// decodes) is skipped and named, the rest are returned, in objects and in metadata alike.
+/// `Api::list` fails the whole page on it (checked first, so the fault is known to bite).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_should_skip_an_undecodable_item_and_follow_continue() {
+    use podline_client::list::Pages;
+    use podline_client::retry::RetryPolicy;
+
+    let sim = start_sim(sim_config()).await;
+    let api = pods(&sim).await;
+    let names = ["a", "bad-b", "c", "d", "e"];
+    for name in names {
+        create(&api, name).await;
+    }
+    sim.faults().push(
+        FaultRule::new(FaultAction::Malform {
+            name: "bad-*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        })
+        .verb(FaultVerb::List),
+    );
+    let params = kube::api::ListParams::default().limit(2);
+    assert!(api.list(&params).await.is_err(), "the fault does not bite");
+    let policy = RetryPolicy::default().with_max_attempts(1);
+
+    let mut pages = Pages::objects(&api, params.clone());
+    let mut seen = Vec::new();
+    let mut skipped = Vec::new();
+    let mut count = 0;
+    while let Some(page) = pages.next(&policy, "list pods").await {
+        let page = page.unwrap();
+        count += 1;
+        seen.extend(page.items.into_iter().map(|p| p.metadata.name.unwrap()));
+        skipped.extend(page.skipped);
+    }
+    assert_eq!(count, 3, "five pods in pages of two");
+    assert_eq!(seen, ["a", "c", "d", "e"]);
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0].object_name(), "default/bad-b");
+    assert!(
+        skipped[0].error.starts_with("metadata.deletionTimestamp")
+            && !skipped[0].error.contains("not-a-time"),
+        "{}",
+        skipped[0].error
+    );
+
+    let listed = Pages::metadata(&api, params)
+        .all(&policy, "list pod metadata")
+        .await
+        .unwrap();
+    let seen: Vec<String> = listed
+        .items
+        .into_iter()
+        .map(|p| p.metadata.name.unwrap())
+        .collect();
+    assert_eq!(seen, ["a", "c", "d", "e"]);
+    assert_eq!(listed.skipped.len(), 1);
+}

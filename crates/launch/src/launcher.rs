@@ -8,6 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::Api;
 use kube::api::ListParams;
+use podline_client::list::Pages;
 use podline_client::retry::RetryPolicy;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -315,14 +316,23 @@ impl Launcher {
         started: Instant,
         result: &mut TaskResult,
     ) -> Option<(Pod, Option<watch::Receiver<PodState>>)> {
+        // Every stage before the create is raced with the cancel too (issue 27): a SIGTERM while
+        // the API server holds or refuses the lookup or the Lease's create ends the run at once,
+        // with nothing created yet.
         let reattached = match (self.config.reattach, &spec.task_id) {
-            (true, Some(task_id)) => match self.find_live(api, task_id).await {
-                Ok(found) => found,
-                Err(err) => {
-                    fail(result, err);
-                    return None;
+            (true, Some(task_id)) => {
+                let found = tokio::select! {
+                    found = self.find_live(api, task_id) => found,
+                    () = cancel.cancelled() => Err(interrupted(&built.name, cancel)),
+                };
+                match found {
+                    Ok(found) => found,
+                    Err(err) => {
+                        fail(result, err);
+                        return None;
+                    }
                 }
-            },
+            }
             _ => None,
         };
         if let Some(mut pod) = reattached {
@@ -335,7 +345,12 @@ impl Launcher {
             // Watched alone (see `sharing_pod_watches`).
             return Some((pod, None));
         }
-        if let Err(err) = self.mark(built).await {
+        let name = built.name.clone();
+        let marked = tokio::select! {
+            marked = self.mark(built) => marked,
+            () = cancel.cancelled() => Err(interrupted(&name, cancel)),
+        };
+        if let Err(err) = marked {
             fail(result, err);
             return None;
         }
@@ -719,13 +734,15 @@ impl Launcher {
     /// (issue 27: the unary calls' budget gave up after about 3.5 s, the create's after 40).
     async fn find_live(&self, api: &Api<Pod>, task_id: &str) -> Result<Option<Pod>, LaunchError> {
         let lp = ListParams::default().labels(&format!("{TASK_ID_LABEL}={task_id}"));
-        let list =
-            podline_client::retry::retry(&self.config.create, "list task pods", || api.list(&lp))
-                .await
-                .map_err(|source| LaunchError::Api {
-                    action: "listing pods of the task to reattach to",
-                    source,
-                })?;
+        // A pod of the task that does not decode is logged and skipped, not the lookup's failure:
+        // it cannot be reattached to (nothing of it could be followed) and is left alone.
+        let list = Pages::objects(api, lp)
+            .all(&self.config.create, "list task pods")
+            .await
+            .map_err(|source| LaunchError::Api {
+                action: "listing pods of the task to reattach to",
+                source,
+            })?;
         let mut live: Vec<Pod> = list
             .items
             .into_iter()
@@ -768,7 +785,9 @@ impl Launcher {
     async fn collect_warnings(&self, built: &BuiltPod, result: &mut TaskResult) {
         let events: Api<Event> = Api::namespaced(self.client.clone(), &built.namespace);
         let lp = ListParams::default().fields(&format!("involvedObject.name={}", built.name));
-        match tokio::time::timeout(Duration::from_secs(10), events.list(&lp)).await {
+        let once = RetryPolicy::default().with_max_attempts(1);
+        let list = Pages::objects(&events, lp).all(&once, "list the pod's events");
+        match tokio::time::timeout(Duration::from_secs(10), list).await {
             Ok(Ok(list)) => result.absorb_events(&list.items, self.config.warning_events),
             Ok(Err(err)) => tracing::debug!(error = %err, "could not read the pod's events"),
             Err(_) => tracing::debug!("reading the pod's events timed out"),

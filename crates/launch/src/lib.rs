@@ -97,7 +97,7 @@ pub use error::{ErrorKind, LaunchError, SpecError, StatusCause};
 pub use launcher::{Cancel, CancelReason, LaunchConfig, Launcher, LogMode};
 pub use liveness::{LAUNCHER_LABEL, Liveness, LivenessConfig, ON_FINISH_ANNOTATION};
 pub use logs::{BufferSink, LogConfig, LogSink, NullSink, StdoutSink};
-pub use many::{Summary, run_many};
+pub use many::{Keep, Summary, run_many, run_many_kept};
 pub use report::{ContainerResult, EventSummary, TaskResult, Timings};
 pub use spec::{BuiltPod, LAUNCH_ID_LABEL, PullPolicy, RUN_LABEL, TASK_ID_LABEL, TaskSpec};
 pub use wait::{StartStep, StartTracker, WaitingKind};

@@ -557,6 +557,47 @@ async fn reattach_should_attach_to_the_running_pod_of_the_task() {
     assert!(no_pods_left(&pods).await);
 }
 
+/// Issue 27: the reattach lookup lists the task's pods; one of them whose `deletionTimestamp` no
+/// client decodes (the sim's `malform` fault, on LISTs) failed the whole lookup, and with it the
+/// task. Now that pod is skipped (logged by name; it cannot be followed) and, no other pod of
+/// the task being live, the task runs a pod of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reattach_lookup_should_skip_a_pod_that_does_not_decode() {
+    let mut config = fast_config();
+    config.reattach = true;
+    let (sim, launcher, pods) = setup(config).await;
+    let stale: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "bad-stale",
+            "labels": {"podline.io/task-id": "nightly-etl"},
+            "annotations": {"sim.podline.io/duration": "1h"},
+        },
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &stale).await.unwrap();
+    sim.faults().push(rule(
+        FaultVerb::List,
+        "pods",
+        FaultAction::Malform {
+            name: "bad-*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        },
+    ));
+    let mut spec = task(&[("exit-code", "0")]);
+    spec.task_id = Some("nightly-etl".into());
+    let result = launcher
+        .run(&spec, Arc::new(NullSink), &Cancel::new())
+        .await;
+    assert_eq!(result.exit_code, 0, "{result:?}");
+    assert!(!result.reattached, "{result:?}");
+    assert_eq!(
+        sim.ground_truth().len(),
+        2,
+        "its own pod, next to the stale one"
+    );
+}
+
 /// `--all-containers` prefixes each line with its container.
 #[tokio::test]
 async fn all_containers_should_prefix_lines() {

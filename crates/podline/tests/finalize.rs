@@ -497,6 +497,62 @@ async fn sigterm_of_a_run_with_a_finalizer_exits_143_without_waiting_for_the_pod
     assert!(has_finalizer(&pods[0].metadata, RECORD_FINALIZER));
 }
 
+/// Issue 27: one pod whose `deletionTimestamp` no client decodes (the sim's `malform` fault,
+/// on LISTs) failed `gc --finalizers`'s whole listing, so no pod was released. Now the others
+/// are released and the bad one is named (without its values) and fails the run (exit 1): its
+/// finalizers could not be read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_finalizers_releases_the_rest_when_one_pod_does_not_decode() {
+    use podline_sim::{FaultAction, FaultRule, FaultVerb};
+
+    let sim = start_sim(test_config().kubelet_enabled(false)).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let api: Api<Pod> = Api::namespaced(client(&sim).await, "default");
+    for name in ["bad-held", "held"] {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "finalizers": [RECORD_FINALIZER] },
+            "spec": { "containers": [{ "name": "main", "image": "busybox" }] },
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    sim.faults().push(
+        FaultRule::new(FaultAction::Malform {
+            name: "bad-*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        })
+        .verb(FaultVerb::List)
+        .resource("pods"),
+    );
+    let out = podline(kubeconfig.path())
+        .args(["gc", "--finalizers", "-o", "json"])
+        .stdout(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&report["pods"], &report["released"]),
+        (&2.into(), &1.into()),
+        "{report}"
+    );
+    let failed = report["failed"].as_array().expect("failed");
+    assert!(
+        failed.len() == 1
+            && failed[0].as_str().is_some_and(|f| {
+                f.contains("default/bad-held")
+                    && f.contains("metadata.deletionTimestamp")
+                    && !f.contains("not-a-time")
+            }),
+        "{report}"
+    );
+    assert!(!has_finalizer(
+        &api.get("held").await.unwrap().metadata,
+        RECORD_FINALIZER
+    ));
+}
+
 /// `gc --finalizers` retries a removal the API server fails transiently (503) through the
 /// client's retry loop, and gives up at once, reporting the pod and exiting 1, on one no retry
 /// can fix (403).

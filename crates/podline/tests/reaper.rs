@@ -446,6 +446,68 @@ async fn gc_should_reap_only_leases_podline_made_and_only_the_pods_they_own() {
     );
 }
 
+/// Issue 27: one Lease and one pod whose `deletionTimestamp` no client decodes (the sim's
+/// `malform` fault, on LISTs) failed gc's Lease list on every pass (gc gave up after --wait
+/// having judged nothing) and the dead launcher's pod list. Now both are skipped and named,
+/// never judged, and the dead launcher beside them is reaped with its pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_should_skip_a_lease_and_a_pod_that_do_not_decode() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kube = client(&sim).await;
+    let leases: Api<Lease> = Api::namespaced(kube.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(kube, "default");
+    let post = PostParams::default();
+    let zero = jiff::SignedDuration::ZERO;
+    let dead = leases
+        .create(&post, &launcher_lease("podline-launcher-dead", zero))
+        .await
+        .unwrap();
+    leases
+        .create(&post, &launcher_lease("podline-launcher-bad", zero))
+        .await
+        .unwrap();
+    labelled_pod(&pods, "dead-0", "podline-launcher-dead", Some(&dead)).await;
+    labelled_pod(&pods, "bad-dead-1", "podline-launcher-dead", Some(&dead)).await;
+    sim.faults().push(
+        FaultRule::new(FaultAction::Malform {
+            name: "*bad*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        })
+        .verb(FaultVerb::List),
+    );
+    let out = podline("gc", kubeconfig.path())
+        .args(["--grace", GRACE, "--wait", "20s"])
+        .output()
+        .await
+        .unwrap();
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.contains("1 launcher lease(s) seen, 1 expired"), "{out}");
+    assert!(
+        out.contains("2 listed object(s) that do not decode")
+            && out.contains("default/podline-launcher-bad")
+            && out.contains("default/bad-dead-1"),
+        "{out}"
+    );
+    assert!(!out.contains("not-a-time"), "no value quoted: {out}");
+    assert!(
+        !alive(&pods, "dead-0").await,
+        "the dead launcher's pod was kept"
+    );
+    assert!(
+        leases
+            .get_opt("podline-launcher-bad")
+            .await
+            .unwrap()
+            .is_some(),
+        "a Lease gc could not read was judged: {out}"
+    );
+}
+
 /// `gc --help` says what the reaper assumes (issue 27), and `record --reap` refuses a period
 /// that is not shorter than the grace (every pass would be a gap: nothing would ever be reaped).
 #[tokio::test]

@@ -129,6 +129,82 @@ async fn sigterm_during_a_count_run_should_delete_the_pods_and_exit_143() {
     assert_eq!(code, Some(143), "stderr: {stderr}");
 }
 
+/// Issue 27: `podline run` honours SIGTERM at every stage, not only once its pods run: with
+/// `rule` holding or failing the API, it sends SIGTERM once the sim has seen `requests` of
+/// (`verb`, `resource`), and asserts a prompt exit 143 with no pod left behind (none created, or
+/// every one deleted).
+async fn sigterm_at_a_stage(rule: FaultRule, verb: &str, resource: &str, requests: u64) {
+    let sim = start_sim(test_config()).await;
+    sim.faults().push(rule);
+    let kubeconfig = kubeconfig_file(&sim);
+    let pods: Api<Pod> = Api::namespaced(client(&sim).await, "default");
+    let child = podline("run", kubeconfig.path())
+        .env("PODLINE_CREATE_DEADLINE", "60s")
+        .args(["--image", "busybox", "--count", "3"])
+        .args(["--annotation", "sim.podline.io/duration=60s"])
+        .spawn()
+        .unwrap();
+    let reached = wait_until(Duration::from_secs(20), || async {
+        sim.counts().get(verb, resource) >= requests
+    })
+    .await;
+    assert!(reached, "the run never reached {verb} {resource}");
+    let pid = child.id().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let asked = tokio::time::Instant::now();
+    let out = tokio::time::timeout(Duration::from_secs(15), child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("no exit within 15 s of SIGTERM at {verb} {resource}"))
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{verb} {resource}: {stderr}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "{verb} {resource}: took {:?}",
+        asked.elapsed()
+    );
+    sim.faults().clear();
+    let empty = wait_until(Duration::from_secs(10), || async {
+        pods.list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.is_empty())
+    })
+    .await;
+    assert!(empty, "a pod outlived the run stopped at {verb} {resource}");
+}
+
+/// SIGTERM while the API server holds the first request (the launcher's Lease create, before
+/// any pod): exit 143 at once, nothing created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_the_api_holds_the_first_request_should_exit_143() {
+    sigterm_at_a_stage(
+        FaultRule::new(FaultAction::Latency { ms: 40_000 }).verb(FaultVerb::Create),
+        "create",
+        "leases",
+        1,
+    )
+    .await;
+}
+
+/// SIGTERM while every pod create is answered 503 and retried: exit 143 without waiting for
+/// the create's retry budget, nothing created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_retried_creates_should_exit_143() {
+    sigterm_at_a_stage(
+        FaultRule::new(FaultAction::status(503))
+            .verb(FaultVerb::Create)
+            .resource("pods"),
+        "create",
+        "pods",
+        6,
+    )
+    .await;
+}
+
 /// Issue 19: a pod that started and then ran past `--timeout` is deleted and the run exits 124
 /// saying it timed out while running (it used to exit 4, "did not start").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -596,4 +672,68 @@ async fn a_missing_secret_is_reported_as_create_container_config_error() {
         stderr.contains(r#"CreateContainerConfigError: secret "app-creds" not found"#),
         "{stderr}"
     );
+}
+
+/// Issue 27: podline wrote ANSI colour codes into Airflow task logs (its stderr is a pipe
+/// there). The binary, not only the decision function: with stderr piped, no escape byte in
+/// its log lines; under a pseudo-terminal (`script`) it colours them, unless `NO_COLOR` is set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_lines_should_be_coloured_only_on_a_terminal_without_no_color() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let run = ["--image", "busybox", "--", "true"];
+    let out = podline("run", kubeconfig.path())
+        .env("RUST_LOG", "debug")
+        .env_remove("NO_COLOR")
+        .args(run)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("DEBUG"), "no log line to look at: {stderr}");
+    assert!(
+        !stderr.contains('\x1b'),
+        "an escape byte on a pipe: {stderr:?}"
+    );
+
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipping the terminal half: no `script` (util-linux)");
+        return;
+    }
+    // `script` runs the command on a pseudo-terminal (stdout and stderr both) and copies what
+    // it wrote to its own stdout.
+    let on_a_terminal = |no_color: Option<&str>| {
+        let command = format!(
+            "{} run --kubeconfig {} {}",
+            env!("CARGO_BIN_EXE_podline"),
+            kubeconfig.path().display(),
+            run.join(" ")
+        );
+        let mut cmd = Command::new("script");
+        cmd.args(["-q", "-e", "-c", &command, "/dev/null"])
+            .env_remove("KUBECONFIG")
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        match no_color {
+            Some(value) => cmd.env("NO_COLOR", value),
+            None => cmd.env_remove("NO_COLOR"),
+        };
+        cmd.output()
+    };
+    let coloured = on_a_terminal(None).await.unwrap();
+    let text = String::from_utf8_lossy(&coloured.stdout);
+    assert!(text.contains("DEBUG"), "{text}");
+    assert!(text.contains('\x1b'), "no colour on a terminal: {text:?}");
+    let plain = on_a_terminal(Some("1")).await.unwrap();
+    let text = String::from_utf8_lossy(&plain.stdout);
+    assert!(text.contains("DEBUG"), "{text}");
+    assert!(!text.contains('\x1b'), "colour despite NO_COLOR: {text:?}");
 }

@@ -234,6 +234,7 @@ impl Recorder {
                     releasing_out_of_scope = report.out_of_scope,
                     terminating = report.terminating,
                     overlapping = report.overlapping,
+                    undecodable = report.undecodable,
                     "finalizer sweep done"
                 );
                 metrics.finalizer_sweep_done(report.overlapping);

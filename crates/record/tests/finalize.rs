@@ -654,6 +654,64 @@ async fn pods_outside_the_selector_lose_the_finalizer_at_start() {
     rec.stop().await;
 }
 
+/// Issue 27: one pod whose `deletionTimestamp` no client decodes (the sim's `malform` fault
+/// serves "not-a-time" for it in every LIST) must not stop the start-up sweep: `list_metadata`
+/// failed the whole page on it, so no pod of the page was sorted out (the pod out of scope kept
+/// the finalizer). Now the bad one is skipped, counted and logged, and the rest are swept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_that_does_not_decode_should_not_stop_the_start_up_sweep() {
+    let sim = start_sim(
+        test_config()
+            .kubelet_enabled(false)
+            .bookmark_interval(Duration::from_millis(300)),
+    )
+    .await;
+    let db = TestDb::fresh(Backend::Sqlite).await.unwrap();
+    let pods = pods(&sim).await;
+    let with = |name: &str, app: &str| {
+        let mut p = pod(name, "1s", serde_json::json!({ "app": app }));
+        p.metadata.finalizers = Some(vec![RECORD_FINALIZER.to_owned()]);
+        p
+    };
+    for (name, app) in [("bad-one", "web"), ("theirs", "web")] {
+        pods.create(&PostParams::default(), &with(name, app))
+            .await
+            .unwrap();
+    }
+    pods.create(
+        &PostParams::default(),
+        &pod("bare", "1s", serde_json::json!({ "app": "train" })),
+    )
+    .await
+    .unwrap();
+    sim.faults().push(
+        FaultRule::new(FaultAction::Malform {
+            name: "bad-*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        })
+        .verb(FaultVerb::List)
+        .resource("pods"),
+    );
+
+    let rec = start_recorder(&sim, db.store.clone(), |c| {
+        c.selector = Some(LabelSelector::parse("app=train").unwrap());
+    })
+    .await;
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            carries(&pods, "theirs").await == Some(false)
+                && carries(&pods, "bare").await == Some(true)
+        })
+        .await,
+        "one undecodable pod stopped the sweep"
+    );
+    // Skipped, not sorted: it keeps what it carries (a GET of it decodes; only LISTs garble it).
+    assert_eq!(carries(&pods, "bad-one").await, Some(true));
+    assert_eq!(removed(&rec.metrics, "out_of_scope"), 1);
+    assert!(!rec.task.is_finished(), "the recorder keeps running");
+    rec.stop().await;
+}
+
 /// The safety valve: a pod deleted on a node that never reports back (no kubelet runs it) keeps
 /// its grace period and never reaches a final state; it is released once its deletionTimestamp
 /// plus the margin passed, with what was recorded.

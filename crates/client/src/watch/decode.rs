@@ -192,11 +192,11 @@ fn bookmark(resource_version: String) -> kube::core::watch::Bookmark {
 
 /// One LIST page, its items decoded one by one.
 #[derive(Debug)]
-pub(super) struct Page<K> {
+pub(crate) struct Page<K> {
     /// Each item, or what could be read of it if it did not decode.
-    pub(super) items: Vec<Result<K, Box<Skipped>>>,
+    pub(crate) items: Vec<Result<K, Box<Skipped>>>,
     /// The list's metadata (`continue`, `resourceVersion`).
-    pub(super) metadata: ListMeta,
+    pub(crate) metadata: ListMeta,
 }
 
 /// The page's envelope: its metadata decoded, its items left raw.
@@ -210,7 +210,7 @@ struct RawPage<'a> {
 
 /// Decodes a LIST answer. Fails only when the page itself is not a list (not JSON, or its
 /// metadata does not decode); a bad item is one [`Skipped`] among the items.
-pub(super) fn decode_page<K: DeserializeOwned>(text: &str) -> Result<Page<K>, serde_json::Error> {
+pub(crate) fn decode_page<K: DeserializeOwned>(text: &str) -> Result<Page<K>, serde_json::Error> {
     let raw: RawPage<'_> = serde_json::from_str(text)?;
     let items = raw
         .items

@@ -49,6 +49,8 @@ use serde::de::DeserializeOwned;
 
 pub use crate::reason::Reason;
 pub use config::{MAX_LINE_BYTES, WatchConfig};
+/// A LIST page decoded item by item, for [`crate::list`], which lists outside the watch.
+pub(crate) use decode::decode_page as decode_list_page;
 pub use error::{Phase, WatchError};
 pub use event::Event;
 pub use outage::{OutageLog, OutageReport};

@@ -37,7 +37,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Preconditions, PropagationPolicy};
+use podline_client::list::Pages;
 use podline_client::retry::{self, RetryPolicy};
+use podline_client::watch::Skipped;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -109,6 +111,10 @@ pub struct Pass {
     pub pods_not_owned: usize,
     /// Leases labelled [`LAUNCHER_LABEL`] that podline's launcher did not make: left alone.
     pub foreign_leases: usize,
+    /// Listed Leases and pods that did not decode (`namespace/name` when readable): logged and
+    /// left alone, never judged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub undecodable: Vec<String>,
 }
 
 /// What [`Reaper::sweep`] did: its passes added up, and what it could not decide.
@@ -185,7 +191,11 @@ impl Reaper {
         let lp = ListParams::default().labels(LAUNCHER_LABEL);
         let api = self.leases();
         let asked = Instant::now();
-        let list = match tokio::time::timeout(self.grace, api.list(&lp)).await {
+        // One attempt: the passes are the retry loop. A Lease that does not decode is logged
+        // and skipped: never judged (its clock starts when it decodes again), never reaped.
+        let once = RetryPolicy::default().with_max_attempts(1);
+        let listing = Pages::objects(&api, lp).all(&once, "list launcher leases");
+        let list = match tokio::time::timeout(self.grace, listing).await {
             Ok(Ok(list)) => list,
             Ok(Err(source)) => return Err(ReaperError::List { source }),
             Err(_) => return Err(ReaperError::ListTimedOut(self.grace)),
@@ -202,6 +212,7 @@ impl Reaper {
         let mut pass = Pass {
             leases: views.len(),
             foreign_leases: list.items.len() - views.len(),
+            undecodable: list.skipped.iter().map(Skipped::object_name).collect(),
             ..Pass::default()
         };
         let verdict = tracker.observe(&views, sight);
@@ -259,14 +270,17 @@ impl Reaper {
         pass.reaped.push(lease.key());
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &lease.namespace);
         let lp = ListParams::default().labels(&format!("{LAUNCHER_LABEL}={}", lease.name));
-        let list = retry::retry(&self.calls, "list a dead launcher's pods", || {
-            pods.list(&lp)
-        })
-        .await
-        .map_err(|source| ReaperError::Reap {
-            action: "listing the pods of an expired launcher",
-            source,
-        })?;
+        // A pod that does not decode is logged and skipped: the garbage collector still deletes
+        // it with the Lease, if the Lease owns it.
+        let list = Pages::objects(&pods, lp)
+            .all(&self.calls, "list a dead launcher's pods")
+            .await
+            .map_err(|source| ReaperError::Reap {
+                action: "listing the pods of an expired launcher",
+                source,
+            })?;
+        pass.undecodable
+            .extend(list.skipped.iter().map(Skipped::object_name));
         for pod in list.items {
             match judge_pod(&pod, lease) {
                 PodVerdict::Kept => pass.pods_kept += 1,
@@ -338,6 +352,11 @@ impl Reaper {
                     sweep.work.pods_deleted += pass.pods_deleted;
                     sweep.work.pods_kept += pass.pods_kept;
                     sweep.work.pods_not_owned += pass.pods_not_owned;
+                    for name in pass.undecodable {
+                        if !sweep.work.undecodable.contains(&name) {
+                            sweep.work.undecodable.push(name);
+                        }
+                    }
                     sweep.work.foreign_leases = sweep.work.foreign_leases.max(pass.foreign_leases);
                     seen.extend(tracker.tracked());
                     seen.extend(sweep.work.reaped.iter().cloned());

@@ -17,6 +17,8 @@ use kube::api::ListParams;
 use kube::core::ObjectMeta;
 use podline_client::backoff::FullJitter;
 use podline_client::finalizer::{self, Removed};
+use podline_client::list::Pages;
+use podline_client::retry::RetryPolicy;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -158,20 +160,23 @@ pub async fn release_out_of_scope(
         Some(ns) => Api::namespaced(kube.clone(), ns),
         None => Api::all(kube.clone()),
     };
-    let mut params = ListParams::default()
+    let params = ListParams::default()
         .labels(&format!("!{WORKFLOW_LABEL}"))
         .limit(500);
+    // One attempt per page, as before: the caller logs a failure and the next start asks again.
+    let policy = RetryPolicy::default().with_max_attempts(1);
+    let mut pages = Pages::metadata(&api, params);
     let mut queued = 0;
-    loop {
-        let page = api.list_metadata(&params).await?;
-        for pod in page.items {
+    while let Some(page) = pages
+        .next(&policy, "list pods for the out-of-scope release")
+        .await
+    {
+        // A pod that does not decode is logged by the lister and skipped: the rest are released.
+        for pod in page?.items {
             if carries(pod.metadata.finalizers.as_deref()) && releaser.request(pod.metadata) {
                 queued += 1;
             }
         }
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(queued),
-        }
     }
+    Ok(queued)
 }

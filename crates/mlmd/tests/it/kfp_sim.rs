@@ -972,6 +972,42 @@ async fn at_start_a_finalizing_writer_should_release_the_pods_it_will_not_record
     }
 }
 
+/// Issue 27: the start-up release lists pod metadata; one pod whose `deletionTimestamp` no
+/// client decodes (the sim's `malform` fault, on LISTs) failed that whole page, so no left-over
+/// finalizer was released. Now the bad pod is skipped (logged by name) and the others are
+/// queued. (No MLMD needed: the listing is the writer's own.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_start_up_release_should_skip_a_pod_that_does_not_decode() {
+    let (sim, kube) = sim().await;
+    let api: Api<Pod> = Api::namespaced(kube.clone(), NS);
+    for name in ["bad-left", "good-left"] {
+        let mut pod = Step::new(NS, "wf-rel", name).pod(None);
+        pod.metadata.name = Some(name.into());
+        pod.metadata
+            .labels
+            .as_mut()
+            .expect("labels")
+            .remove("workflows.argoproj.io/workflow");
+        pod.metadata.finalizers = Some(vec![KFP_FINALIZER.to_owned()]);
+        api.create(&PostParams::default(), &pod)
+            .await
+            .expect("create");
+    }
+    sim.faults().push(
+        podline_sim::FaultRule::new(podline_sim::FaultAction::Malform {
+            name: "bad-*".into(),
+            field: podline_sim::fault::MalformField::DeletionTimestamp,
+        })
+        .verb(podline_sim::FaultVerb::List)
+        .resource("pods"),
+    );
+    let releaser = podline_mlmd::kfp::release::Releaser::default();
+    let queued = podline_mlmd::kfp::release::release_out_of_scope(&kube, Some(NS), &releaser)
+        .await
+        .expect("one undecodable pod must not fail the listing");
+    assert_eq!(queued, 1, "the decodable pod is queued, the other skipped");
+}
+
 /// The safety valve: a held pod being deleted whose kubelet never reports (bound to a node, a
 /// grace period, no terminal phase) is looked at again when its grace period plus the margin
 /// runs out, and then recorded as deleted (CANCELED).

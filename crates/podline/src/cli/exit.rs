@@ -113,7 +113,8 @@ Exit codes:
   {SUCCESS}  every podline Lease in scope was seen alive or expired (and reaped), or there was none
   {ERROR}  gc failed: an API error no later list fixes (e.g. 403: see deploy/README.md for RBAC), or
      no list answered within --wait; with --finalizers, also when the finalizer could not be
-     removed from some pod
+     removed from some pod, or a pod's metadata does not decode (it is named; the rest are
+     released)
   {USAGE}  bad usage (an invalid flag): nothing was done
   {UNDECIDED}  --wait passed before some Leases were seen renewed or expired (listed on stderr): they
      were left alone; run gc again, or with a longer --wait"
@@ -138,7 +139,10 @@ Exit codes:
          expired or vanished) or the API failed for good mid-run
   {TIMED_OUT:<5}  the pod started but was still running when --timeout expired (pod deleted), as timeout(1)
   {SIGINT:<5}  interrupted by SIGINT (pod deleted)      {SIGTERM}  interrupted by SIGTERM (pod deleted)
-With --count/-f: {SUCCESS} if every task succeeded, else {FAILED}; {SIGINT}/{SIGTERM} when interrupted (pods deleted)."
+         (at any stage: while connecting or waiting for the API server too)
+With --count/-f: {SUCCESS} if every task succeeded, else {FAILED}; {SIGINT}/{SIGTERM} when interrupted (pods deleted).
+The summary (-o json|yaml too) keeps the results of the first 1000 failed tasks and counts
+the rest: a run's memory does not grow with --count."
     )
 }
 

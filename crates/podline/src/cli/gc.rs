@@ -33,7 +33,8 @@ no launcher can renew either, never counts against a Lease. Assumed: a live laun
 least once per duration + grace while the API server answers (podline run renews 3 times per
 duration), and the API server does not answer lists while refusing every renewal for that long.
 Only Leases podline made are reaped, and only the pods they own; Leases and pods that merely
-carry the podline.io/launcher label are left alone.
+carry the podline.io/launcher label are left alone, and so are Leases and pods that do not
+decode (each is logged and listed; the rest are judged as usual).
 
 With --finalizers: instead of reaping, remove every podline finalizer: podline.io/record
 (set by `podline run --finalizer` and `podline record --finalize`), podline.io/record-SHARD (set
@@ -128,6 +129,13 @@ fn print_sweep(sweep: &Sweep, output: Output) -> anyhow::Result<()> {
                     work.foreign_leases, work.pods_not_owned
                 );
             }
+            if !work.undecodable.is_empty() {
+                println!(
+                    "left alone: {} listed object(s) that do not decode (never judged): {}",
+                    work.undecodable.len(),
+                    work.undecodable.join(", ")
+                );
+            }
             if sweep.failed_lists > 0 {
                 println!(
                     "{} list(s) failed during {:.1}s of watching (each restarted every Lease's clock){}",
@@ -154,7 +162,8 @@ struct Released {
     pods: usize,
     /// Pods a finalizer was removed from.
     released: usize,
-    /// Pods one could not be removed from (`namespace/name: error`).
+    /// Pods one could not be removed from, or whose metadata did not decode
+    /// (`namespace/name: error`).
     failed: Vec<String>,
 }
 
@@ -196,38 +205,42 @@ async fn release_all(
         finalizers: RELEASED,
         ..Released::default()
     };
-    let mut carrying = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let mut params = kube::api::ListParams::default().limit(500);
-        if let Some(t) = &token {
-            params = params.continue_token(t);
+    // Item by item: a pod whose metadata does not decode is reported, the rest released.
+    let listed = match podline_client::list::Pages::metadata(
+        &api,
+        kube::api::ListParams::default().limit(500),
+    )
+    .all(&policy, "list pods")
+    .await
+    {
+        Ok(listed) => listed,
+        Err(err) => {
+            eprintln!(
+                "error: cannot list pods: {}",
+                podline_client::error::Chain(&err)
+            );
+            return Ok(exit::code(exit::ERROR));
         }
-        let page =
-            match podline_client::retry::retry(&policy, "list pods", || api.list_metadata(&params))
-                .await
-            {
-                Ok(page) => page,
-                Err(err) => {
-                    eprintln!(
-                        "error: cannot list pods: {}",
-                        podline_client::error::Chain(&err)
-                    );
-                    return Ok(exit::code(exit::ERROR));
-                }
-            };
-        report.pods += page.items.len();
-        carrying.extend(page.items.into_iter().map(|p| p.metadata).filter(|m| {
+    };
+    report.pods = listed.items.len() + listed.skipped.len();
+    report.failed.extend(listed.skipped.iter().map(|skipped| {
+        format!(
+            "{}: its metadata does not decode ({}); any finalizer on it is left",
+            skipped.object_name(),
+            skipped.error
+        )
+    }));
+    let carrying: Vec<_> = listed
+        .items
+        .into_iter()
+        .map(|p| p.metadata)
+        .filter(|m| {
             m.finalizers
                 .iter()
                 .flatten()
                 .any(|f| is_podline_finalizer(f))
-        }));
-        token = page.metadata.continue_.filter(|t| !t.is_empty());
-        if token.is_none() {
-            break;
-        }
-    }
+        })
+        .collect();
     let release_policy = policy.clone().with_max_attempts(RELEASE_ATTEMPTS);
     let results: Vec<(String, Result<Removed, String>)> = futures::stream::iter(carrying)
         .map(|meta| {

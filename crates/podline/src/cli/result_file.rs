@@ -143,7 +143,12 @@ fn write_exclusively(path: &Path, text: &[u8]) -> std::io::Result<()> {
 async fn live_pod(client: &kube::Client, namespace: &str, task_id: &str) -> Option<String> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let lp = ListParams::default().labels(&format!("{TASK_ID_LABEL}={task_id}"));
-    let list = api.list(&lp).await.ok()?;
+    // Item by item: a pod of the task that does not decode is skipped (logged), not a failure.
+    let once = podline_client::retry::RetryPolicy::default().with_max_attempts(1);
+    let list = podline_client::list::Pages::objects(&api, lp)
+        .all(&once, "list task pods")
+        .await
+        .ok()?;
     let mut live = list.items.into_iter().filter(|p| {
         let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
         !phase.is_some_and(Phase::is_terminal_str) && p.metadata.deletion_timestamp.is_none()

@@ -191,10 +191,15 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-/// The most tasks one `run` takes (`--count`, `-f`): its summary holds a result per task
-/// (about half a KiB each), so this bounds the memory of a run to tens of MB. More tasks: run
+/// The most tasks one `run` takes (`--count`, `-f`): a bound on every user-given number. The
+/// memory of a run does not grow with it (tasks are made as slots free, results are tallied and
+/// only [`MAX_KEPT_FAILURES`] failed ones kept), but a `-f` file is read whole. More tasks: run
 /// several `podline run`s (each its own run label and summary).
 pub const MAX_TASKS: u32 = 100_000;
+
+/// Failed tasks whose result a `--count`/`-f` summary keeps (the first to fail); the rest are
+/// counted in it.
+pub const MAX_KEPT_FAILURES: usize = 1_000;
 
 /// The most tasks in flight at once (`--parallel`): each holds a pod watch entry, a log-free
 /// task and its API calls; a thousand already exceeds what one API server client should ask.
@@ -463,8 +468,11 @@ async fn connect(
 /// Cancels `cancel` on the first SIGINT or SIGTERM (the shared handler, `cli/signal.rs`): the
 /// launcher deletes the pod(s) and the run exits 130 or 143.
 fn watch_signals(cancel: Cancel) {
+    // Installed here, not in the task: a signal between this call and the task's first poll
+    // must cancel the run, not kill the process.
+    let listener = crate::cli::signal::Listener::install();
     tokio::spawn(async move {
-        let signal = crate::cli::signal::shutdown().await;
+        let signal = listener.wait().await;
         tracing::warn!(signal = signal.name(), "signal received: deleting the pod");
         cancel.cancel(cancel_reason(signal));
     });
@@ -519,6 +527,11 @@ impl Specs {
 
 /// Runs `podline run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // First of all: from here a SIGINT/SIGTERM at any stage (reading input, connecting, an exec
+    // credential plugin, the Lease, the creates, the waits) ends the run with 130/143 and its
+    // pods deleted, never by the signal's default action.
+    let cancel = Cancel::new();
+    watch_signals(cancel.clone());
     let many = args.count > 1 || args.file.is_some();
     let config = match args
         .check_inputs(many)
@@ -544,7 +557,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         match podline_launch::spec::parse_tasks(&shown, &text) {
             Ok(specs) if specs.len() > MAX_TASKS as usize => {
                 return Err(usage(anyhow::anyhow!(
-                    "-f {shown}: {} tasks, more than the {MAX_TASKS} one run takes (its summary holds a result per task); split the file and run each part with its own `podline run -f`",
+                    "-f {shown}: {} tasks, more than the {MAX_TASKS} one run takes; split the file and run each part with its own `podline run -f`",
                     specs.len()
                 )));
             }
@@ -598,7 +611,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
         };
     let (calls, create) = (config.calls.clone(), config.create.clone());
-    let (client, namespace, exec_client) = connect(&connect_options).await?;
+    let (client, namespace, exec_client) = tokio::select! {
+        connected = connect(&connect_options) => connected?,
+        () = cancel.cancelled() => return Ok(interrupted(&cancel)),
+    };
     let run_id = spec::new_launch_id()[..12].to_owned();
     // The run's proof of life: its pods are owned by this Lease, deleted by a reaper if the
     // process dies without cleaning up (SIGKILL, host lost), released below on a clean exit.
@@ -613,14 +629,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let launcher = Launcher::new(client.clone(), namespace.clone(), config)
         .with_liveness(liveness.clone())
         .with_exec_client(exec_client);
-    let cancel = Cancel::new();
-    watch_signals(cancel.clone());
     let code = run_tasks(
         &args, many, specs, &client, &namespace, &launcher, &run_id, &cancel,
     )
     .await;
     liveness.release().await;
     code
+}
+
+/// The exit code of a run stopped by a signal before it launched anything (130 or 143).
+fn interrupted(cancel: &Cancel) -> ExitCode {
+    let reason = cancel.reason().unwrap_or(CancelReason::Terminate);
+    eprintln!("podline: stopped by a signal before any pod was created");
+    ExitCode::from(reason.exit_code())
 }
 
 /// Who holds the liveness Lease: this process on this host, for people reading the Lease.
@@ -650,13 +671,14 @@ async fn run_tasks(
     cancel: &Cancel,
 ) -> anyhow::Result<ExitCode> {
     if many {
-        let summary = podline_launch::run_many(
+        let summary = podline_launch::run_many_kept(
             launcher,
             specs.with_run(run_id),
             args.parallel as usize,
             None,
             true,
             cancel,
+            podline_launch::Keep::Failures(MAX_KEPT_FAILURES),
         )
         .await;
         match args.output.output {

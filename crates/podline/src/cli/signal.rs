@@ -24,35 +24,74 @@ impl Signal {
     }
 }
 
-/// Waits for SIGINT or SIGTERM and returns which came first. A handler that cannot be installed
-/// is logged once and never fires (the other still does).
-pub async fn shutdown() -> Signal {
-    let interrupt = async {
+/// SIGINT and SIGTERM handlers, installed when this is made rather than when first awaited:
+/// from then on neither signal can kill the process with its default action, and one that
+/// arrives before [`Listener::wait`] is polled is kept, not lost. `run` makes one before
+/// anything else, so a SIGTERM at any stage (before connecting too) ends it the same way.
+pub struct Listener {
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Listener {
+    /// Installs the handlers; one that cannot be installed is logged once and never fires (the
+    /// other still does). Needs a Tokio runtime.
+    #[cfg(unix)]
+    pub fn install() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        let install = |kind: SignalKind, name: &str| match signal(kind) {
+            Ok(installed) => Some(installed),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot listen for {name}");
+                None
+            }
+        };
+        Listener {
+            interrupt: install(SignalKind::interrupt(), "SIGINT"),
+            terminate: install(SignalKind::terminate(), "SIGTERM"),
+        }
+    }
+
+    /// Installs the Ctrl-C handler when first awaited (no SIGTERM here).
+    #[cfg(not(unix))]
+    pub fn install() -> Self {
+        Listener {}
+    }
+
+    /// Waits for SIGINT or SIGTERM and returns which came first.
+    #[cfg(unix)]
+    pub async fn wait(self) -> Signal {
+        async fn next(signal: Option<tokio::signal::unix::Signal>) {
+            if let Some(mut signal) = signal
+                && signal.recv().await.is_some()
+            {
+                return;
+            }
+            std::future::pending::<()>().await;
+        }
+        tokio::select! {
+            () = next(self.interrupt) => Signal::Interrupt,
+            () = next(self.terminate) => Signal::Terminate,
+        }
+    }
+
+    /// Waits for Ctrl-C.
+    #[cfg(not(unix))]
+    pub async fn wait(self) -> Signal {
         if let Err(err) = tokio::signal::ctrl_c().await {
             tracing::warn!(error = %err, "cannot listen for Ctrl-C");
             std::future::pending::<()>().await;
         }
-    };
-    tokio::select! {
-        () = interrupt => Signal::Interrupt,
-        () = terminate() => Signal::Terminate,
+        Signal::Interrupt
     }
 }
 
-/// Waits for SIGTERM; pending forever where there is none (or it cannot be installed).
-async fn terminate() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                term.recv().await;
-                return;
-            }
-            Err(err) => tracing::warn!(error = %err, "cannot listen for SIGTERM"),
-        }
-    }
-    std::future::pending::<()>().await;
+/// Waits for SIGINT or SIGTERM and returns which came first (handlers installed on first poll;
+/// see [`Listener`] to install them earlier).
+pub async fn shutdown() -> Signal {
+    Listener::install().wait().await
 }
 
 /// Cancels `token` when SIGINT or SIGTERM arrives (spawn it), and returns the signal.

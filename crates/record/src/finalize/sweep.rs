@@ -18,6 +18,7 @@ use kube::Api;
 use kube::api::ListParams;
 use kube::core::ObjectMeta;
 use podline_client::finalizer::{has_finalizer, is_recorder_finalizer};
+use podline_client::list::Pages;
 use podline_client::retry::{RetryPolicy, retry};
 
 use super::config::FinalizeConfig;
@@ -45,6 +46,9 @@ pub(crate) struct SweepReport {
     /// one (or the pod's labels moved it here). Harmless, as each releases only its own, but
     /// recorded twice.
     pub overlapping: usize,
+    /// Pods whose metadata does not decode (each logged by name when readable): left as they
+    /// are, the rest of their page swept.
+    pub undecodable: usize,
 }
 
 /// What the sweep does with one listed pod.
@@ -113,23 +117,20 @@ pub(crate) async fn sweep(
     };
     let policy = RetryPolicy::default();
     let mut report = SweepReport::default();
-    let mut continue_token: Option<String> = None;
-    loop {
-        let mut params = ListParams::default().limit(PAGE);
-        if let Some(token) = &continue_token {
-            params = params.continue_token(token);
-        }
-        let page = match retry(&policy, "list pods for the finalizer sweep", || {
-            api.list_metadata(&params)
-        })
+    let mut pages = Pages::metadata(&api, ListParams::default().limit(PAGE));
+    while let Some(page) = pages
+        .next(&policy, "list pods for the finalizer sweep")
         .await
-        {
+    {
+        let page = match page {
             Ok(page) => page,
             Err(err) => {
                 tracing::warn!(error = %podline_client::error::Chain(&err), "finalizer sweep: cannot list pods; pods already waiting in Terminating are released when they change, or at the next start");
                 return report;
             }
         };
+        // Logged by the lister, by name; the rest of the page is swept.
+        report.undecodable += page.skipped.len();
         let mut deleting = Vec::new();
         for pod in page.items {
             report.pods += 1;
@@ -157,11 +158,8 @@ pub(crate) async fn sweep(
                 report.terminating += 1;
             }
         }
-        continue_token = page.metadata.continue_.filter(|t| !t.is_empty());
-        if continue_token.is_none() {
-            return report;
-        }
     }
+    report
 }
 
 fn in_scope(meta: &ObjectMeta, selector: Option<&LabelSelector>) -> bool {
