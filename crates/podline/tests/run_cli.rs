@@ -1,8 +1,10 @@
 //! `podline run` as a user runs it: the real binary against the sim.
 #![allow(clippy::unwrap_used)]
 
+use std::process::Stdio;
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
@@ -64,6 +66,19 @@ async fn sigterm_during_run_should_delete_the_pod_and_exit_143() {
     .await;
     assert!(empty, "the pod outlived the killed run");
     assert!(sim.ground_truth().iter().all(|p| p.deleted_at.is_some()));
+    // Issue 27 (found inside Airflow, which stops a task with SIGTERM): the run's liveness
+    // Lease goes with it, not at the next reaper pass.
+    let leases: Api<Lease> = Api::namespaced(client(&sim).await, "default");
+    let names = leases
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|l| l.metadata.name)
+        .filter(|n| n.starts_with("podline-launcher-"))
+        .collect::<Vec<_>>();
+    assert!(names.is_empty(), "Leases left by the killed run: {names:?}");
 }
 
 /// Signals `podline run --count 3` once its three pods run, and returns its exit code and

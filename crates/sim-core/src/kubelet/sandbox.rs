@@ -31,7 +31,14 @@ use super::volumes::Mount;
 /// allows unprivileged user namespaces, inside a user namespace that maps the user to root.
 /// Probed once, by running `true` that way.
 pub fn pid_namespace_prefix() -> Option<&'static [&'static str]> {
-    const AS_ROOT: &[&str] = &["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--"];
+    const AS_ROOT: &[&str] = &[
+        "unshare",
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "--kill-child",
+        "--",
+    ];
     const AS_USER: &[&str] = &[
         "unshare",
         "--user",

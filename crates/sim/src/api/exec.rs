@@ -665,6 +665,17 @@ async fn pump<R: AsyncRead + Unpin>(
     }
 }
 
+/// Whether `program` names a file that exists (a path), or one found on `PATH`: checked before
+/// the command is wrapped in `unshare`, so that a missing program still fails to start with the
+/// runtime's message rather than as a failed `unshare`.
+fn on_path(program: &str) -> bool {
+    if program.contains('/') {
+        return std::path::Path::new(program).is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -690,16 +701,4 @@ mod tests {
         assert_eq!(s["details"]["causes"][0]["reason"], "ExitCode");
         assert_eq!(s["details"]["causes"][0]["message"], "3");
     }
-}
-
-/// Whether `program` names a file that exists (a path), or one found on `PATH`: checked before
-/// the command is wrapped in `unshare`, so that a missing program still fails to start with the
-/// runtime's message rather than as a failed `unshare`.
-fn on_path(program: &str) -> bool {
-    if program.contains('/') {
-        return std::path::Path::new(program).is_file();
-    }
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
-    })
 }

@@ -296,32 +296,36 @@ async fn an_exec_process_is_killed_when_the_client_disconnects() {
     let kc = podline_testkit::kubeconfig_file(&sim);
     let dir = tempfile::tempdir().expect("tempdir");
     run_pod(kc.path(), sleeper("exec-gone", dir.path())).await;
-    let pidfile = dir.path().join("pid");
-    let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
-    let mut client = kubectl_cmd(kc.path(), &["exec", "exec-gone", "--", "sh", "-c", &script])
-        .spawn()
-        .expect("kubectl runs");
-    let read_pid = || {
-        std::fs::read_to_string(&pidfile)
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
+    // A command line no other process has; found from the host's view (the exec'd command
+    // may be in a PID namespace of its own, where its `$$` means nothing to the host).
+    let marker = "sleep 31.4159";
+    let mut client = kubectl_cmd(
+        kc.path(),
+        &[
+            "exec",
+            "exec-gone",
+            "--",
+            "sh",
+            "-c",
+            &format!("exec {marker}"),
+        ],
+    )
+    .spawn()
+    .expect("kubectl runs");
+    let running = || {
+        std::process::Command::new("pgrep")
+            .args(["-f", marker])
+            .output()
+            .is_ok_and(|out| out.status.success())
     };
     assert!(
-        podline_testkit::wait_until(Duration::from_secs(20), || async { read_pid().is_some() })
-            .await,
+        podline_testkit::wait_until(Duration::from_secs(20), || async { running() }).await,
         "the command never started"
     );
-    let pid = read_pid().expect("pid");
     client.kill().await.expect("kill kubectl");
-    let alive = || {
-        std::process::Command::new("kill")
-            .args(["-0", &pid.to_string()])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
     assert!(
-        podline_testkit::wait_until(Duration::from_secs(10), || async { !alive() }).await,
-        "the exec process {pid} outlived its client"
+        podline_testkit::wait_until(Duration::from_secs(10), || async { !running() }).await,
+        "the exec process ({marker}) outlived its client"
     );
     sim.shutdown().await;
 }
