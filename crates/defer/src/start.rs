@@ -2,10 +2,9 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::ListParams;
 use podline_client::retry::RetryPolicy;
 use podline_launch::create::{create_idempotent, default_create_policy};
-use podline_launch::{LAUNCH_ID_LABEL, TASK_ID_LABEL, TaskSpec, wait};
+use podline_launch::{LAUNCH_ID_LABEL, TaskSpec};
 use serde::Serialize;
 
 use crate::error::DeferError;
@@ -72,7 +71,7 @@ pub async fn start(client: kube::Client, request: StartRequest) -> Result<Starte
     let built = spec.build_pod(&request.namespace)?;
     let api: Api<Pod> = Api::namespaced(client, &built.namespace);
     if let (true, Some(task_id)) = (request.reattach, &request.task_id)
-        && let Some(pod) = find_live(&api, task_id, &request.create).await?
+        && let Some(pod) = podline_launch::find_live_task_pod(&api, task_id, &request.create).await?
     {
         let launch_id = label(&pod, LAUNCH_ID_LABEL).unwrap_or_default();
         tracing::info!(pod = ?pod.metadata.name, "reattached to the task's live pod");
@@ -98,35 +97,6 @@ pub async fn start(client: kube::Client, request: StartRequest) -> Result<Starte
         adopted: created.adopted,
         reattached: false,
     })
-}
-
-/// The task's one live (not finished, not deleting) pod, if any.
-async fn find_live(
-    api: &Api<Pod>,
-    task_id: &str,
-    policy: &RetryPolicy,
-) -> Result<Option<Pod>, DeferError> {
-    let lp = ListParams::default().labels(&format!("{TASK_ID_LABEL}={task_id}"));
-    let list = podline_client::retry::retry(policy, "list task pods", || api.list(&lp))
-        .await
-        .map_err(|source| DeferError::Api {
-            action: "listing pods of the task to reattach to",
-            source,
-        })?;
-    let mut live: Vec<Pod> = list
-        .items
-        .into_iter()
-        .filter(|p| !wait::is_finished(p) && p.metadata.deletion_timestamp.is_none())
-        .collect();
-    match live.len() {
-        0 => Ok(None),
-        1 => Ok(live.pop()),
-        count => Err(podline_launch::LaunchError::AmbiguousReattach {
-            task_id: task_id.to_owned(),
-            count,
-        }
-        .into()),
-    }
 }
 
 /// A label's value.

@@ -733,29 +733,7 @@ impl Launcher {
     /// budget: with the API answering 503, a task must not give up sooner because it reattaches
     /// (issue 27: the unary calls' budget gave up after about 3.5 s, the create's after 40).
     async fn find_live(&self, api: &Api<Pod>, task_id: &str) -> Result<Option<Pod>, LaunchError> {
-        let lp = ListParams::default().labels(&format!("{TASK_ID_LABEL}={task_id}"));
-        // A pod of the task that does not decode is logged and skipped, not the lookup's failure:
-        // it cannot be reattached to (nothing of it could be followed) and is left alone.
-        let list = Pages::objects(api, lp)
-            .all(&self.config.create, "list task pods")
-            .await
-            .map_err(|source| LaunchError::Api {
-                action: "listing pods of the task to reattach to",
-                source,
-            })?;
-        let mut live: Vec<Pod> = list
-            .items
-            .into_iter()
-            .filter(|p| !wait::is_finished(p) && p.metadata.deletion_timestamp.is_none())
-            .collect();
-        match live.len() {
-            0 => Ok(None),
-            1 => Ok(live.pop()),
-            count => Err(LaunchError::AmbiguousReattach {
-                task_id: task_id.to_owned(),
-                count,
-            }),
-        }
+        find_live_task_pod(api, task_id, &self.config.create).await
     }
 
     /// After a cancelled create: delete the pod only if it exists and carries our launch id.
@@ -1113,6 +1091,40 @@ fn current_pod(state: &watch::Receiver<PodState>) -> Option<Pod> {
 
 fn current_gone(state: &watch::Receiver<PodState>) -> bool {
     state.borrow().gone
+}
+
+/// The task's one live (not finished, not deleting) pod, if any, found by its task-id label: what
+/// a reattach takes over. Item by item (a pod of the task that does not decode is logged and
+/// skipped, since nothing of it could be followed), retried on `policy`; two live pods are
+/// [`LaunchError::AmbiguousReattach`]. Shared by the launcher and Airflow's deferred start.
+pub async fn find_live_task_pod(
+    api: &Api<Pod>,
+    task_id: &str,
+    policy: &RetryPolicy,
+) -> Result<Option<Pod>, LaunchError> {
+    let lp = ListParams::default().labels(&format!("{TASK_ID_LABEL}={task_id}"));
+    // A pod of the task that does not decode is logged and skipped, not the lookup's failure:
+    // it cannot be reattached to (nothing of it could be followed) and is left alone.
+    let list = Pages::objects(api, lp)
+        .all(policy, "list task pods")
+        .await
+        .map_err(|source| LaunchError::Api {
+            action: "listing pods of the task to reattach to",
+            source,
+        })?;
+    let mut live: Vec<Pod> = list
+        .items
+        .into_iter()
+        .filter(|p| !wait::is_finished(p) && p.metadata.deletion_timestamp.is_none())
+        .collect();
+    match live.len() {
+        0 => Ok(None),
+        1 => Ok(live.pop()),
+        count => Err(LaunchError::AmbiguousReattach {
+            task_id: task_id.to_owned(),
+            count,
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -94,7 +94,7 @@ pub mod xcom;
 pub use cleanup::OnFinish;
 pub use dedup::Dedup;
 pub use error::{ErrorKind, LaunchError, SpecError, StatusCause};
-pub use launcher::{Cancel, CancelReason, LaunchConfig, Launcher, LogMode};
+pub use launcher::{Cancel, CancelReason, LaunchConfig, Launcher, LogMode, find_live_task_pod};
 pub use liveness::{LAUNCHER_LABEL, Liveness, LivenessConfig, ON_FINISH_ANNOTATION};
 pub use logs::{BufferSink, LogConfig, LogSink, NullSink, StdoutSink};
 pub use many::{Keep, Summary, run_many, run_many_kept};
