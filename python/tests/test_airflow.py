@@ -62,6 +62,7 @@ def test_outcomes_failure_skip_return_value_template_keep_pod_and_quiet_logs(run
     skipped = run.log("skipped")
     assert "nothing to do today" in skipped
     assert "exited with 99, listed in skip_on_exit_code" in skipped
+    assert "task failed" not in skipped, "a skipped task is not called failed (issue 27)"
     assert run.xcoms["returns"]["return_value"] == {"rows": 42, "table": "orders"}
     assert run.xcoms["returns"]["pod_name"].startswith("returns-")
     # get_logs=False: no container line in the log; the env value is in the pod manifest
