@@ -71,7 +71,8 @@ pub async fn start(client: kube::Client, request: StartRequest) -> Result<Starte
     let built = spec.build_pod(&request.namespace)?;
     let api: Api<Pod> = Api::namespaced(client, &built.namespace);
     if let (true, Some(task_id)) = (request.reattach, &request.task_id)
-        && let Some(pod) = podline_launch::find_live_task_pod(&api, task_id, &request.create).await?
+        && let Some(pod) =
+            podline_launch::find_live_task_pod(&api, task_id, &request.create).await?
     {
         let launch_id = label(&pod, LAUNCH_ID_LABEL).unwrap_or_default();
         tracing::info!(pod = ?pod.metadata.name, "reattached to the task's live pod");
