@@ -8,7 +8,7 @@
 //! on the sim (the ground truth) and the store (what was recorded), and on nothing else.
 //!
 //! ```no_run
-//! # async fn t(sim: &podline_sim::Sim, store: &dyn podline_store::Store) {
+//! # async fn t(sim: &podline_sim::Sim, store: &dyn podline_store::StoreRead) {
 //! let report = podline_audit::compare(store, &sim.ground_truth()).await.unwrap();
 //! assert!(report.is_ok(), "{report}");
 //! # }
@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use podline_sim::PodHistory;
-use podline_store::{PodFilter, PodRecord, Store, StoreError};
+use podline_store::{PodFilter, PodRecord, StoreError, StoreRead};
 
 /// What [`compare`] found. Empty problem lists mean the store equals the ground truth.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,7 +85,10 @@ impl fmt::Display for AuditReport {
 }
 
 /// Compares everything in `store` with the sim's `truth` (from `sim.ground_truth()`).
-pub async fn compare(store: &dyn Store, truth: &[PodHistory]) -> Result<AuditReport, StoreError> {
+pub async fn compare(
+    store: &dyn StoreRead,
+    truth: &[PodHistory],
+) -> Result<AuditReport, StoreError> {
     let pods = store.pods(&PodFilter::default()).await?;
     Ok(compare_records(&pods, truth))
 }

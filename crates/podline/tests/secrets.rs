@@ -373,7 +373,7 @@ fn unprivileged(args: &[&str]) -> Command {
 /// A migrated SQLite store with one pod, checkpointed so that no -wal/-shm file is left, in a
 /// directory anyone may enter; the file and directory are world-readable.
 async fn sqlite_store_in(dir: &Path) -> std::path::PathBuf {
-    use podline_store::Store as _;
+    use podline_store::StoreWrite as _;
     use std::os::unix::fs::PermissionsExt as _;
     let db = dir.join("p.db");
     let store = podline_store::SqlStore::connect(

@@ -15,14 +15,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use podline_daemon::Health;
-use podline_store::Store;
+use podline_store::StoreWrite;
 use tokio_util::sync::CancellationToken;
 
 /// Keeps the store part of readiness true to the store while the writer has nothing to write:
-/// every `every`, unless a write reported on the store within that time, runs [`Store::health`]
+/// every `every`, unless a write reported on the store within that time, runs [`StoreWrite::health`]
 /// (a real write, bounded in time) and records the verdict. Returns when `stop` is cancelled.
 pub async fn probe_store(
-    store: Arc<dyn Store>,
+    store: Arc<dyn StoreWrite>,
     health: Arc<Health>,
     every: Duration,
     stop: CancellationToken,

@@ -42,7 +42,7 @@ use podline_client::backoff::FullJitter;
 use podline_client::timeouts::WatchTimeouts;
 use podline_client::watch::{Event, Skipped, WatchConfig, WatchError, elide_values, watch};
 use podline_daemon::{Health, Metrics};
-use podline_store::{Batch, LiveScope, ResumePoint, Store, StoreOp};
+use podline_store::{Batch, LiveScope, ResumePoint, StoreOp, StoreWrite};
 use serde::Deserialize;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -132,7 +132,7 @@ const OUTAGE_WARN_EVERY: Duration = Duration::from_secs(10);
 /// [`Recorder::health`] over HTTP, then [`Recorder::run`] until shutdown.
 pub struct Recorder {
     client: kube::Client,
-    store: Arc<dyn Store>,
+    store: Arc<dyn StoreWrite>,
     config: RecorderConfig,
     metrics: Arc<Metrics>,
     /// The counters only this recorder has, registered in `metrics`.
@@ -151,7 +151,7 @@ impl std::fmt::Debug for Recorder {
 
 impl Recorder {
     /// A recorder writing pods seen through `client` into `store`.
-    pub fn new(client: kube::Client, store: Arc<dyn Store>, config: RecorderConfig) -> Self {
+    pub fn new(client: kube::Client, store: Arc<dyn StoreWrite>, config: RecorderConfig) -> Self {
         let own_metrics = Arc::new(RecorderMetrics::default());
         let metrics = Arc::new(Metrics::with_extra(|r| own_metrics.register(r)));
         // A healthy idle watch reconnects every client timeout; twice that without any progress
@@ -682,7 +682,7 @@ fn to_pod(obj: DynamicObject) -> Result<Pod, String> {
 /// The writer task: queue → one transaction per drain, with retries.
 struct Writer {
     queue: Arc<Queue>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn StoreWrite>,
     key: String,
     scope: LiveScope,
     selector: Option<LabelSelector>,
@@ -855,10 +855,7 @@ impl Writer {
                 settled.push(op);
                 continue;
             };
-            let record = self
-                .store
-                .pod(&podline_store::PodKey::Uid(uid.clone()))
-                .await?;
+            let record = self.store.last_recorded(uid).await?;
             settled.push(match record {
                 Some(record) => reconcile::settle(
                     &reconcile::LastState {

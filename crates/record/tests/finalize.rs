@@ -19,7 +19,7 @@ use podline_record::{
     RecorderConfig,
 };
 use podline_sim::{FaultAction, FaultRule, FaultVerb};
-use podline_store::{PodFilter, PodKey, Store, StoreError, StoreOp};
+use podline_store::{PodFilter, PodKey, Store, StoreError, StoreOp, StoreWrite};
 use podline_testkit::db::{Backend, TestDb};
 use podline_testkit::{Sim, start_sim, test_config, wait_until};
 use tokio::task::JoinHandle;
@@ -53,7 +53,7 @@ fn finalize_config() -> FinalizeConfig {
 
 async fn start_recorder(
     sim: &Sim,
-    store: Arc<dyn Store>,
+    store: Arc<dyn StoreWrite>,
     adjust: impl FnOnce(&mut RecorderConfig),
 ) -> Running {
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml()).unwrap();
@@ -164,7 +164,7 @@ impl GatedStore {
 
 type Fut<'a, T> = futures::future::BoxFuture<'a, Result<T, StoreError>>;
 
-impl Store for GatedStore {
+impl StoreWrite for GatedStore {
     fn backend(&self) -> &'static str {
         self.inner.backend()
     }
@@ -192,33 +192,8 @@ impl Store for GatedStore {
     ) -> Fut<'a, Vec<podline_store::LivePod>> {
         self.inner.live_pods(scope)
     }
-    fn runs<'a>(
-        &'a self,
-        filter: &'a podline_store::RunFilter,
-    ) -> Fut<'a, Vec<podline_store::RunSummary>> {
-        self.inner.runs(filter)
-    }
-    fn pods<'a>(&'a self, filter: &'a PodFilter) -> Fut<'a, Vec<podline_store::PodRecord>> {
-        self.inner.pods(filter)
-    }
-    fn pod<'a>(&'a self, key: &'a PodKey) -> Fut<'a, Option<podline_store::PodRecord>> {
-        self.inner.pod(key)
-    }
-    fn failures<'a>(
-        &'a self,
-        filter: &'a podline_store::FailureFilter,
-    ) -> Fut<'a, Vec<podline_store::FailureGroup>> {
-        self.inner.failures(filter)
-    }
-    fn changes(
-        &self,
-        since: Option<jiff::Timestamp>,
-        limit: u32,
-    ) -> Fut<'_, podline_store::Changes> {
-        self.inner.changes(since, limit)
-    }
-    fn counts(&self) -> Fut<'_, podline_store::Counts> {
-        self.inner.counts()
+    fn last_recorded<'a>(&'a self, uid: &'a str) -> Fut<'a, Option<podline_store::PodRecord>> {
+        self.inner.last_recorded(uid)
     }
     fn health(&self) -> Fut<'_, ()> {
         self.inner.health()

@@ -20,7 +20,7 @@ use podline_client::connect::{ConfigSource, ConnectOptions, connect_with_kubecon
 use podline_client::timeouts::WatchTimeouts;
 use podline_record::{CancellationToken, Health, Metrics, RecordError, Recorder, RecorderConfig};
 use podline_sim::{FaultAction, FaultRule, FaultVerb};
-use podline_store::{PodFilter, PodKey, Store};
+use podline_store::{PodFilter, PodKey, Store, StoreWrite};
 use podline_testkit::db::{Backend, TestDb};
 use podline_testkit::{Sim, audit, start_sim, test_config, wait_until};
 use tokio::task::JoinHandle;
@@ -95,14 +95,14 @@ impl Running {
     }
 }
 
-async fn start_recorder(sim: &Sim, store: Arc<dyn Store>, timeouts: WatchTimeouts) -> Running {
+async fn start_recorder(sim: &Sim, store: Arc<dyn StoreWrite>, timeouts: WatchTimeouts) -> Running {
     start_recorder_with(sim, store, timeouts, |_| {}).await
 }
 
 /// [`start_recorder`] with the test's own adjustments to the config.
 async fn start_recorder_with(
     sim: &Sim,
-    store: Arc<dyn Store>,
+    store: Arc<dyn StoreWrite>,
     timeouts: WatchTimeouts,
     adjust: impl FnOnce(&mut RecorderConfig),
 ) -> Running {
@@ -1247,7 +1247,7 @@ impl RefusingStore {
 
 type Fut<'a, T> = futures::future::BoxFuture<'a, Result<T, podline_store::StoreError>>;
 
-impl Store for RefusingStore {
+impl StoreWrite for RefusingStore {
     fn backend(&self) -> &'static str {
         self.inner.backend()
     }
@@ -1276,33 +1276,8 @@ impl Store for RefusingStore {
     ) -> Fut<'a, Vec<podline_store::LivePod>> {
         self.inner.live_pods(scope)
     }
-    fn runs<'a>(
-        &'a self,
-        filter: &'a podline_store::RunFilter,
-    ) -> Fut<'a, Vec<podline_store::RunSummary>> {
-        self.inner.runs(filter)
-    }
-    fn pods<'a>(&'a self, filter: &'a PodFilter) -> Fut<'a, Vec<podline_store::PodRecord>> {
-        self.inner.pods(filter)
-    }
-    fn pod<'a>(&'a self, key: &'a PodKey) -> Fut<'a, Option<podline_store::PodRecord>> {
-        self.inner.pod(key)
-    }
-    fn failures<'a>(
-        &'a self,
-        filter: &'a podline_store::FailureFilter,
-    ) -> Fut<'a, Vec<podline_store::FailureGroup>> {
-        self.inner.failures(filter)
-    }
-    fn changes(
-        &self,
-        since: Option<jiff::Timestamp>,
-        limit: u32,
-    ) -> Fut<'_, podline_store::Changes> {
-        self.inner.changes(since, limit)
-    }
-    fn counts(&self) -> Fut<'_, podline_store::Counts> {
-        self.inner.counts()
+    fn last_recorded<'a>(&'a self, uid: &'a str) -> Fut<'a, Option<podline_store::PodRecord>> {
+        self.inner.last_recorded(uid)
     }
     fn health(&self) -> Fut<'_, ()> {
         self.inner.health()
@@ -1317,10 +1292,11 @@ impl Store for RefusingStore {
 async fn a_pod_change_the_store_refuses_for_its_text_is_kept_without_the_text() {
     let sim = sim().await;
     let db = fresh(Backend::Sqlite).await.unwrap();
-    let store: Arc<dyn Store> = Arc::new(RefusingStore {
+    let refusing: Arc<dyn StoreWrite> = Arc::new(RefusingStore {
         inner: db.store.clone(),
     });
-    let rec = start_recorder(&sim, store.clone(), timeouts(60, 1000)).await;
+    let rec = start_recorder(&sim, refusing, timeouts(60, 1000)).await;
+    let store = db.store.clone();
     let api: Api<Pod> = Api::namespaced(podline_testkit::client(&sim).await, NS);
     let refused: Pod = serde_json::from_value(serde_json::json!({
         "metadata": {

@@ -12,7 +12,7 @@ use crate::error::StoreError;
 use crate::model::{
     Batch, ContainerObservation, ContainerState, PhaseTransition, PodObservation, StoreOp,
 };
-use crate::store::Store;
+use crate::store::StoreWrite;
 
 /// Shape of the synthetic load.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +58,7 @@ pub struct BenchReport {
 
 /// Generates the events of `config.pods` pods (interleaved in windows), then applies them in
 /// batches of `config.batch_size`, each with a resume point, and reports the throughput.
-pub async fn run(store: &dyn Store, config: &BenchConfig) -> Result<BenchReport, StoreError> {
+pub async fn run(store: &dyn StoreWrite, config: &BenchConfig) -> Result<BenchReport, StoreError> {
     let batches = generate(config);
     let events: usize = batches.iter().map(|b| b.ops.len()).sum();
     let mut latencies = Vec::with_capacity(batches.len());

@@ -5,8 +5,9 @@
 //! UI and queries without a cluster client.
 //!
 //! The recorder watches pods, maps each version into a [`PodObservation`] (this crate has no
-//! Kubernetes types) and writes [`Batch`]es through the [`Store`] trait. Queries (`podline runs`,
-//! `pods`, `show`) and the UI read [`PodRecord`]s and [`RunSummary`]s back.
+//! Kubernetes types) and writes [`Batch`]es through the [`StoreWrite`] trait. Queries (`podline
+//! runs`, `pods`, `show`) and the UI read [`PodRecord`]s and [`RunSummary`]s back through
+//! [`StoreRead`]. [`Store`] is both sides, as [`open`] returns it.
 //!
 //! What the store guarantees, whatever order or how often ops arrive:
 //! - **One transaction per batch**, including the watch's [`ResumePoint`]: after a crash (even
@@ -31,11 +32,11 @@
 //!   write and re-created and migrated (its old content is gone with it; a warning says so).
 //!
 //! Main types: [`DbTarget`] (parses a store target), [`open`] (connect + migrate), [`SqlStore`]
-//! (the one SQL implementation, both backends through sqlx's `Any` driver), [`Store`] (the
-//! trait).
+//! (the one SQL implementation, both backends through sqlx's `Any` driver), [`StoreWrite`] and
+//! [`StoreRead`] (the traits).
 //!
 //! ```no_run
-//! use podline_store::{Batch, PodObservation, PhaseTransition, Store, StoreOp, open};
+//! use podline_store::{Batch, PodObservation, PhaseTransition, StoreOp, StoreWrite, open};
 //!
 //! # async fn demo() -> Result<(), podline_store::StoreError> {
 //! let store = open("podline.db").await?; // or "postgres://user@host/db"
@@ -85,7 +86,7 @@ pub use records::{
     RunFilter, RunStatus, RunSummary,
 };
 pub use sql::{PoolSettings, SqlStore};
-pub use store::Store;
+pub use store::{Store, StoreRead, StoreWrite};
 pub use target::{Backend, DbTarget, Redacted};
 
 /// Opens the store named by a target (path, `sqlite://`, `postgres://`), runs migrations,
@@ -95,9 +96,9 @@ pub async fn open(db: &str) -> Result<Arc<dyn Store>, StoreError> {
     open_with(&target, &PoolSettings::for_read_write(target.backend())).await
 }
 
-/// Opens a store for reading only (the UI): nothing is created, migrated or written. See
-/// [`SqlStore::connect_read_only`].
-pub async fn open_read_only(db: &str) -> Result<Arc<dyn Store>, StoreError> {
+/// Opens a store for reading only (the UI, queries): nothing is created, migrated or written,
+/// and only the read side is handed out. See [`SqlStore::connect_read_only`].
+pub async fn open_read_only(db: &str) -> Result<Arc<dyn StoreRead>, StoreError> {
     let store =
         SqlStore::connect_read_only(&DbTarget::parse(db)?, &PoolSettings::default()).await?;
     Ok(Arc::new(store))

@@ -1,4 +1,10 @@
-//! The [`Store`] trait: what the recorder writes through and what queries read through.
+//! The store's two sides: [`StoreWrite`], what the recorder writes (and reads back of its own
+//! writes) through, and [`StoreRead`], what queries and the UI read through. [`Store`] is both,
+//! for the one implementation that is both ([`SqlStore`](crate::SqlStore)) and for callers that
+//! open a store and hand each side to whoever needs it.
+//!
+//! Split so a wrapper (a test store that refuses or times writes) implements only the side it
+//! wraps, and a reader is handed nothing that writes.
 
 use futures::future::BoxFuture;
 use jiff::Timestamp;
@@ -11,16 +17,19 @@ use crate::records::{
     RunSummary,
 };
 
-/// A pod lifecycle store. Dyn-compatible, so the recorder holds one `Arc<dyn Store>` whatever
+/// The writer's side of a pod lifecycle store: what the recorder needs, including what it
+/// reads back of its own writes (its resume point, the pods it believes live, a pod's last
+/// recorded state). Dyn-compatible, so the recorder holds one `Arc<dyn StoreWrite>` whatever
 /// the backend (SQLite, PostgreSQL, or a future sink such as MLMD).
 ///
 /// Contract every implementation keeps (the integration tests check it for each backend):
-/// - [`apply`](Store::apply) is one transaction: ops and resume point commit together or not at all;
+/// - [`apply`](StoreWrite::apply) is one transaction: ops and resume point commit together or
+///   not at all;
 /// - re-applying any batch changes nothing (idempotent), and an older or equal resourceVersion
 ///   never overwrites newer data (monotonic);
 /// - transitions are unique per `(uid, phase)`, first time wins;
 /// - a deletion is recorded once and never undone by a stale upsert.
-pub trait Store: Send + Sync {
+pub trait StoreWrite: Send + Sync {
     /// Which backend this is (`sqlite`, `postgres`), for logs and metric labels.
     fn backend(&self) -> &'static str;
 
@@ -38,11 +47,19 @@ pub trait Store: Send + Sync {
     ) -> BoxFuture<'a, Result<Option<ResumePoint>, StoreError>>;
 
     /// Pods the store believes still exist in `scope`: after a relist, those missing from the
-    /// list vanished in the gap and go to [`mark_vanished`](Store::mark_vanished).
+    /// list vanished in the gap and go to [`mark_vanished`](StoreWrite::mark_vanished).
     fn live_pods<'a>(
         &'a self,
         scope: &'a LiveScope,
     ) -> BoxFuture<'a, Result<Vec<LivePod>, StoreError>>;
+
+    /// The last recorded state of the pod with this uid, or `None` if the store never saw it:
+    /// the recorder reads it back to settle a pod that vanished while it held a finalizer.
+    /// Same answer as [`StoreRead::pod`] with [`PodKey::Uid`].
+    fn last_recorded<'a>(
+        &'a self,
+        uid: &'a str,
+    ) -> BoxFuture<'a, Result<Option<PodRecord>, StoreError>>;
 
     /// Marks pods deleted with their final state unknown. Returns how many were newly marked
     /// (already-deleted pods are left alone). Same as applying `StoreOp::Vanished` ops.
@@ -64,6 +81,14 @@ pub trait Store: Send + Sync {
         })
     }
 
+    /// Proves the store is writable right now (a real write), for `/readyz`. Bounded in time
+    /// (`PoolSettings::health_timeout` for the SQL store): a hung database reports an error.
+    fn health(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+}
+
+/// The readers' side of a pod lifecycle store: what queries (`podline runs`, `pods`, `show`),
+/// the UI and the audit read. Nothing here writes.
+pub trait StoreRead: Send + Sync {
     /// Runs (pods grouped by the run label), most recently created first.
     fn runs<'a>(
         &'a self,
@@ -97,8 +122,11 @@ pub trait Store: Send + Sync {
 
     /// Totals, for summaries and metrics.
     fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreError>>;
-
-    /// Proves the store is writable right now (a real write), for `/readyz`. Bounded in time
-    /// (`PoolSettings::health_timeout` for the SQL store): a hung database reports an error.
-    fn health(&self) -> BoxFuture<'_, Result<(), StoreError>>;
 }
+
+/// Both sides of a pod lifecycle store, as [`open`](crate::open) returns it: the binary opens
+/// one and hands the recorder its [`StoreWrite`] side and queries its [`StoreRead`] side
+/// (an `Arc<dyn Store>` coerces to either). Implemented for everything that is both.
+pub trait Store: StoreWrite + StoreRead {}
+
+impl<T: StoreWrite + StoreRead + ?Sized> Store for T {}

@@ -10,13 +10,13 @@
 //!   coloured by outcome, hover for details), a pod page, and failures grouped by reason;
 //! - **a JSON API** under `/api/` with the same data (documented in `docs/ui.md`);
 //! - **live updates**: `/api/events` is a server-sent event stream driven by the store's
-//!   cheap "what changed since" query ([`Store::changes`](podline_store::Store::changes)); the
+//!   cheap "what changed since" query ([`StoreRead::changes`](podline_store::StoreRead::changes)); the
 //!   page's small script re-renders its main part when something changed.
 //!
 //! Everything (CSS, script) is embedded in the binary; nothing is fetched at run time. Only
 //! `GET` routes exist, and responses carry a strict Content-Security-Policy.
 //!
-//! **Depends on** the store's read side ([`podline_store::Store`]) and the web stack, nothing
+//! **Depends on** the store's read side ([`podline_store::StoreRead`]) and the web stack, nothing
 //! else of podline. It **must not depend on** the recorder (`podline-record`), the sim
 //! (`podline-sim`) or the launcher (`podline-launch`): it shows what is in the store, whoever
 //! wrote it, and never talks to a cluster. Nor does it name a CLI flag or environment

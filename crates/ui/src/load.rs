@@ -3,7 +3,7 @@
 //! parameters and the timeline, never on a handler.
 
 use jiff::Timestamp;
-use podline_store::{PodFilter, PodKey, PodRecord, RunFilter, RunStatus, RunSummary, Store};
+use podline_store::{PodFilter, PodKey, PodRecord, RunFilter, RunStatus, RunSummary, StoreRead};
 use serde::Serialize;
 
 use crate::error::UiError;
@@ -40,7 +40,7 @@ pub(crate) struct RunDetail {
 
 /// The runs matching `query`, newest first.
 pub(crate) async fn list_runs(
-    store: &dyn Store,
+    store: &dyn StoreRead,
     query: &RunQuery,
 ) -> Result<Vec<RunView>, UiError> {
     let filter = query.filter(Timestamp::now())?;
@@ -57,7 +57,7 @@ pub(crate) const MAX_RUN_PODS: u32 = 5_000;
 
 /// One run and its timeline, or `NotFound`.
 pub(crate) async fn load_run(
-    store: &dyn Store,
+    store: &dyn StoreRead,
     namespace: &str,
     run: &str,
 ) -> Result<RunDetail, UiError> {
@@ -85,7 +85,7 @@ pub(crate) async fn load_run(
 }
 
 /// One pod by uid, or `NotFound`.
-pub(crate) async fn load_pod(store: &dyn Store, uid: &str) -> Result<PodRecord, UiError> {
+pub(crate) async fn load_pod(store: &dyn StoreRead, uid: &str) -> Result<PodRecord, UiError> {
     store
         .pod(&PodKey::Uid(uid.to_owned()))
         .await?

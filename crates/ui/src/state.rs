@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use podline_store::Store;
+use podline_store::StoreRead;
 
 use crate::host::host_name;
 
@@ -15,7 +15,7 @@ use crate::host::host_name;
 #[derive(Clone)]
 pub struct UiConfig {
     /// The store to read (open it with `podline_store::open_read_only`).
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn StoreRead>,
     /// How often the event stream asks the store what changed (default 1 s).
     pub poll: Duration,
     /// Host names served besides the loopback names (`localhost`, `127.0.0.1`, `[::1]`) and
@@ -28,7 +28,7 @@ pub struct UiConfig {
 
 impl UiConfig {
     /// Defaults for `store`.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn StoreRead>) -> Self {
         Self {
             store,
             poll: Duration::from_secs(1),

@@ -27,8 +27,8 @@ use podline_client::timeouts::WatchTimeouts;
 use podline_record::{CancellationToken, Metrics, RecordError, Recorder, RecorderConfig};
 use podline_sim::{FaultAction, FaultRule, FaultVerb, Sim, SimConfig};
 use podline_store::{
-    ApplyReport, Batch, Counts, LivePod, LiveScope, MigrationReport, PodFilter, PodKey, PodRecord,
-    ResumePoint, RunFilter, RunSummary, Store, StoreError, StoreOp,
+    ApplyReport, Batch, LivePod, LiveScope, MigrationReport, PodKey, PodRecord, ResumePoint, Store,
+    StoreError, StoreOp, StoreWrite,
 };
 use tokio::task::JoinHandle;
 
@@ -63,7 +63,7 @@ struct Running {
 impl Running {
     async fn start(
         sim: &Sim,
-        store: Arc<dyn Store>,
+        store: Arc<dyn StoreWrite>,
         configure: impl FnOnce(&mut RecorderConfig),
     ) -> anyhow::Result<Running> {
         let mut config = RecorderConfig::new(sim.url(), Some(NS.to_owned()));
@@ -267,7 +267,7 @@ impl TimedStore {
     }
 }
 
-impl Store for TimedStore {
+impl StoreWrite for TimedStore {
     fn backend(&self) -> &'static str {
         self.inner.backend()
     }
@@ -302,36 +302,11 @@ impl Store for TimedStore {
     ) -> BoxFuture<'a, Result<Vec<LivePod>, StoreError>> {
         self.inner.live_pods(scope)
     }
-    fn runs<'a>(
+    fn last_recorded<'a>(
         &'a self,
-        filter: &'a RunFilter,
-    ) -> BoxFuture<'a, Result<Vec<RunSummary>, StoreError>> {
-        self.inner.runs(filter)
-    }
-    fn pods<'a>(
-        &'a self,
-        filter: &'a PodFilter,
-    ) -> BoxFuture<'a, Result<Vec<PodRecord>, StoreError>> {
-        self.inner.pods(filter)
-    }
-    fn pod<'a>(&'a self, key: &'a PodKey) -> BoxFuture<'a, Result<Option<PodRecord>, StoreError>> {
-        self.inner.pod(key)
-    }
-    fn failures<'a>(
-        &'a self,
-        filter: &'a podline_store::FailureFilter,
-    ) -> BoxFuture<'a, Result<Vec<podline_store::FailureGroup>, StoreError>> {
-        self.inner.failures(filter)
-    }
-    fn changes(
-        &self,
-        since: Option<jiff::Timestamp>,
-        limit: u32,
-    ) -> BoxFuture<'_, Result<podline_store::Changes, StoreError>> {
-        self.inner.changes(since, limit)
-    }
-    fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreError>> {
-        self.inner.counts()
+        uid: &'a str,
+    ) -> BoxFuture<'a, Result<Option<PodRecord>, StoreError>> {
+        self.inner.last_recorded(uid)
     }
     fn health(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         self.inner.health()

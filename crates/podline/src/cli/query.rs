@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use jiff::Timestamp;
-use podline_store::{PodFilter, PodKey, PodRecord, RunFilter, RunSummary, Store, StoreError};
+use podline_store::{PodFilter, PodKey, PodRecord, RunFilter, RunSummary, StoreError, StoreRead};
 use serde::Serialize;
 
 use crate::cli::exit;
@@ -84,7 +84,7 @@ pub struct ShowArgs {
 /// Opens the store for reading only (queries and the UI): nothing is created, migrated or
 /// written, so `--db typo.db` fails instead of leaving an empty store behind. The target is
 /// shown redacted; a missing file says how to make one.
-pub(crate) async fn open_read_only(db: &DbArgs) -> anyhow::Result<std::sync::Arc<dyn Store>> {
+pub(crate) async fn open_read_only(db: &DbArgs) -> anyhow::Result<std::sync::Arc<dyn StoreRead>> {
     let shown = podline_store::Redacted::new(&db.db);
     match podline_store::open_read_only(&db.db).await {
         Ok(store) => Ok(store),

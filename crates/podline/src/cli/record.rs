@@ -632,7 +632,7 @@ fn election_config(args: &RecordArgs) -> Result<ElectionConfig, String> {
 
 /// What a standby needs to keep its readiness true to its store.
 struct Standby {
-    store: std::sync::Arc<dyn podline_store::Store>,
+    store: std::sync::Arc<dyn podline_store::StoreWrite>,
     probe_every: std::time::Duration,
 }
 

@@ -26,7 +26,7 @@ use crate::records::{
     Changes, Counts, LivePod, LiveScope, MigrationReport, PodFilter, PodKey, PodRecord, RunFilter,
     RunSummary,
 };
-use crate::store::Store;
+use crate::store::{StoreRead, StoreWrite};
 use crate::target::{Backend, DbTarget};
 use disk::DiskGuard;
 
@@ -41,7 +41,7 @@ pub struct PoolSettings {
     pub acquire_timeout: Duration,
     /// SQLite: how long a writer waits for another writer's lock before `SQLITE_BUSY`.
     pub busy_timeout: Duration,
-    /// Longest a [`Store::health`] probe may take before it reports the store not writable:
+    /// Longest a [`StoreWrite::health`] probe may take before it reports the store not writable:
     /// a readiness probe must answer even when the database hangs (a lock, a half-dead server).
     pub health_timeout: Duration,
 }
@@ -103,7 +103,7 @@ pub struct SqlStore {
 
 impl SqlStore {
     /// Connects (creating the SQLite file if needed) without migrating; call
-    /// [`Store::migrate`] next, or use [`open`](crate::open) which does both.
+    /// [`StoreWrite::migrate`] next, or use [`open`](crate::open) which does both.
     pub async fn connect(target: &DbTarget, settings: &PoolSettings) -> Result<Self, StoreError> {
         Self::connect_mode(target, settings, Access::ReadWrite).await
     }
@@ -294,7 +294,7 @@ impl SqlStore {
     }
 }
 
-impl Store for SqlStore {
+impl StoreWrite for SqlStore {
     fn backend(&self) -> &'static str {
         self.backend.as_str()
     }
@@ -333,6 +333,21 @@ impl Store for SqlStore {
         })
     }
 
+    fn last_recorded<'a>(
+        &'a self,
+        uid: &'a str,
+    ) -> BoxFuture<'a, Result<Option<PodRecord>, StoreError>> {
+        Box::pin(
+            async move { read::pod(&self.pool, self.backend, &PodKey::Uid(uid.to_owned())).await },
+        )
+    }
+
+    fn health(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.write_probe())
+    }
+}
+
+impl StoreRead for SqlStore {
     fn runs<'a>(
         &'a self,
         filter: &'a RunFilter,
@@ -368,9 +383,5 @@ impl Store for SqlStore {
 
     fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreError>> {
         Box::pin(read::counts(&self.pool))
-    }
-
-    fn health(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(self.write_probe())
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use podline_store::{
     Backend, Batch, ContainerState, FailureFilter, LiveScope, PodFilter, PodKey, PoolSettings,
-    RunFilter, RunStatus, SqlStore, Store, StoreError, StoreOp,
+    RunFilter, RunStatus, SqlStore, Store, StoreError, StoreOp, StoreRead, StoreWrite,
 };
 use sqlx::AssertSqlSafe;
 use support::{TestDb, pod, ts};

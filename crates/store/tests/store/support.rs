@@ -6,7 +6,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use podline_store::{
     ContainerObservation, ContainerState, DbTarget, PhaseTransition, PodObservation, PoolSettings,
-    SqlStore, Store,
+    SqlStore, Store, StoreWrite,
 };
 use sqlx::{AssertSqlSafe, Connection};
 

@@ -10,6 +10,7 @@ use http_body_util::BodyExt as _;
 use jiff::{SignedDuration, Timestamp};
 use podline_store::{
     Batch, ContainerObservation, ContainerState, PhaseTransition, PodObservation, Store, StoreOp,
+    StoreRead,
 };
 use tower::ServiceExt as _;
 
@@ -28,7 +29,7 @@ pub struct Fixture {
     /// A read-write handle, for writing more pods while the UI reads.
     pub writer: Arc<dyn Store>,
     /// The read-only handle the UI serves from.
-    pub reader: Arc<dyn Store>,
+    pub reader: Arc<dyn StoreRead>,
 }
 
 impl Fixture {
