@@ -66,7 +66,9 @@ pub struct PodRecord {
 impl PodRecord {
     /// What happened to the pod and when, for `podline show` and the UI's pod page: each phase
     /// transition, the scheduling, the deletion request and the removal (saying whether the final
-    /// state was seen). Unsorted: callers order it their way.
+    /// state was seen). Oldest first; events of the same second (Kubernetes times have whole
+    /// seconds) in the order a pod lives them (see [`lifecycle_rank`]), not as stored (by phase
+    /// name: Failed before Pending before Running).
     pub fn lifecycle_events(&self) -> Vec<(Timestamp, String)> {
         let mut events: Vec<(Timestamp, String)> = self
             .transitions
@@ -87,7 +89,23 @@ impl PodRecord {
             };
             events.push((at, how.into()));
         }
+        events.sort_by_key(|(at, what)| (*at, lifecycle_rank(what)));
         events
+    }
+}
+
+/// Where an event of [`PodRecord::lifecycle_events`] comes in a pod's life, for events of the
+/// same second: created (Pending), scheduled, running, ended, deletion asked, deleted. An
+/// unknown phase goes with Running (it is seen while the pod lives).
+fn lifecycle_rank(what: &str) -> u8 {
+    match what {
+        "Pending" => 0,
+        "Scheduled" => 1,
+        "Running" | "Unknown" => 2,
+        "Succeeded" | "Failed" => 3,
+        "Deletion requested" => 4,
+        _ if what.starts_with("Deleted") => 5,
+        _ => 2,
     }
 }
 
@@ -319,4 +337,64 @@ pub struct ChangedPod {
     pub deleted: bool,
     /// When the store wrote this change (recorder clock).
     pub updated_at: Timestamp,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// `podline show` and the UI's pod page list one second's events in the order a pod lives
+    /// them, not as stored (the store lists transitions by phase name), and an `Unknown` phase
+    /// with Running.
+    #[test]
+    fn lifecycle_events_of_one_second_come_in_lifecycle_order() {
+        let t = Timestamp::from_second(1_700_000_000).unwrap();
+        let later = Timestamp::from_second(1_700_000_001).unwrap();
+        let pod = PodRecord {
+            uid: "u".into(),
+            namespace: "ns".into(),
+            name: "p".into(),
+            resource_version: 1,
+            run: None,
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            owner: None,
+            node: None,
+            phase: Some("Failed".into()),
+            reason: None,
+            message: None,
+            created_at: Some(t),
+            scheduled_at: Some(t),
+            started_at: None,
+            finished_at: None,
+            deletion_requested_at: Some(t),
+            deleted_at: Some(later),
+            final_state_observed: false,
+            recorded_at: t,
+            updated_at: t,
+            containers: Vec::new(),
+            transitions: ["Failed", "Pending", "Running", "Unknown"]
+                .into_iter()
+                .map(|phase| PhaseTransition::new(phase, t))
+                .collect(),
+        };
+        let order: Vec<String> = pod
+            .lifecycle_events()
+            .into_iter()
+            .map(|(_, what)| what)
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "Pending",
+                "Scheduled",
+                "Running",
+                "Unknown",
+                "Failed",
+                "Deletion requested",
+                "Deleted (vanished while not watching: final state unknown)",
+            ]
+        );
+    }
 }

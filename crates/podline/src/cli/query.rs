@@ -277,11 +277,8 @@ pub fn render_pod(pod: &PodRecord, output: Output) -> anyhow::Result<String> {
     }
     let _ = writeln!(out, "\nTimeline:");
     let start = pod.transitions.first().map(|t| t.at);
-    let mut events = pod.lifecycle_events();
-    // Seconds are the wire's precision: transitions of one second are told in the order a pod
-    // lives them, not as stored (by phase name: Failed before Pending before Running).
-    events.sort_by_key(|(at, what)| (*at, lifecycle_rank(what)));
-    for (at, what) in events {
+    // In the order a pod lives them, also within one second.
+    for (at, what) in pod.lifecycle_events() {
         let offset =
             start.map_or_else(String::new, |s| format!("+{}", human(at.duration_since(s))));
         let what = printable(&what);
@@ -391,21 +388,6 @@ fn table(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
         line(row.iter().map(String::as_str).collect());
     }
     out
-}
-
-/// Where an event of [`PodRecord::lifecycle_events`] comes in a pod's life, for events of the
-/// same second: created (Pending), scheduled, running, ended, deletion asked, deleted. An
-/// unknown phase goes with Running (it is seen while the pod lives).
-fn lifecycle_rank(what: &str) -> u8 {
-    match what {
-        "Pending" => 0,
-        "Scheduled" => 1,
-        "Running" | "Unknown" => 2,
-        "Succeeded" | "Failed" => 3,
-        "Deletion requested" => 4,
-        _ if what.starts_with("Deleted") => 5,
-        _ => 2,
-    }
 }
 
 /// `text` safe to print on a terminal: every control character (C0 including newline and ESC,

@@ -26,9 +26,8 @@ pub(crate) async fn page(state: State, Path(uid): Path<String>) -> Result<Html<S
     let offset = |at: Timestamp| {
         start.map_or_else(String::new, |s| format!("+{}", human(at.duration_since(s))))
     };
-    let mut events = pod.lifecycle_events();
-    // Kubernetes times have whole seconds: within one second, list in lifecycle order.
-    events.sort_by_key(|(at, what)| (*at, lifecycle_rank(what)));
+    // Within one second (Kubernetes times' precision), in lifecycle order.
+    let events = pod.lifecycle_events();
     let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
     let main = html! {
         h1 { "Pod " span.pod-name { (pod.name) } }
@@ -85,18 +84,6 @@ pub(crate) async fn page(state: State, Path(uid): Path<String>) -> Result<Html<S
         (map_table("annotations", &pod.annotations))
     };
     Ok(layout(&format!("Pod {}", pod.name), Nav::None, mark, main))
-}
-
-/// Where an event falls in a pod's life, to order events recorded in the same second.
-fn lifecycle_rank(what: &str) -> u8 {
-    match what {
-        "Pending" => 0,
-        "Scheduled" => 1,
-        "Running" => 2,
-        "Succeeded" | "Failed" | "Unknown" => 3,
-        "Deletion requested" => 4,
-        _ => 5,
-    }
 }
 
 fn map_table(id: &str, map: &BTreeMap<String, String>) -> Markup {
