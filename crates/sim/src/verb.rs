@@ -57,11 +57,3 @@ impl fmt::Display for Verb {
         f.write_str(self.as_str())
     }
 }
-
-/// Compares with the verb's spelling, so code that matched the former `String` field (the fault
-/// plan's rules) reads the same; new code should match on [`Verb`] itself.
-impl PartialEq<&str> for Verb {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}

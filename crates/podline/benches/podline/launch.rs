@@ -288,7 +288,7 @@ impl CommitTimes {
                 tokio::select! {
                     biased;
                     entry = audit.recv() => match entry {
-                        Ok(entry) if entry.verb == "create" && entry.resource == "pods" && entry.code == 201 => {
+                        Ok(entry) if entry.verb == podline_sim::Verb::Create && entry.resource == "pods" && entry.code == 201 => {
                             times.received.insert(entry.name.clone(), entry.received.into_std());
                             times.create_handling.push(entry.answered.duration_since(entry.received));
                         }

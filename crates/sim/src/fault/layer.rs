@@ -24,6 +24,7 @@ use super::plan::{FaultAction, MalformField, glob_match};
 use super::transport::{Connection, ResetStream};
 use crate::api::RequestInfo;
 use crate::status::{ApiError, ErrorResponse};
+use crate::verb::Verb;
 
 /// Bytes sent when a reset fires between events: the connection is cut in the middle of them,
 /// so the client sees the start of an event and then a reset.
@@ -48,7 +49,7 @@ pub async fn fault_layer(State(faults): State<FaultHandle>, req: Request, next: 
     let ctl = req.extensions().get::<Arc<dyn Connection>>().cloned();
     let http2 = req.version() == http::Version::HTTP_2;
     let lines = info.subresource == "log";
-    let streaming = info.verb == "watch"
+    let streaming = info.verb == Verb::Watch
         || (info.subresource == "log" && crate::api::query_flag(req.uri().query(), "follow"));
     match action {
         FaultAction::Status {
@@ -130,14 +131,14 @@ pub async fn fault_layer(State(faults): State<FaultHandle>, req: Request, next: 
                 ApiError::internal("freeze: the request has no connection").into_response()
             }
         },
-        FaultAction::Malform { name, field } if info.verb == "watch" => wrap(
+        FaultAction::Malform { name, field } if info.verb == Verb::Watch => wrap(
             next.run(req).await,
             Mode::Malform { name, field },
             ctl,
             lines,
         ),
         FaultAction::Malform { name, field }
-            if (info.verb == "list" || info.verb == "get") && info.subresource.is_empty() =>
+            if matches!(info.verb, Verb::List | Verb::Get) && info.subresource.is_empty() =>
         {
             malform_response(next.run(req).await, &name, field).await
         }

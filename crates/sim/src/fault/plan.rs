@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::RequestInfo;
 use crate::error::SimError;
+use crate::verb::Verb;
 
 /// A set of fault rules, evaluated in order.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -314,13 +315,13 @@ impl FaultRule {
         let verb_ok = match self.verb {
             FaultVerb::Any => true,
             FaultVerb::Log => info.subresource == "log",
-            FaultVerb::Create => info.verb == "create",
-            FaultVerb::Get => info.verb == "get" && info.subresource != "log",
-            FaultVerb::List => info.verb == "list",
-            FaultVerb::Watch => info.verb == "watch",
-            FaultVerb::Update => info.verb == "update",
-            FaultVerb::Patch => info.verb == "patch",
-            FaultVerb::Delete => info.verb == "delete" || info.verb == "deletecollection",
+            FaultVerb::Create => info.verb == Verb::Create,
+            FaultVerb::Get => info.verb == Verb::Get && info.subresource != "log",
+            FaultVerb::List => info.verb == Verb::List,
+            FaultVerb::Watch => info.verb == Verb::Watch,
+            FaultVerb::Update => info.verb == Verb::Update,
+            FaultVerb::Patch => info.verb == Verb::Patch,
+            FaultVerb::Delete => matches!(info.verb, Verb::Delete | Verb::DeleteCollection),
         };
         verb_ok
             && self
