@@ -292,29 +292,16 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         let (stop, every) = (shutdown.clone(), args.reap_every);
         tokio::spawn(async move { reaper.run(every, stop).await });
     }
-    let server = tokio::spawn(podline_daemon::serve(
-        listener,
-        recorder.health(),
-        shutdown.clone(),
-    ));
-    tokio::spawn(cancel_on_signal(shutdown.clone()));
-
     let health = recorder.health();
-    let record = |token| recorder.run(token);
-    let outcome = match election {
-        None => record(shutdown.clone()).await.map_err(anyhow::Error::from),
-        Some(elector) => {
-            let standby = Some(Standby { store, probe_every });
-            run_as_leader(health, elector, standby, &shutdown, record).await
-        }
+    let standby = Standby { store, probe_every };
+    let daemon = Daemon {
+        listener,
+        health,
+        shutdown,
+        election,
+        standby: Some(standby),
     };
-    shutdown.cancel();
-    if let Ok(Err(err)) = server.await {
-        tracing::warn!(error = %err, "metrics server failed");
-    }
-    outcome?;
-    tracing::info!("stopped");
-    Ok(ExitCode::SUCCESS)
+    daemon.run(|token| recorder.run(token)).await
 }
 
 /// The finalizer settings of `--finalize` (`None` without it), checked before connecting: a
@@ -390,27 +377,67 @@ async fn run_kfp(args: RecordArgs) -> anyhow::Result<ExitCode> {
     };
     let observability = Observability::new(env.client_side_timeout);
     let health = observability.health.clone();
-    let shutdown = CancellationToken::new();
-    let server = tokio::spawn(podline_daemon::serve(
-        listener,
-        health.clone(),
-        shutdown.clone(),
-    ));
-    tokio::spawn(cancel_on_signal(shutdown.clone()));
     let kube = connected.client;
     let workers = usize::from(args.mlmd_workers);
-    let record = |token| run_daemon(kube, &env, &mlmd, &observability, workers, token);
-    let outcome = match election {
-        None => record(shutdown.clone()).await.map_err(anyhow::Error::from),
-        Some(elector) => run_as_leader(health, elector, None, &shutdown, record).await,
+    let daemon = Daemon {
+        listener,
+        health,
+        shutdown: CancellationToken::new(),
+        election,
+        standby: None,
     };
-    shutdown.cancel();
-    if let Ok(Err(err)) = server.await {
-        tracing::warn!(error = %err, "metrics server failed");
+    daemon
+        .run(|token| run_daemon(kube, &env, &mlmd, &observability, workers, token))
+        .await
+}
+
+/// The skeleton both recorder modes run in once bound and connected (one, so the two cannot
+/// drift): `/healthz`, `/readyz` and `/metrics` served on `listener` from `health`, the one
+/// SIGINT/SIGTERM handler cancelling `shutdown`, the work run alone or while this replica leads
+/// (`election`), then the server stopped after the work.
+struct Daemon {
+    listener: tokio::net::TcpListener,
+    health: Arc<Health>,
+    /// Cancelled by a signal; also stops whatever the mode spawned on it (the reaper).
+    shutdown: CancellationToken,
+    election: Option<LeaderElector>,
+    /// What a standby probes to report itself ready (the SQL store; `None` in KFP mode).
+    standby: Option<Standby>,
+}
+
+impl Daemon {
+    /// Serves and records until a signal (exit 0) or until `record` fails (its error).
+    async fn run<F, Fut, E>(self, record: F) -> anyhow::Result<ExitCode>
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: Future<Output = Result<(), E>>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let Daemon {
+            listener,
+            health,
+            shutdown,
+            election,
+            standby,
+        } = self;
+        let server = tokio::spawn(podline_daemon::serve(
+            listener,
+            health.clone(),
+            shutdown.clone(),
+        ));
+        tokio::spawn(cancel_on_signal(shutdown.clone()));
+        let outcome = match election {
+            None => record(shutdown.clone()).await.map_err(anyhow::Error::from),
+            Some(elector) => run_as_leader(health, elector, standby, &shutdown, record).await,
+        };
+        shutdown.cancel();
+        if let Ok(Err(err)) = server.await {
+            tracing::warn!(error = %err, "metrics server failed");
+        }
+        outcome?;
+        tracing::info!("stopped");
+        Ok(ExitCode::SUCCESS)
     }
-    outcome?;
-    tracing::info!("stopped");
-    Ok(ExitCode::SUCCESS)
 }
 
 /// What `--leader-elect` needs, checked before connecting.
