@@ -440,6 +440,124 @@ pub async fn remove(
     Err(target.contended(MAX_ATTEMPTS))
 }
 
+/// What [`release_all`] did: the sweep that takes podline's finalizers off every pod in a scope
+/// (the binary's garbage collection, on uninstall), reported by the binary.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ReleaseReport {
+    /// Pods listed (those whose metadata did not decode included).
+    pub pods: usize,
+    /// Pods a finalizer was removed from.
+    pub released: usize,
+    /// Pods one could not be removed from, or whose metadata did not decode
+    /// (`namespace/name: error`).
+    pub failed: Vec<String>,
+}
+
+/// Finalizer removals [`release_all`] has in flight at once.
+const RELEASE_CONCURRENCY: usize = 16;
+/// Attempts per finalizer removal for transient errors in [`release_all`].
+const RELEASE_ATTEMPTS: u32 = 5;
+
+/// Lists the pods' metadata in `namespace` (all namespaces if `None`; paged, item by item, a pod
+/// whose metadata does not decode is reported and the rest released) and removes from each pod
+/// every finalizer `is_ours` accepts, up to 16 pods at once, each removal retried on transient
+/// errors (5 attempts of `policy`). Here, not in the binary, so the list-and-release loop is
+/// beside the removal it repeats. Err only if the LIST itself failed (after `policy`'s retries).
+pub async fn release_all(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    is_ours: &(dyn Fn(&str) -> bool + Sync),
+    policy: &crate::retry::RetryPolicy,
+) -> Result<ReleaseReport, kube::Error> {
+    use futures::StreamExt as _;
+
+    let api: Api<Pod> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let listed = crate::list::Pages::metadata(&api, kube::api::ListParams::default().limit(500))
+        .all(policy, "list pods")
+        .await?;
+    let mut report = ReleaseReport {
+        pods: listed.items.len() + listed.skipped.len(),
+        ..ReleaseReport::default()
+    };
+    report.failed.extend(listed.skipped.iter().map(|skipped| {
+        format!(
+            "{}: its metadata does not decode ({}); any finalizer on it is left",
+            skipped.object_name(),
+            skipped.error
+        )
+    }));
+    let carrying: Vec<_> = listed
+        .items
+        .into_iter()
+        .map(|p| p.metadata)
+        .filter(|m| m.finalizers.iter().flatten().any(|f| is_ours(f)))
+        .collect();
+    let release_policy = policy.clone().with_max_attempts(RELEASE_ATTEMPTS);
+    let results: Vec<(String, Result<Removed, String>)> = futures::stream::iter(carrying)
+        .map(|meta| {
+            let policy = &release_policy;
+            async move {
+                let who = format!(
+                    "{}/{}",
+                    meta.namespace.as_deref().unwrap_or_default(),
+                    meta.name.as_deref().unwrap_or_default()
+                );
+                let result = release_ours(client, policy, meta, is_ours).await;
+                (who, result)
+            }
+        })
+        .buffer_unordered(RELEASE_CONCURRENCY)
+        .collect()
+        .await;
+    for (who, result) in results {
+        match result {
+            Ok(Removed::Removed) => report.released += 1,
+            Ok(Removed::Absent | Removed::Gone) => {}
+            Err(err) => report.failed.push(format!("{who}: {err}")),
+        }
+    }
+    Ok(report)
+}
+
+/// Removes each finalizer `is_ours` accepts that the pod `meta` describes carries, retrying
+/// transient errors: [`Removed::Removed`] if any was removed, [`Removed::Gone`] if the pod went
+/// first.
+async fn release_ours(
+    client: &kube::Client,
+    policy: &crate::retry::RetryPolicy,
+    mut meta: ObjectMeta,
+    is_ours: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<Removed, String> {
+    let ours: Vec<String> = meta
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| is_ours(f))
+        .cloned()
+        .collect();
+    let mut outcome = Removed::Absent;
+    for finalizer in &ours {
+        let removed = crate::retry::retry(policy, "remove finalizer", || {
+            remove(client, &meta, finalizer)
+        })
+        .await
+        .map_err(|err| crate::error::Chain(&err).to_string())?;
+        match removed {
+            Removed::Gone => return Ok(Removed::Gone),
+            Removed::Removed => outcome = Removed::Removed,
+            Removed::Absent => {}
+        }
+        // The next removal's index test must see this one's result: drop it locally.
+        if let Some(list) = meta.finalizers.as_mut() {
+            list.retain(|f| f != finalizer);
+        }
+    }
+    Ok(outcome)
+}
+
 #[cfg(test)]
 mod tests {
     //! Against the sim (kubelet off: pods stay unscheduled, so a delete is immediate unless a

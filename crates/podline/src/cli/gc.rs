@@ -180,40 +180,23 @@ fn is_podline_finalizer(finalizer: &str) -> bool {
         || finalizer == podline_mlmd::kfp::KFP_FINALIZER
 }
 
-/// Calls in flight at once.
-const RELEASE_CONCURRENCY: usize = 16;
-/// Attempts per finalizer removal for transient errors.
-const RELEASE_ATTEMPTS: u32 = 5;
-
-/// `gc --finalizers`: lists the pods' metadata (paged) and removes [`Released::finalizers`] from
-/// each that carries one, retrying transient errors.
+/// `gc --finalizers`: removes [`Released::finalizers`] from every pod in scope that carries one
+/// (the list and release loop: [`podline_client::finalizer::release_all`]), and reports.
 async fn release_all(
     client: kube::Client,
     namespace: Option<String>,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
-    use futures::StreamExt as _;
-    use k8s_openapi::api::core::v1::Pod;
-    use podline_client::finalizer::Removed;
-
-    let api: kube::Api<Pod> = match &namespace {
-        Some(ns) => kube::Api::namespaced(client.clone(), ns),
-        None => kube::Api::all(client.clone()),
-    };
     let policy = podline_client::retry::RetryPolicy::default();
-    let mut report = Released {
-        finalizers: RELEASED,
-        ..Released::default()
-    };
-    // Item by item: a pod whose metadata does not decode is reported, the rest released.
-    let listed = match podline_client::list::Pages::metadata(
-        &api,
-        kube::api::ListParams::default().limit(500),
+    let done = match podline_client::finalizer::release_all(
+        &client,
+        namespace.as_deref(),
+        &is_podline_finalizer,
+        &policy,
     )
-    .all(&policy, "list pods")
     .await
     {
-        Ok(listed) => listed,
+        Ok(done) => done,
         Err(err) => {
             eprintln!(
                 "error: cannot list pods: {}",
@@ -222,50 +205,12 @@ async fn release_all(
             return Ok(exit::code(exit::ERROR));
         }
     };
-    report.pods = listed.items.len() + listed.skipped.len();
-    report.failed.extend(listed.skipped.iter().map(|skipped| {
-        format!(
-            "{}: its metadata does not decode ({}); any finalizer on it is left",
-            skipped.object_name(),
-            skipped.error
-        )
-    }));
-    let carrying: Vec<_> = listed
-        .items
-        .into_iter()
-        .map(|p| p.metadata)
-        .filter(|m| {
-            m.finalizers
-                .iter()
-                .flatten()
-                .any(|f| is_podline_finalizer(f))
-        })
-        .collect();
-    let release_policy = policy.clone().with_max_attempts(RELEASE_ATTEMPTS);
-    let results: Vec<(String, Result<Removed, String>)> = futures::stream::iter(carrying)
-        .map(|meta| {
-            let client = client.clone();
-            let policy = &release_policy;
-            async move {
-                let who = format!(
-                    "{}/{}",
-                    meta.namespace.as_deref().unwrap_or_default(),
-                    meta.name.as_deref().unwrap_or_default()
-                );
-                let result = release(&client, policy, meta).await;
-                (who, result)
-            }
-        })
-        .buffer_unordered(RELEASE_CONCURRENCY)
-        .collect()
-        .await;
-    for (who, result) in results {
-        match result {
-            Ok(Removed::Removed) => report.released += 1,
-            Ok(Removed::Absent | Removed::Gone) => {}
-            Err(err) => report.failed.push(format!("{who}: {err}")),
-        }
-    }
+    let report = Released {
+        finalizers: RELEASED,
+        pods: done.pods,
+        released: done.released,
+        failed: done.failed,
+    };
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Output::Yaml => print!("{}", serde_saphyr::to_string(&report)?),
@@ -289,41 +234,4 @@ async fn release_all(
     } else {
         exit::code(exit::ERROR)
     })
-}
-
-/// Removes each podline finalizer ([`is_podline_finalizer`]) that the pod `meta` describes
-/// carries, retrying transient errors: [`Removed::Removed`] if any was removed,
-/// [`Removed::Gone`] if the pod went first.
-async fn release(
-    client: &kube::Client,
-    policy: &podline_client::retry::RetryPolicy,
-    mut meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> Result<podline_client::finalizer::Removed, String> {
-    use podline_client::finalizer::{Removed, remove};
-
-    let ours: Vec<String> = meta
-        .finalizers
-        .iter()
-        .flatten()
-        .filter(|f| is_podline_finalizer(f))
-        .cloned()
-        .collect();
-    let mut outcome = Removed::Absent;
-    for finalizer in &ours {
-        let removed = podline_client::retry::retry(policy, "remove finalizer", || {
-            remove(client, &meta, finalizer)
-        })
-        .await
-        .map_err(|err| podline_client::error::Chain(&err).to_string())?;
-        match removed {
-            Removed::Gone => return Ok(Removed::Gone),
-            Removed::Removed => outcome = Removed::Removed,
-            Removed::Absent => {}
-        }
-        // The next removal's index test must see this one's result: drop it locally.
-        if let Some(list) = meta.finalizers.as_mut() {
-            list.retain(|f| f != finalizer);
-        }
-    }
-    Ok(outcome)
 }
