@@ -52,9 +52,8 @@ use tokio::sync::mpsc;
 use podline_sim_core::cluster::Cluster;
 use podline_sim_core::kubelet::ContainerContext;
 
+use super::exec_fault::{ExecFault, ExecFaultKind, Verdict};
 use super::{AppState, RequestInfo};
-use crate::fault::exec::Verdict;
-use crate::fault::{ExecFault, ExecFaultKind};
 use crate::status::ApiError;
 
 /// The annotation prefix that scripts an exec's answer when the sim runs no processes.
@@ -330,7 +329,7 @@ struct Session {
     v5: bool,
     params: ExecParams,
     container: String,
-    /// A stream fault the fault layer put on this session (`crate::fault::exec`).
+    /// A stream fault the fault layer put on this session (`super::exec_fault`).
     fault: Option<ExecFault>,
 }
 

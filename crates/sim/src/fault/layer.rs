@@ -19,11 +19,11 @@ use axum::response::Response;
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame};
 
-use super::exec::{ExecFault, ExecFaultKind};
 use super::handle::FaultHandle;
 use super::plan::{FaultAction, MalformField, glob_match};
 use super::transport::{Connection, ResetStream};
 use crate::api::RequestInfo;
+use crate::api::exec_fault::{ExecFault, ExecFaultKind};
 use crate::status::{ApiError, ErrorResponse};
 
 /// Bytes sent when a reset fires between events: the connection is cut in the middle of them,
@@ -179,7 +179,7 @@ pub async fn fault_layer(State(faults): State<FaultHandle>, req: Request, next: 
     }
 }
 
-/// The exec/attach form of a stream fault (see [`super::exec`]); None for the others, which
+/// The exec/attach form of a stream fault (see `crate::api::exec_fault`); None for the others, which
 /// act on exec requests as on any request.
 fn exec_fault(action: &FaultAction, ctl: Option<Arc<dyn Connection>>) -> Option<ExecFault> {
     let (kind, frames, bytes) = match *action {
@@ -197,7 +197,8 @@ fn exec_fault(action: &FaultAction, ctl: Option<Arc<dyn Connection>>) -> Option<
         } => (ExecFaultKind::Reset, after_events, after_bytes),
         _ => return None,
     };
-    Some(ExecFault::new(kind, frames, bytes, ctl))
+    let cut = ctl.map(|ctl| -> crate::api::exec_fault::Cut { Arc::new(move || ctl.kill()) });
+    Some(ExecFault::new(kind, frames, bytes, cut))
 }
 
 /// Garbles `object` per `field` if its name matches `glob`; says whether it did.

@@ -5,13 +5,11 @@
 //! and honours, so this module never names the server.
 
 pub mod control;
-pub mod exec;
 mod handle;
 pub mod layer;
 pub mod plan;
 mod transport;
 
-pub use exec::{ExecFault, ExecFaultKind};
 pub use handle::FaultHandle;
 pub use plan::{FaultAction, FaultPlan, FaultRule, FaultVerb, MalformField};
 pub use transport::{Connection, ResetStream};

@@ -1,7 +1,7 @@
 //! Stream faults on `pods/exec` and `pods/attach`. Their output is not a response body but
-//! WebSocket frames on the upgraded connection, so the fault layer cannot wrap it: it hands the
-//! exec handler an [`ExecFault`] (a request extension), and the handler passes every frame it
-//! sends through [`ExecFault::admit`].
+//! WebSocket frames on the upgraded connection, so the fault layer (`crate::fault`, a layer
+//! above this one) cannot wrap it: it hands the exec handler an [`ExecFault`] (a request
+//! extension), and the handler passes every frame it sends through [`ExecFault::admit`].
 //!
 //! As on a log stream, `after_events` counts output: here the frames carrying stdout or stderr
 //! data (the empty frame that opens the streams, and the error channel's Status, do not count).
@@ -12,7 +12,8 @@
 
 use std::sync::Arc;
 
-use super::transport::Connection;
+/// Cuts the session's TCP connection (RST), whatever is in flight.
+pub type Cut = Arc<dyn Fn() + Send + Sync>;
 
 /// What an exec fault does once its count is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +32,7 @@ pub struct ExecFault {
     kind: ExecFaultKind,
     after_frames: Option<u64>,
     after_bytes: Option<u64>,
-    ctl: Option<Arc<dyn Connection>>,
+    cut: Option<Cut>,
     frames: u64,
     bytes: u64,
 }
@@ -59,12 +60,12 @@ pub enum Verdict {
 
 impl ExecFault {
     /// A fault of `kind` after `after_frames` output frames or `after_bytes` output bytes
-    /// (whichever comes first; neither: at once), on the connection `ctl` (None in process).
+    /// (whichever comes first; neither: at once); `cut` cuts the connection (None in process).
     pub fn new(
         kind: ExecFaultKind,
         after_frames: Option<u64>,
         after_bytes: Option<u64>,
-        ctl: Option<Arc<dyn Connection>>,
+        cut: Option<Cut>,
     ) -> Self {
         let after_frames = if after_bytes.is_none() {
             Some(after_frames.unwrap_or(0))
@@ -75,7 +76,7 @@ impl ExecFault {
             kind,
             after_frames,
             after_bytes,
-            ctl,
+            cut,
             frames: 0,
             bytes: 0,
         }
@@ -107,9 +108,9 @@ impl ExecFault {
 
     /// Cuts the connection (RST) if there is one; says whether it did.
     pub fn cut(&self) -> bool {
-        match &self.ctl {
-            Some(ctl) => {
-                ctl.kill();
+        match &self.cut {
+            Some(cut) => {
+                cut();
                 true
             }
             None => false,
