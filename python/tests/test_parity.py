@@ -37,7 +37,8 @@ HERE = Path(__file__).resolve().parent
 
 #: Fields kube-apiserver sets on a pod it creates (defaulting: SetDefaults_Pod and friends in
 #: pkg/apis/core/v1/defaults.go; admission: ServiceAccount, DefaultTolerationSeconds,
-#: Priority; the scheduler: nodeName). Removed from the read-back pod where KPO's has none.
+#: Priority; the scheduler: nodeName). Removed from the read-back pod where KPO's has none; so
+#: are the ServiceAccount admission's token volume and mounts (below).
 SERVER_POD_FIELDS = {
     "dnsPolicy",
     "enableServiceLinks",
@@ -58,6 +59,11 @@ SERVER_CONTAINER_FIELDS = {
 }
 #: DefaultTolerationSeconds admission: these two are added unless the pod has them.
 DEFAULT_TOLERATION_KEYS = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+#: ServiceAccount admission (plugin/pkg/admission/serviceaccount/admission.go): unless the
+#: pod or its account sets automountServiceAccountToken false, a projected volume named
+#: ``kube-api-access-<5 random>`` and its read-only mount at this path in every container.
+TOKEN_VOLUME_PREFIX = "kube-api-access-"
+TOKEN_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 SERVER_METADATA_FIELDS = {
     "creationTimestamp",
     "generation",
@@ -243,6 +249,13 @@ def parity_connection(sim: Sim, kube_default: None) -> Iterator[None]:
     except ApiException as err:
         if err.status != 409:
             raise
+    # The ServiceAccount a case names must exist too: the ServiceAccount admission refuses a
+    # pod whose account is unknown (403).
+    try:
+        sim.core().create_namespaced_service_account("default", {"metadata": {"name": "runner"}})
+    except ApiException as err:
+        if err.status != 409:
+            raise
     name = "AIRFLOW_CONN_PODLINE_PARITY"
     os.environ[name] = json.dumps({"conn_type": "kubernetes", "extra": {"namespace": "parity-ns"}})
     yield
@@ -315,12 +328,21 @@ def without_server_and_podline_fields(actual: dict[str, Any], expected: dict[str
         t for t in spec.get("tolerations") or []
         if t.get("key") not in DEFAULT_TOLERATION_KEYS or t.get("key") in wanted_tolerations
     ]
+    added = {
+        v.get("name") for v in spec.get("volumes") or []
+        if v.get("name", "").startswith(TOKEN_VOLUME_PREFIX)
+    } - {v.get("name") for v in want_spec.get("volumes") or []}
+    spec["volumes"] = [v for v in spec.get("volumes") or [] if v.get("name") not in added]
     for kind in ("containers", "initContainers"):
         wanted = {c.get("name"): c for c in want_spec.get(kind) or []}
         for container in spec.get(kind) or []:
             for key in SERVER_CONTAINER_FIELDS:
                 if key not in wanted.get(container.get("name"), {}):
                     container.pop(key, None)
+            container["volumeMounts"] = [
+                m for m in container.get("volumeMounts") or []
+                if not (m.get("name") in added and m.get("mountPath") == TOKEN_MOUNT_PATH)
+            ]
     return out
 
 

@@ -468,3 +468,202 @@ async fn every_namespace_gets_the_kube_root_ca_config_map() {
     }
     panic!("kube-root-ca.crt was not made again");
 }
+
+/// The projected volume the ServiceAccount admission adds (`TokenVolumeSource` in
+/// plugin/pkg/admission/serviceaccount/admission.go): a token for 3607 s
+/// (`WarnOnlyBoundTokenExpirationSeconds`), the `kube-root-ca.crt` ConfigMap's `ca.crt` and
+/// the namespace, mode 420.
+fn token_volume_source() -> Value {
+    json!({
+        "defaultMode": 420,
+        "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace",
+                "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
+        ]
+    })
+}
+
+/// The names of a created pod's volumes that the ServiceAccount admission added.
+fn token_volumes(pod: &Value) -> Vec<Value> {
+    pod["spec"]["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| {
+            v["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("kube-api-access-"))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The ServiceAccount admission (plugin/pkg/admission/serviceaccount/admission.go, kube 1.32):
+/// a pod whose account does not exist is 403 `error looking up service account NS/SA:
+/// serviceaccount "SA" not found` (`getServiceAccount` answers
+/// `errors.NewNotFound(api.Resource("serviceaccount"), name)`; `admission.NewForbidden` names
+/// the pod, by its `generateName` before a name is generated: apiserver's
+/// pkg/admission/errors.go `extractResourceName`). A pod naming none gets `default`, and
+/// `serviceAccount` (deprecated) says the same (pkg/apis/core/v1/conversion.go).
+#[tokio::test]
+async fn a_pod_whose_service_account_does_not_exist_is_forbidden() {
+    let t = Target::new().await;
+    let pods = t.core_path("pods");
+    let mut pod = podline_conformance::pod("no-account");
+    pod["spec"]["serviceAccountName"] = json!("nobody");
+    let r = t.send_json(Method::POST, &pods, &pod).await;
+    let message = assert_status(&r, 403, "Forbidden");
+    let ns = t.namespace();
+    assert_eq!(
+        message,
+        format!(
+            "pods \"no-account\" is forbidden: error looking up service account {ns}/nobody: serviceaccount \"nobody\" not found"
+        )
+    );
+    let status = r.json();
+    assert_eq!(status["details"]["name"], "no-account", "{status}");
+    assert_eq!(status["details"]["kind"], "pods", "{status}");
+
+    let mut pod = podline_conformance::pod("");
+    pod["metadata"] = json!({"generateName": "gen-"});
+    pod["spec"]["serviceAccount"] = json!("ghost");
+    let r = t.send_json(Method::POST, &pods, &pod).await;
+    let message = assert_status(&r, 403, "Forbidden");
+    assert_eq!(
+        message,
+        format!(
+            "pods \"gen-\" is forbidden: error looking up service account {ns}/ghost: serviceaccount \"ghost\" not found"
+        )
+    );
+
+    let r = t
+        .send_json(
+            Method::POST,
+            &t.core_path("serviceaccounts"),
+            &json!({"metadata": {"name": "robot"}}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let mut pod = podline_conformance::pod("robot-pod");
+    pod["spec"]["serviceAccountName"] = json!("robot");
+    let r = t.send_json(Method::POST, &pods, &pod).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let created = r.json();
+    assert_eq!(created["spec"]["serviceAccountName"], "robot");
+    assert_eq!(created["spec"]["serviceAccount"], "robot");
+
+    let r = t
+        .send_json(Method::POST, &pods, &podline_conformance::pod("plain"))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let created = r.json();
+    assert_eq!(created["spec"]["serviceAccountName"], "default");
+    assert_eq!(created["spec"]["serviceAccount"], "default");
+}
+
+/// The ServiceAccount admission mounts the account's token (`mountServiceAccountToken` in
+/// plugin/pkg/admission/serviceaccount/admission.go): one projected volume named
+/// `kube-api-access-` and five characters of the name generator's alphabet
+/// (apiserver's pkg/storage/names), appended to the pod's volumes, and a read-only mount of it
+/// at `/var/run/secrets/kubernetes.io/serviceaccount` appended to every init container and
+/// container, except one that already mounts something at that path.
+#[tokio::test]
+async fn the_service_account_admission_mounts_the_token_volume() {
+    let t = Target::new().await;
+    let mut pod = podline_conformance::pod("mounted");
+    pod["spec"]["initContainers"] = json!([{"name": "init", "image": "busybox:1.36",
+        "command": ["true"]}]);
+    pod["spec"]["containers"] = json!([
+        {"name": "main", "image": "busybox:1.36", "command": ["true"],
+         "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]},
+        {"name": "own", "image": "busybox:1.36", "command": ["true"],
+         "volumeMounts": [{"name": "scratch",
+             "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]}
+    ]);
+    pod["spec"]["volumes"] = json!([{"name": "scratch", "emptyDir": {}}]);
+    let r = t.send_json(Method::POST, &t.core_path("pods"), &pod).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let created = r.json();
+    let volumes = created["spec"]["volumes"].as_array().expect("volumes");
+    assert_eq!(volumes.len(), 2, "{created}");
+    assert_eq!(volumes[0]["name"], "scratch");
+    let name = volumes[1]["name"].as_str().expect("name");
+    let suffix = name.strip_prefix("kube-api-access-").expect("prefix");
+    assert_eq!(suffix.len(), 5, "{name}");
+    assert!(
+        suffix
+            .chars()
+            .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)),
+        "{name}"
+    );
+    assert_eq!(volumes[1]["projected"], token_volume_source(), "{created}");
+    let mount = json!({"name": name, "readOnly": true,
+        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"});
+    assert_eq!(
+        created["spec"]["initContainers"][0]["volumeMounts"],
+        json!([mount])
+    );
+    assert_eq!(
+        created["spec"]["containers"][0]["volumeMounts"],
+        json!([{"name": "scratch", "mountPath": "/scratch"}, mount])
+    );
+    assert_eq!(
+        created["spec"]["containers"][1]["volumeMounts"],
+        json!([{"name": "scratch", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}])
+    );
+}
+
+/// `automountServiceAccountToken: false` on the pod, or else on its ServiceAccount, keeps the
+/// token volume out; the pod's own setting wins over the account's (`shouldAutomount` in
+/// plugin/pkg/admission/serviceaccount/admission.go). A pod without `imagePullSecrets` gets its
+/// account's.
+#[tokio::test]
+async fn automount_false_on_the_pod_or_its_account_keeps_the_token_out() {
+    let t = Target::new().await;
+    let pods = t.core_path("pods");
+    let mut pod = podline_conformance::pod("pod-says-no");
+    pod["spec"]["automountServiceAccountToken"] = json!(false);
+    let r = t.send_json(Method::POST, &pods, &pod).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let created = r.json();
+    assert!(token_volumes(&created).is_empty(), "{created}");
+    assert!(
+        created["spec"]["containers"][0]["volumeMounts"].is_null(),
+        "{created}"
+    );
+
+    let r = t
+        .send_json(
+            Method::POST,
+            &t.core_path("serviceaccounts"),
+            &json!({"metadata": {"name": "quiet"}, "automountServiceAccountToken": false,
+                "imagePullSecrets": [{"name": "registry"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let mut pod = podline_conformance::pod("account-says-no");
+    pod["spec"]["serviceAccountName"] = json!("quiet");
+    let r = t.send_json(Method::POST, &pods, &pod).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let created = r.json();
+    assert!(token_volumes(&created).is_empty(), "{created}");
+    assert_eq!(
+        created["spec"]["imagePullSecrets"],
+        json!([{"name": "registry"}])
+    );
+
+    let mut pod = podline_conformance::pod("pod-says-yes");
+    pod["spec"]["serviceAccountName"] = json!("quiet");
+    pod["spec"]["automountServiceAccountToken"] = json!(true);
+    pod["spec"]["imagePullSecrets"] = json!([{"name": "mine"}]);
+    let r = t.send_json(Method::POST, &pods, &pod).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let created = r.json();
+    assert_eq!(token_volumes(&created).len(), 1, "{created}");
+    assert_eq!(
+        created["spec"]["imagePullSecrets"],
+        json!([{"name": "mine"}])
+    );
+}

@@ -97,9 +97,12 @@ async fn a_claim_without_access_modes_or_storage_is_invalid() {
     );
 }
 
-/// `ValidatePersistentVolumeClaimUpdate`: the spec of a claim cannot change after creation
-/// (other than a bound claim's requests); the message starts with this sentence (kube goes on
-/// with a diff of the specs).
+/// `ValidatePersistentVolumeClaimUpdate` (pkg/apis/core/validation/validation.go, 1.32): the
+/// spec of a claim cannot change after creation (other than a bound claim's requests); the
+/// detail is this sentence, a newline and `cmp.Diff(old, new)` of the internal specs: go-cmp's
+/// report, `  core.PersistentVolumeClaimSpec{`, `-` and `+` lines for the changed field, `  }`.
+/// go-cmp randomly writes some of its spaces as U+00A0 (github.com/google/go-cmp
+/// cmp/report_text.go), so only the report's shape is compared, spaces normalized.
 #[tokio::test]
 async fn a_claims_spec_is_immutable() {
     let t = Target::new().await;
@@ -118,13 +121,28 @@ async fn a_claims_spec_is_immutable() {
             patch.to_string().into_bytes(),
         )
         .await;
-    let message = assert_status(&r, 422, "Invalid");
-    assert!(
-        message.starts_with(
-            "PersistentVolumeClaim \"fixed\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims"
-        ),
-        "{message}"
+    let message = assert_status(&r, 422, "Invalid").replace('\u{a0}', " ");
+    let diff = message
+        .strip_prefix(
+            "PersistentVolumeClaim \"fixed\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n",
+        )
+        .unwrap_or_else(|| panic!("{message:?}"));
+    let lines: Vec<&str> = diff.lines().collect();
+    assert_eq!(
+        lines.first(),
+        Some(&"  core.PersistentVolumeClaimSpec{"),
+        "{diff}"
     );
+    assert_eq!(lines.last().map(|l| l.trim_end()), Some("  }"), "{diff}");
+    // The changed access mode on a `-` and a `+` line (go-cmp may print the field whole or
+    // diff the slice element by element).
+    let changed = |sign: &str, mode: &str| {
+        lines
+            .iter()
+            .any(|l| l.starts_with(sign) && l.contains(&format!("\"{mode}\"")))
+    };
+    assert!(changed("-", "ReadWriteOnce"), "{diff}");
+    assert!(changed("+", "ReadWriteMany"), "{diff}");
 }
 
 /// StorageClasses: `provisioner` is required; `reclaimPolicy` defaults to `Delete` and

@@ -164,6 +164,8 @@ struct Inner {
     kubelet_enabled: AtomicBool,
     /// See [`Cluster::set_watch_buffer`].
     watch_buffer: AtomicUsize,
+    /// See [`Cluster::set_root_ca`].
+    root_ca: std::sync::OnceLock<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -203,6 +205,7 @@ impl Cluster {
                 event_index: Mutex::new(HashMap::new()),
                 kubelet_enabled: AtomicBool::new(false),
                 watch_buffer: AtomicUsize::new(DEFAULT_WATCH_BUFFER),
+                root_ca: std::sync::OnceLock::new(),
             }),
         };
         for ns in INITIAL_NAMESPACES {
@@ -214,6 +217,17 @@ impl Cluster {
         // 410 Expired, not a replay of the initial namespaces.
         cluster.compact();
         cluster
+    }
+
+    /// Records the CA bundle the root-ca-cert-publisher publishes (the first one stays), so
+    /// that a namespace's `kube-root-ca.crt` can be made as the namespace is created.
+    pub fn set_root_ca(&self, ca: &str) {
+        let _ = self.inner.root_ca.set(ca.to_owned());
+    }
+
+    /// The CA bundle recorded by [`Cluster::set_root_ca`], if any.
+    pub fn root_ca(&self) -> Option<String> {
+        self.inner.root_ca.get().cloned()
     }
 
     /// A handle that does not keep the cluster alive (see [`WeakCluster`]).

@@ -14,6 +14,18 @@ pub mod volume_binder;
 
 use crate::cluster::Cluster;
 
+/// What the controllers do for a namespace just created, done before its create is answered:
+/// its `default` ServiceAccount and its `kube-root-ca.crt` (once the root CA is known). On a
+/// cluster these come a moment later, and a pod created in between waits for them (the
+/// ServiceAccount admission looks `default` up for up to two seconds; the kubelet retries the
+/// mount); doing it at once keeps a pod created right after its namespace from racing them.
+pub fn namespace_added(cluster: &Cluster, namespace: &str) {
+    service_account::ensure_default(cluster, namespace);
+    if let Some(ca) = cluster.root_ca() {
+        root_ca::publish(cluster, namespace, &ca);
+    }
+}
+
 /// Starts the garbage collector, the node lifecycle controller, the disruption controller, the
 /// serviceaccount controller, the volume binder and the pvc-protection controller of `cluster`; each ends by itself with the
 /// cluster.

@@ -87,6 +87,7 @@ fn resync(cluster: &Cluster, ca: &str) {
 /// Publishes `ca` into the namespaces that exist now, then follows namespaces and ConfigMaps.
 /// It ends by itself when the cluster is dropped.
 pub fn spawn(cluster: &Cluster, ca: String) -> JoinHandle<()> {
+    cluster.set_root_ca(&ca);
     // Watches "from now" never fail.
     let namespaces = cluster.namespace_table().start_watch(WatchFrom::Now);
     let maps = cluster.config_map_table().start_watch(WatchFrom::Now);

@@ -8,44 +8,18 @@
 //! controller, [`spawn`] makes the accounts of the namespaces that exist already before it
 //! returns, so the sim's initial namespaces have theirs before the API serves its first request.
 
-use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
-use crate::cluster::{ChangeKind, Cluster, WatchFrom, Write, now_time};
+use crate::cluster::{ChangeKind, Cluster, WatchFrom};
 
 /// The name of the account every namespace gets.
-pub const DEFAULT: &str = "default";
+pub const DEFAULT: &str = crate::kinds::service_account::DEFAULT_ACCOUNT;
 
 /// Makes the `default` ServiceAccount of `namespace` unless it exists, or the namespace is gone
 /// or being deleted. Returns whether it made one.
 pub fn ensure_default(cluster: &Cluster, namespace: &str) -> bool {
-    if !cluster.namespace_exists(namespace) || super::namespace::is_terminating(cluster, namespace)
-    {
-        return false;
-    }
-    let account = ServiceAccount {
-        metadata: ObjectMeta {
-            name: Some(DEFAULT.to_owned()),
-            namespace: Some(namespace.to_owned()),
-            uid: Some(uuid::Uuid::new_v4().to_string()),
-            creation_timestamp: Some(now_time()),
-            ..ObjectMeta::default()
-        },
-        ..ServiceAccount::default()
-    };
-    cluster
-        .service_account_table()
-        .write(
-            (namespace.to_owned(), DEFAULT.to_owned()),
-            |current| match current {
-                Some(_) => Err(()),
-                None => Ok((Write::Create(account), ())),
-            },
-            |_, _| {},
-        )
-        .is_ok()
+    crate::kinds::service_account::make_default(cluster, namespace)
 }
 
 /// Makes the accounts of the namespaces that exist now, then starts the controller, which
@@ -116,7 +90,7 @@ fn resync(cluster: &Cluster) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::HistoryLimits;
+    use crate::cluster::{HistoryLimits, Write};
     use std::time::Duration;
 
     fn account_exists(cluster: &Cluster, namespace: &str) -> bool {

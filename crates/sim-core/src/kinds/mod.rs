@@ -1,7 +1,7 @@
 //! One unit per resource kind: [`ApiKind`] (in `api_kind.rs`, with the impls of the kinds that
 //! need no more) is how the API's generic handlers reach a kind's table and admission; a kind
 //! with more to it has its own module ([`pod`], `disruption_budget`, `secret`, `config_map`,
-//! `service_account`, [`priority_class`], [`storage_class`], [`volume_claim`]).
+//! [`service_account`], [`priority_class`], [`storage_class`], [`volume_claim`]).
 //!
 //! The trait is defined in a child of this module, not here, so the kinds' modules name a
 //! sibling, not their parent (the workspace's no-module-cycle test counts a child naming its
@@ -13,7 +13,7 @@ mod disruption_budget;
 pub mod pod;
 pub mod priority_class;
 mod secret;
-mod service_account;
+pub mod service_account;
 pub mod storage_class;
 pub mod volume_claim;
 

@@ -20,7 +20,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, StatusDetails};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::ApiKind;
 use crate::cluster::{Cluster, Kind, Table, Write, now_time};
@@ -154,25 +154,10 @@ pub fn ensure_system_classes(cluster: &Cluster) {
     }
 }
 
-/// A 403 Forbidden of the Priority admission about the pod `name`.
-fn forbidden(name: &str, why: String) -> ApiError {
-    let subject = if name.is_empty() {
-        "pods is forbidden".to_owned()
-    } else {
-        format!("pods \"{name}\" is forbidden")
-    };
-    let mut err = ApiError::new(403, "Forbidden", format!("{subject}: {why}"));
-    err.details = Some(Box::new(StatusDetails {
-        name: (!name.is_empty()).then(|| name.to_owned()),
-        kind: Some("pods".to_owned()),
-        ..StatusDetails::default()
-    }));
-    err
-}
-
 /// The Priority admission of a pod being created (see the module docs).
 pub(crate) fn admit_pod_priority(cluster: &Cluster, pod: &mut Pod) -> Result<(), ApiError> {
-    let name = pod.metadata.name.clone().unwrap_or_default();
+    let meta = pod.metadata.clone();
+    let forbidden = |why: String| super::service_account::pod_forbidden(&meta, &why);
     let Some(spec) = pod.spec.as_mut() else {
         return Ok(());
     };
@@ -181,10 +166,9 @@ pub(crate) fn admit_pod_priority(cluster: &Cluster, pod: &mut Pod) -> Result<(),
         Some(class_name) => match cluster.priority_class_table().get("", class_name) {
             Some(stored) => Some(stored.decode()),
             None => {
-                return Err(forbidden(
-                    &name,
-                    format!("no PriorityClass with name {class_name} was found"),
-                ));
+                return Err(forbidden(format!(
+                    "no PriorityClass with name {class_name} was found"
+                )));
             }
         },
         // The global default with the lowest value, if any.
@@ -200,12 +184,9 @@ pub(crate) fn admit_pod_priority(cluster: &Cluster, pod: &mut Pod) -> Result<(),
     if let Some(own) = spec.priority
         && own != priority
     {
-        return Err(forbidden(
-            &name,
-            format!(
-                "the integer value of priority ({own}) must not be provided in pod spec; priority admission controller computed {priority} from the given PriorityClass name"
-            ),
-        ));
+        return Err(forbidden(format!(
+            "the integer value of priority ({own}) must not be provided in pod spec; priority admission controller computed {priority} from the given PriorityClass name"
+        )));
     }
     spec.priority = Some(priority);
     if let Some(class) = class {
@@ -216,12 +197,9 @@ pub(crate) fn admit_pod_priority(cluster: &Cluster, pod: &mut Pod) -> Result<(),
             if let Some(own) = spec.preemption_policy.as_deref()
                 && own != policy
             {
-                return Err(forbidden(
-                    &name,
-                    format!(
-                        "the string value of PreemptionPolicy ({own}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
-                    ),
-                ));
+                return Err(forbidden(format!(
+                    "the string value of PreemptionPolicy ({own}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
+                )));
             }
             spec.preemption_policy = Some(policy);
         }

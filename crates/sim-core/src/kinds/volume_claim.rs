@@ -12,8 +12,8 @@
 //!   `ReadWriteOncePod`; `spec.resources[storage]` is required and greater than zero;
 //!   `volumeMode` is `Block` or `Filesystem`; a `storageClassName` is a DNS subdomain.
 //! - `ValidatePersistentVolumeClaimUpdate`: the spec may not change after creation except
-//!   `resources.requests` of a bound claim (kube appends a diff of the specs to the message; the
-//!   sim sends only its first sentence). A write of the main resource keeps the status and a
+//!   `resources.requests` of a bound claim; the message ends with a diff of the specs, as
+//!   kube's (go-cmp's report, approximated: see `spec_diff`). A write of the main resource keeps the status and a
 //!   status write keeps the spec (pkg/registry/core/persistentvolumeclaim/strategy.go).
 //! - The DefaultStorageClass admission (plugin/pkg/admission/storage/storageclass/setdefault):
 //!   a claim that names no class gets the default class's name, if there is a default class.
@@ -22,7 +22,9 @@
 //!   finalizer; `crate::controllers::claim_protection` removes it from a deleted claim no pod
 //!   uses. Binding is the job of `crate::controllers::volume_binder`.
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimStatus};
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::ApiKind;
@@ -118,10 +120,104 @@ impl ApiKind for PersistentVolumeClaim {
             new_spec.storage_class_name = None;
         }
         if new_spec != old_spec {
-            causes.forbidden("spec", SPEC_IMMUTABLE);
+            let diff = spec_diff(&old_spec, &new_spec);
+            causes.forbidden("spec", &format!("{SPEC_IMMUTABLE}\n{diff}"));
         }
         causes
     }
+}
+
+/// A field of `core.PersistentVolumeClaimSpec` as go-cmp prints it (types elided, as go-cmp
+/// does inside a struct whose type names them).
+fn go_value(spec: &PersistentVolumeClaimSpec, field: &str) -> String {
+    let ptr = |s: &Option<String>| s.as_ref().map_or("nil".to_owned(), |s| format!("&{s:?}"));
+    let opaque = |present: bool| if present { "&{...}" } else { "nil" }.to_owned();
+    match field {
+        "AccessModes" => spec
+            .access_modes
+            .as_ref()
+            .map_or("nil".to_owned(), |modes| {
+                let quoted: Vec<String> = modes.iter().map(|m| format!("{m:?}")).collect();
+                format!("{{{}}}", quoted.join(", "))
+            }),
+        "Selector" => opaque(spec.selector.is_some()),
+        "Resources" => "{...}".to_owned(),
+        "VolumeName" => format!("{:?}", spec.volume_name.as_deref().unwrap_or_default()),
+        "StorageClassName" => ptr(&spec.storage_class_name),
+        "VolumeMode" => ptr(&spec.volume_mode),
+        "DataSource" => opaque(spec.data_source.is_some()),
+        "DataSourceRef" => opaque(spec.data_source_ref.is_some()),
+        _ => ptr(&spec.volume_attributes_class_name),
+    }
+}
+
+/// Whether `field` differs between the two specs.
+fn field_differs(
+    old: &PersistentVolumeClaimSpec,
+    new: &PersistentVolumeClaimSpec,
+    field: &str,
+) -> bool {
+    match field {
+        "AccessModes" => old.access_modes != new.access_modes,
+        "Selector" => old.selector != new.selector,
+        "Resources" => old.resources != new.resources,
+        "VolumeName" => {
+            old.volume_name.as_deref().unwrap_or_default()
+                != new.volume_name.as_deref().unwrap_or_default()
+        }
+        "StorageClassName" => old.storage_class_name != new.storage_class_name,
+        "VolumeMode" => old.volume_mode != new.volume_mode,
+        "DataSource" => old.data_source != new.data_source,
+        "DataSourceRef" => old.data_source_ref != new.data_source_ref,
+        _ => old.volume_attributes_class_name != new.volume_attributes_class_name,
+    }
+}
+
+/// The fields of `core.PersistentVolumeClaimSpec`, in Go's order.
+const SPEC_FIELDS: [&str; 9] = [
+    "AccessModes",
+    "Selector",
+    "Resources",
+    "VolumeName",
+    "StorageClassName",
+    "VolumeMode",
+    "DataSource",
+    "DataSourceRef",
+    "VolumeAttributesClassName",
+];
+
+/// The diff kube appends to a refused spec change (`cmp.Diff(old, new)` of the internal
+/// specs, go-cmp's report): a `-` and a `+` line per changed field, the identical fields
+/// counted on one line. go-cmp's own report also shows some identical fields around the
+/// changes, aligns the values, and randomly uses U+00A0 for some spaces (so no client parses it).
+fn spec_diff(old: &PersistentVolumeClaimSpec, new: &PersistentVolumeClaimSpec) -> String {
+    let mut out = String::from("  core.PersistentVolumeClaimSpec{\n");
+    let mut identical = 0;
+    for field in SPEC_FIELDS {
+        if field == "AccessModes"
+            && let (Some(was), Some(now)) = (&old.access_modes, &new.access_modes)
+            && was != now
+        {
+            // go-cmp diffs a slice element by element, with the slice's type.
+            out.push_str("  \tAccessModes: []core.PersistentVolumeAccessMode{\n");
+            for (sign, modes, other) in [("-", was, now), ("+", now, was)] {
+                for mode in modes.iter().filter(|m| !other.contains(m)) {
+                    out.push_str(&format!("{sign} \t\t{mode:?},\n"));
+                }
+            }
+            out.push_str("  \t},\n");
+        } else if field_differs(old, new, field) {
+            out.push_str(&format!("- \t{field}: {},\n", go_value(old, field)));
+            out.push_str(&format!("+ \t{field}: {},\n", go_value(new, field)));
+        } else {
+            identical += 1;
+        }
+    }
+    if identical > 0 {
+        out.push_str(&format!("  \t... // {identical} identical fields\n"));
+    }
+    out.push_str("  }\n");
+    out
 }
 
 fn validate(claim: &PersistentVolumeClaim) -> Causes {
@@ -239,12 +335,22 @@ mod tests {
         let mut grown = claim(&["ReadWriteOnce"], Some("2Gi"));
         assert_eq!(
             messages(&grown.admit_update(&old, Part::Main)),
-            [format!("spec: Forbidden: {SPEC_IMMUTABLE}")]
+            [format!(
+                "spec: Forbidden: {SPEC_IMMUTABLE}\n  core.PersistentVolumeClaimSpec{{\n- \tResources: {{...}},\n+ \tResources: {{...}},\n  \t... // 8 identical fields\n  }}\n"
+            )]
         );
         old.status.as_mut().unwrap().phase = Some("Bound".to_owned());
         let mut grown = claim(&["ReadWriteOnce"], Some("2Gi"));
         assert!(grown.admit_update(&old, Part::Main).is_empty());
         let mut remoded = claim(&["ReadWriteMany"], Some("1Gi"));
-        assert_eq!(remoded.admit_update(&old, Part::Main).0.len(), 1);
+        let causes = remoded.admit_update(&old, Part::Main);
+        assert_eq!(causes.0.len(), 1);
+        assert!(
+            messages(&causes)[0].contains(
+                "\n  \tAccessModes: []core.PersistentVolumeAccessMode{\n- \t\t\"ReadWriteOnce\",\n+ \t\t\"ReadWriteMany\",\n  \t},\n"
+            ),
+            "{:?}",
+            messages(&causes)
+        );
     }
 }

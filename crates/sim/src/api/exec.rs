@@ -52,6 +52,7 @@ use tokio::sync::mpsc;
 use podline_sim_core::cluster::Cluster;
 use podline_sim_core::kubelet::ContainerContext;
 
+use super::exec_fault::{ExecFault, ExecFaultKind, Verdict};
 use super::{AppState, RequestInfo};
 use crate::status::ApiError;
 
@@ -213,6 +214,7 @@ async fn serve(
         v5: translated,
         params,
         container,
+        fault: parts.extensions.remove::<ExecFault>(),
     };
     let cluster = state.cluster().clone();
     Ok(upgrade
@@ -327,6 +329,80 @@ struct Session {
     v5: bool,
     params: ExecParams,
     container: String,
+    /// A stream fault the fault layer put on this session (`super::exec_fault`).
+    fault: Option<ExecFault>,
+}
+
+/// The length of the stdout/stderr data a frame carries (0 for any other frame).
+fn output_len(msg: &Message) -> usize {
+    match msg {
+        Message::Binary(b) => match b.split_first() {
+            Some((&(STDOUT | STDERR), rest)) => rest.len(),
+            _ => 0,
+        },
+        Message::Text(t) => match t.as_str().as_bytes().split_first() {
+            Some((b'1' | b'2', rest)) => rest.len() / 4 * 3,
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
+
+/// Pause between the last frame sent and a cut, so the client has read it (a reset makes the
+/// peer's kernel discard unread data).
+const CUT_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Sends the session's frames from `out_rx` to the client, through `fault` if any. A stalled
+/// session keeps the connection open until `client_gone` fires.
+async fn write_frames(
+    mut sink: futures::stream::SplitSink<WebSocket, Message>,
+    mut out_rx: mpsc::Receiver<Message>,
+    mut fault: Option<ExecFault>,
+    client_gone: std::sync::Arc<tokio::sync::Notify>,
+) {
+    let mut stalled = false;
+    while let Some(msg) = out_rx.recv().await {
+        if stalled {
+            continue;
+        }
+        let close = matches!(msg, Message::Close(_));
+        let verdict = match fault.as_mut() {
+            Some(f) => f.admit(output_len(&msg)),
+            None => Verdict::Send,
+        };
+        let (send, act) = match verdict {
+            Verdict::Send => (true, None),
+            Verdict::SendThenAct(kind) => (true, Some(kind)),
+            Verdict::Act(kind) => (false, Some(kind)),
+        };
+        if send && (sink.send(msg).await.is_err() || (close && act.is_none())) {
+            break;
+        }
+        match act {
+            None => {}
+            Some(ExecFaultKind::Stall) => stalled = true,
+            Some(ExecFaultKind::EndEarly) => {
+                let _ = sink
+                    .send(Message::Close(Some(CloseFrame {
+                        code: axum::extract::ws::close_code::NORMAL,
+                        reason: "".into(),
+                    })))
+                    .await;
+                break;
+            }
+            Some(ExecFaultKind::Reset) => {
+                let _ = sink.flush().await;
+                tokio::time::sleep(CUT_DELAY).await;
+                // Without a connection to cut (in process), the socket is just closed.
+                let _ = fault.as_ref().map(ExecFault::cut);
+                break;
+            }
+        }
+    }
+    if stalled {
+        client_gone.notified().await;
+    }
+    let _ = sink.close().await;
 }
 
 /// What ended the command: the Status JSON written on the error channel.
@@ -385,17 +461,15 @@ impl Session {
     }
 
     async fn run(self, socket: WebSocket, answer: Answer, cluster: Cluster) {
-        let (mut sink, mut incoming) = socket.split();
-        let (out_tx, mut out_rx) = mpsc::channel::<Message>(64);
-        let writer = tokio::spawn(async move {
-            while let Some(msg) = out_rx.recv().await {
-                let close = matches!(msg, Message::Close(_));
-                if sink.send(msg).await.is_err() || close {
-                    break;
-                }
-            }
-            let _ = sink.close().await;
-        });
+        let (sink, mut incoming) = socket.split();
+        let (out_tx, out_rx) = mpsc::channel::<Message>(64);
+        let client_gone = std::sync::Arc::new(tokio::sync::Notify::new());
+        let writer = tokio::spawn(write_frames(
+            sink,
+            out_rx,
+            self.fault.clone(),
+            client_gone.clone(),
+        ));
         let first = if self.params.stdout {
             STDOUT
         } else if self.params.stderr {
@@ -410,6 +484,7 @@ impl Session {
         let (gone_tx, gone_rx) = tokio::sync::oneshot::channel::<()>();
         let reader = tokio::spawn(async move {
             let _gone = gone_tx;
+            let _notify = NotifyOnDrop(client_gone);
             while let Some(Ok(msg)) = incoming.next().await {
                 // x/net/websocket's `Message.Receive` into bytes takes text and binary frames
                 // alike (the Python client sends stdin as text frames).
@@ -630,6 +705,15 @@ impl Session {
             }
             Err(e) => internal_status(&format!("error executing command in container: {e}")),
         }
+    }
+}
+
+/// Wakes the writer of a stalled session when the reader ends (the client went away).
+struct NotifyOnDrop(std::sync::Arc<tokio::sync::Notify>);
+
+impl Drop for NotifyOnDrop {
+    fn drop(&mut self) {
+        self.0.notify_one();
     }
 }
 

@@ -16,6 +16,7 @@ mod delete;
 mod discovery;
 mod eviction;
 mod exec;
+pub mod exec_fault;
 mod filter;
 mod front;
 mod gojson;

@@ -529,11 +529,13 @@ fn create<K: ApiKind>(
         meta.deletion_grace_period_seconds = None;
         meta.managed_fields = None;
         meta.self_link = None;
-        if let Some(base) = &generate {
-            meta.name = Some(generate_name(base));
-        }
     }
+    // Admission plugins run before the registry generates a name, so their refusals name the
+    // object by its `generateName`.
     obj.admit_against(state.cluster())?;
+    if let Some(base) = &generate {
+        obj.meta_mut().name = Some(generate_name(base));
+    }
     let causes = obj.admit_create();
     let name = obj.meta().name.clone().unwrap_or_default();
     if !causes.is_empty() {
@@ -564,6 +566,9 @@ fn create<K: ApiKind>(
             None => Ok((Write::Create(candidate), ())),
         }) {
             Ok((Some(commit), ())) => {
+                if K::RESOURCE == "namespaces" && !K::NAMESPACED {
+                    podline_sim_core::controllers::namespace_added(state.cluster(), &name);
+                }
                 let mut response = json_response(StatusCode::CREATED, commit.event.json.clone());
                 response
                     .extensions_mut()

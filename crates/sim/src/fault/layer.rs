@@ -23,6 +23,7 @@ use super::handle::FaultHandle;
 use super::plan::{FaultAction, MalformField, glob_match};
 use super::transport::{Connection, ResetStream};
 use crate::api::RequestInfo;
+use crate::api::exec_fault::{ExecFault, ExecFaultKind};
 use crate::status::{ApiError, ErrorResponse};
 use crate::verb::Verb;
 
@@ -49,6 +50,14 @@ pub async fn fault_layer(State(faults): State<FaultHandle>, req: Request, next: 
     let ctl = req.extensions().get::<Arc<dyn Connection>>().cloned();
     let http2 = req.version() == http::Version::HTTP_2;
     let lines = info.subresource == "log";
+    if matches!(info.subresource.as_str(), "exec" | "attach")
+        && let Some(fault) = exec_fault(&action, ctl.clone())
+    {
+        // The session's frames are not the response body: the handler applies the fault.
+        let mut req = req;
+        req.extensions_mut().insert(fault);
+        return next.run(req).await;
+    }
     let streaming = info.verb == Verb::Watch
         || (info.subresource == "log" && crate::api::query_flag(req.uri().query(), "follow"));
     match action {
@@ -169,6 +178,28 @@ pub async fn fault_layer(State(faults): State<FaultHandle>, req: Request, next: 
             }
         }
     }
+}
+
+/// The exec/attach form of a stream fault (see `crate::api::exec_fault`); None for the others, which
+/// act on exec requests as on any request.
+fn exec_fault(action: &FaultAction, ctl: Option<Arc<dyn Connection>>) -> Option<ExecFault> {
+    let (kind, frames, bytes) = match *action {
+        FaultAction::Stall { after_events } => (ExecFaultKind::Stall, Some(after_events), None),
+        FaultAction::EndEarly { after_events } => {
+            (ExecFaultKind::EndEarly, Some(after_events), None)
+        }
+        FaultAction::Reset {
+            after_bytes,
+            after_events,
+        }
+        | FaultAction::ResetStream {
+            after_bytes,
+            after_events,
+        } => (ExecFaultKind::Reset, after_events, after_bytes),
+        _ => return None,
+    };
+    let cut = ctl.map(|ctl| -> crate::api::exec_fault::Cut { Arc::new(move || ctl.kill()) });
+    Some(ExecFault::new(kind, frames, bytes, cut))
 }
 
 /// Garbles `object` per `field` if its name matches `glob`; says whether it did.

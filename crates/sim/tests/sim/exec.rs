@@ -399,3 +399,162 @@ async fn kubectl_exec_works_against_an_http1_only_sim() {
     assert_eq!(out, "hi\n");
     sim.shutdown().await;
 }
+
+/// A command that prints five lines 0.3 s apart (so each is a frame of its own), then leaves
+/// a `DONE` file in `dir`.
+fn five_lines(dir: &std::path::Path) -> String {
+    format!(
+        "for i in 1 2 3 4 5; do echo line $i; sleep 0.3; done; touch {}/DONE",
+        dir.display()
+    )
+}
+
+/// Pushes a one-shot `action` on `pods/exec` and runs `kubectl exec` of [`five_lines`].
+async fn exec_with_fault(
+    name: &str,
+    action: podline_sim::FaultAction,
+) -> (Sim, tempfile::TempDir, tempfile::NamedTempFile) {
+    use podline_sim::FaultRule;
+    let sim = exec_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_pod(kc.path(), sleeper(name, dir.path())).await;
+    sim.faults()
+        .push(FaultRule::new(action).resource("pods/exec").times(1));
+    (sim, dir, kc)
+}
+
+/// What kubectl printed of [`five_lines`] before a fault after two frames: the first two lines,
+/// and never the last.
+fn cut_after_two(stdout: &str) {
+    assert!(stdout.starts_with("line 1\nline 2\n"), "{stdout:?}");
+    assert!(!stdout.contains("line 5"), "{stdout:?}");
+}
+
+/// `end_early` on an exec: after two output frames the sim closes the WebSocket normally,
+/// without the error channel's Status, while the command still runs: kubectl prints what came.
+/// The next exec (the rule spent) gets everything.
+#[tokio::test]
+async fn an_end_early_fault_cuts_an_exec_stream_after_n_frames() {
+    let (sim, dir, kc) = exec_with_fault(
+        "exec-end-early",
+        podline_sim::FaultAction::EndEarly { after_events: 2 },
+    )
+    .await;
+    let script = five_lines(dir.path());
+    let out = kubectl(
+        kc.path(),
+        &["exec", "exec-end-early", "--", "sh", "-c", &script],
+    )
+    .await;
+    cut_after_two(&String::from_utf8_lossy(&out.stdout));
+    assert!(sim.faults().list().is_empty(), "the exec met the rule");
+    let out = ok(&kubectl(
+        kc.path(),
+        &["exec", "exec-end-early", "--", "sh", "-c", &script],
+    )
+    .await);
+    assert_eq!(out, "line 1\nline 2\nline 3\nline 4\nline 5\n");
+    sim.shutdown().await;
+}
+
+/// `reset` on an exec: after two output frames the sim cuts the TCP connection; kubectl fails
+/// with what it had printed.
+#[tokio::test]
+async fn a_reset_fault_cuts_an_exec_connection_after_n_frames() {
+    let (sim, dir, kc) = exec_with_fault(
+        "exec-reset",
+        podline_sim::FaultAction::Reset {
+            after_bytes: None,
+            after_events: Some(2),
+        },
+    )
+    .await;
+    let script = five_lines(dir.path());
+    let out = kubectl(
+        kc.path(),
+        &["exec", "exec-reset", "--", "sh", "-c", &script],
+    )
+    .await;
+    assert!(!out.status.success(), "{out:?}");
+    cut_after_two(&String::from_utf8_lossy(&out.stdout));
+    sim.shutdown().await;
+}
+
+/// `stall` on an exec: after two output frames nothing more arrives, though the command ran to
+/// its end, and the connection stays open: kubectl waits (until the test kills it).
+#[tokio::test]
+async fn a_stall_fault_stalls_an_exec_stream_after_n_frames() {
+    use tokio::io::AsyncReadExt;
+    let (sim, dir, kc) = exec_with_fault(
+        "exec-stall",
+        podline_sim::FaultAction::Stall { after_events: 2 },
+    )
+    .await;
+    let script = five_lines(dir.path());
+    let mut child = kubectl_cmd(
+        kc.path(),
+        &["exec", "exec-stall", "--", "sh", "-c", &script],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("kubectl runs");
+    let done = dir.path().join("DONE");
+    assert!(
+        podline_testkit::wait_until(Duration::from_secs(20), || async { done.exists() }).await,
+        "the command never finished"
+    );
+    // Unstalled, kubectl would get the rest and the Status at once and exit.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "kubectl ended: the stream was not stalled"
+    );
+    child.kill().await.expect("kill kubectl");
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stdout)
+        .await
+        .expect("read stdout");
+    cut_after_two(&stdout);
+    sim.shutdown().await;
+}
+
+/// `kubectl exec -it` from a terminal (util-linux `script` gives kubectl one): kubectl asks for
+/// a TTY (`tty=true`), puts the terminal in raw mode and sends its size on the resize channel
+/// (4). The sim accepts both (it has no pseudo-terminal: the command's output comes back on
+/// stdout) and the command runs to its end.
+#[tokio::test]
+async fn kubectl_exec_with_a_tty_runs_the_command() {
+    let sim = exec_sim().await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_pod(kc.path(), sleeper("exec-tty", dir.path())).await;
+    let line = format!(
+        "kubectl --kubeconfig {} exec -it exec-tty -- sh -c 'echo from-the-tty-$((6*7))'",
+        kc.path().display()
+    );
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::process::Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("kubectl exec -it timed out")
+    .expect("script runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("from-the-tty-42"), "{stdout:?}");
+    assert!(
+        !stdout.contains("Unable to use a TTY"),
+        "kubectl had no terminal: {stdout:?}"
+    );
+    sim.shutdown().await;
+}

@@ -310,3 +310,49 @@ async fn a_claim_is_bound_at_once_and_a_missing_one_keeps_the_pod_pending() {
     );
     sim.shutdown().await;
 }
+
+/// The ServiceAccount admission's token volume is set up in exec mode as a kubelet sets it up:
+/// a process of the pod (here `kubectl exec`) reads, at
+/// `/var/run/secrets/kubernetes.io/serviceaccount`, a token, the cluster's CA bundle and its
+/// namespace.
+#[tokio::test]
+async fn an_exec_pod_reads_its_service_account_token_ca_and_namespace() {
+    if !podline_sim_core::kubelet::sandbox::can_mount() {
+        eprintln!("skipped: mount namespaces need root (docs/sim.md, exec mode)");
+        return;
+    }
+    let sim = exec_sim().await;
+    let client = podline_testkit::client(&sim).await;
+    let kc = podline_testkit::kubeconfig_file(&sim);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    create(
+        &pods,
+        serde_json::json!({
+            "metadata": {"name": "token-reader"},
+            "spec": {"restartPolicy": "Never", "containers": [
+                {"name": "main", "image": "busybox", "command": ["sleep", "60"]}]},
+        }),
+    )
+    .await;
+    let dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let script = format!(
+        "cat {dir}/namespace; echo; test -s {dir}/token && echo token; head -1 {dir}/ca.crt"
+    );
+    let seen = std::sync::Mutex::new(String::new());
+    let read = podline_testkit::wait_until(Duration::from_secs(20), || {
+        let kc = kc.path().to_owned();
+        let (seen, script) = (&seen, &script);
+        async move {
+            let out = kubectl(&kc, &["exec", "token-reader", "--", "sh", "-c", script]).await;
+            *seen.lock().unwrap() = format!("{out:?}");
+            String::from_utf8_lossy(&out.stdout) == "default\ntoken\n-----BEGIN CERTIFICATE-----\n"
+        }
+    })
+    .await;
+    assert!(
+        read,
+        "the pod did not read its token volume: {}",
+        seen.into_inner().unwrap()
+    );
+    sim.shutdown().await;
+}

@@ -26,10 +26,18 @@ pub fn default_pod(pod: &mut Pod) {
             .get_or_insert_with(|| "default-scheduler".to_owned());
         spec.termination_grace_period_seconds
             .get_or_insert(DEFAULT_GRACE_SECONDS);
-        spec.service_account_name
-            .get_or_insert_with(|| "default".to_owned());
-        spec.service_account
-            .get_or_insert_with(|| "default".to_owned());
+        // The deprecated `serviceAccount` is what the internal -> v1 conversion makes of
+        // `serviceAccountName` (pkg/apis/core/v1/conversion.go), which the ServiceAccount
+        // admission set.
+        if spec
+            .service_account_name
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty()
+        {
+            spec.service_account_name = spec.service_account.clone().filter(|n| !n.is_empty());
+        }
+        spec.service_account.clone_from(&spec.service_account_name);
         spec.security_context.get_or_insert_with(Default::default);
         spec.enable_service_links.get_or_insert(true);
         spec.priority.get_or_insert(0);
@@ -217,7 +225,7 @@ fn validate_deadline_update(causes: &mut Causes, new: &Pod, old: &Pod) {
 }
 
 /// Pods through the generic handlers: their table, their write path (the pod table's own), the
-/// Priority admission, and the pod strategy's defaults and update rules above.
+/// ServiceAccount and Priority admission, and the pod strategy's defaults and update rules above.
 impl ApiKind for Pod {
     const GROUP: &'static str = "";
     const HAS_STATUS: bool = true;
@@ -233,6 +241,8 @@ impl ApiKind for Pod {
         cluster.write_pod(namespace, name, decide)
     }
     fn admit_against(&mut self, cluster: &Cluster) -> Result<(), crate::status::ApiError> {
+        // kube-apiserver's plugin order: ServiceAccount before Priority.
+        super::service_account::admit_pod_service_account(cluster, self)?;
         super::priority_class::admit_pod_priority(cluster, self)
     }
     fn admit_create(&mut self) -> Causes {
