@@ -448,8 +448,13 @@ impl Launcher {
         let mut outcome = await_stage(&mut starting, &built.name, state, cancel).await;
         if outcome.is_ok() {
             result.timings.time_to_running_ms = Some(elapsed_ms(run.started));
-            sink.lifecycle(Lifecycle::Started, current_pod(state).as_ref().or(Some(pod)));
-            let followers = self.follow_logs(run, pod, state, sink.clone(), cancel).await;
+            sink.lifecycle(
+                Lifecycle::Started,
+                current_pod(state).as_ref().or(Some(pod)),
+            );
+            let followers = self
+                .follow_logs(run, pod, state, sink.clone(), cancel)
+                .await;
             let mut running = AwaitCompletion {
                 pod: &built.name,
                 main: &built.main_container,
@@ -526,7 +531,11 @@ impl Launcher {
             },
         };
         let latest = current_pod(state);
-        let plan = selection::plan(&selection, latest.as_ref().unwrap_or(pod), &built.main_container);
+        let plan = selection::plan(
+            &selection,
+            latest.as_ref().unwrap_or(pod),
+            &built.main_container,
+        );
         for name in &plan.missing {
             tracing::warn!(pod = %built.name, container = %name, "the pod has no container of this name; its logs are not followed");
         }

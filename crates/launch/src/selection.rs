@@ -60,14 +60,28 @@ pub struct LogPlan {
 /// The plan for `pod` (its main container `main`) under `selection`.
 pub fn plan(selection: &LogSelection, pod: &Pod, main: &str) -> LogPlan {
     let spec = pod.spec.as_ref();
-    let regular: Vec<&Container> = spec.map(|s| s.containers.iter().collect()).unwrap_or_default();
+    let regular: Vec<&Container> = spec
+        .map(|s| s.containers.iter().collect())
+        .unwrap_or_default();
     let init: Vec<&Container> = spec
         .and_then(|s| s.init_containers.as_ref())
         .map(|c| c.iter().collect())
         .unwrap_or_default();
     let mut out = LogPlan::default();
-    let chosen_init = pick(&selection.init_containers, &init, false, main, &mut out.missing);
-    let chosen = pick(&selection.containers, &regular, true, main, &mut out.missing);
+    let chosen_init = pick(
+        &selection.init_containers,
+        &init,
+        false,
+        main,
+        &mut out.missing,
+    );
+    let chosen = pick(
+        &selection.containers,
+        &regular,
+        true,
+        main,
+        &mut out.missing,
+    );
     for c in chosen_init {
         if c.restart_policy.as_deref() == Some("Always") {
             out.concurrent.push(c.name.clone());
@@ -75,7 +89,8 @@ pub fn plan(selection: &LogSelection, pod: &Pod, main: &str) -> LogPlan {
             out.init_first.push(c.name.clone());
         }
     }
-    out.concurrent.extend(chosen.into_iter().map(|c| c.name.clone()));
+    out.concurrent
+        .extend(chosen.into_iter().map(|c| c.name.clone()));
     out.prefixed = out.init_first.len() + out.concurrent.len() > 1;
     out
 }
@@ -157,10 +172,7 @@ mod tests {
         Pod {
             spec: Some(PodSpec {
                 containers: vec![container("base", false), container("side", false)],
-                init_containers: Some(vec![
-                    container("setup", false),
-                    container("proxy", true),
-                ]),
+                init_containers: Some(vec![container("setup", false), container("proxy", true)]),
                 ..PodSpec::default()
             }),
             ..Pod::default()
@@ -192,6 +204,9 @@ mod tests {
             init_containers: Containers::Named(vec!["setup".into()]),
         };
         let p = plan(&one, &pod(), "base");
-        assert_eq!((p.init_first.len(), p.concurrent.len(), p.prefixed), (1, 0, false));
+        assert_eq!(
+            (p.init_first.len(), p.concurrent.len(), p.prefixed),
+            (1, 0, false)
+        );
     }
 }

@@ -142,7 +142,13 @@ async fn chosen_containers_should_each_be_resumed_exactly_after_cut_streams() {
     assert_eq!(sink.of("base"), expected);
     assert_eq!(sink.of("side"), expected);
     assert!(sink.of("quiet").is_empty(), "not chosen");
-    assert!(sink.lines.lock().unwrap().iter().all(|(_, prefixed, _)| *prefixed));
+    assert!(
+        sink.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(_, prefixed, _)| *prefixed)
+    );
     assert!(result.log_reconnects >= 12, "{}", result.log_reconnects);
     let events: Vec<Lifecycle> = sink.events.lock().unwrap().iter().map(|e| e.0).collect();
     assert_eq!(
