@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 sys.path.insert(0, __import__("os").path.join(__import__("os").path.dirname(__file__), "dags"))
 
+import podline_log_dags  # noqa: E402
 import podline_test_dags  # noqa: E402
 from airflow import __version__ as AIRFLOW_VERSION  # noqa: E402
 
@@ -18,7 +19,7 @@ AIRFLOW_2 = AIRFLOW_VERSION.startswith("2.")
 
 
 def main() -> None:
-    dag = getattr(podline_test_dags, sys.argv[1])
+    dag = getattr(podline_test_dags, sys.argv[1], None) or getattr(podline_log_dags, sys.argv[1])
     logical_date = datetime.fromisoformat(sys.argv[2]) if len(sys.argv) > 2 else None
     if logical_date is not None and logical_date.tzinfo is None:
         logical_date = logical_date.replace(tzinfo=timezone.utc)

@@ -43,9 +43,9 @@ def test_refusals_apply_only_to_values_podline_cannot_honour() -> None:
     assert _mapping.refusal("deferrable", False) is None
     assert _mapping.refusal("deferrable", None) is None
     assert _mapping.refusal("container_logs", True) is None
-    assert _mapping.refusal("container_logs", ["base", "sidecar"]) is not None
+    assert _mapping.refusal("container_logs", ["base", "sidecar"]) is None
     assert _mapping.refusal("callbacks", None) is None
-    assert _mapping.refusal("callbacks", [object]) is not None
+    assert _mapping.refusal("callbacks", [object]) is None
     assert _mapping.refusal("on_kill_action", "delete_pod") is None
     assert _mapping.refusal("on_kill_action", "keep_pod") is not None
     # Everything that shapes the pod is KPO's business: never refused.

@@ -45,8 +45,10 @@ def test_behaviour_names_only_kpo_parameters() -> None:
 
 
 def test_refused_values_name_the_parameter() -> None:
-    with pytest.raises(AirflowException, match=r"parameters callbacks, log_formatter"):
-        PodlineOperator(task_id="t", image="busybox", log_formatter=print, callbacks=[object])
+    with pytest.raises(AirflowException, match=r"parameter on_kill_action \(on_kill_action='keep_pod'"):
+        PodlineOperator(task_id="t", image="busybox", on_kill_action="keep_pod")
+    # KPO's log and callback parameters are podline's too now.
+    PodlineOperator(task_id="t", image="busybox", log_formatter=print, callbacks=[object])
     PodlineOperator(task_id="t", image="busybox", deferrable=True)  # PodlineTrigger
     # Pod-shaping parameters that used to be refused are KPO's now.
     PodlineOperator(task_id="t", image="busybox", deferrable=False, tolerations=[{"key": "gpu"}])
@@ -168,7 +170,14 @@ def test_the_run_request_follows_kpos_reading_of_the_parameters() -> None:
     assert req.reattach is False
     assert req.delete_grace == 10
     assert req.startup_timeout == 30 and req.schedule_timeout == 30  # KPO: schedule = startup
-    assert req.all_containers is True
+    # container_logs=True: every container but KPO's XCom sidecar, on podline's JSON stream.
+    assert req.log_flags == ("--log-format", "json")  # a pod without containers
+    pod = {"metadata": {"name": "x"}, "spec": {"containers": [
+        {"name": "base"}, {"name": "side"}, {"name": "airflow-xcom-sidecar"}]}}
+    req = op.run_request(kpo, pod, context(3, 2))
+    assert req.log_flags == (
+        "--log-format", "json", "--logs-container", "base", "--logs-container", "side"
+    )
     # Another try of the same task instance keeps the reattach key.
     again = op.run_request(kpo, {"metadata": {"name": "x"}}, context(4, 2))
     assert again.task_id == req.task_id

@@ -24,6 +24,7 @@ use crate::liveness::{LAUNCHER_LABEL, Liveness, ON_FINISH_ANNOTATION};
 use crate::logs::{self, LogConfig, LogSink};
 use crate::podwatch::{self, PodState, SharedPodWatches};
 use crate::report::TaskResult;
+use crate::selection::{self, Lifecycle, LogSelection};
 use crate::spec::{BuiltPod, LAUNCH_ID_LABEL, TASK_ID_LABEL, TaskSpec};
 use crate::wait::{self, StartStep, StartTracker};
 use crate::xcom;
@@ -63,6 +64,10 @@ pub struct LaunchConfig {
     pub logs: LogMode,
     /// Log-following knobs.
     pub log: LogConfig,
+    /// With [`LogMode::Main`] or [`LogMode::AllContainers`]: follow these containers instead
+    /// (chosen by name, init containers first; see [`crate::selection`]). `None`: as the mode
+    /// says.
+    pub log_selection: Option<LogSelection>,
     /// With a task id: attach to its live pod instead of creating a second one.
     pub reattach: bool,
     /// How many Warning events a failure report shows.
@@ -86,6 +91,7 @@ impl Default for LaunchConfig {
             delete_grace: None,
             logs: LogMode::Main,
             log: LogConfig::default(),
+            log_selection: None,
             reattach: false,
             warning_events: 5,
             finalizer: None,
@@ -279,6 +285,12 @@ impl Launcher {
         else {
             return result;
         };
+        let event = if result.reattached {
+            Lifecycle::Reattached
+        } else {
+            Lifecycle::Created
+        };
+        sink.lifecycle(event, Some(&pod));
         let mut state = subscribed
             .unwrap_or_else(|| podwatch::spawn(self.client.clone(), &built.namespace, &built.name));
 
@@ -291,7 +303,7 @@ impl Launcher {
             started,
             overall,
         };
-        let followed = self.follow(&run, &pod, &mut state, sink, cancel, &mut result);
+        let followed = self.follow(&run, &pod, &mut state, sink.clone(), cancel, &mut result);
         if let Err(panic) = catch_panic(followed).await {
             tracing::error!(pod = %built.name, panic = %panic, "the launch panicked; cleaning up the pod");
             result.exit_code = exit::LOST;
@@ -300,7 +312,9 @@ impl Launcher {
                 built.name
             ));
         }
+        sink.lifecycle(Lifecycle::Teardown, current_pod(&state).as_ref());
         self.clean_up(&run, &state, &mut result).await;
+        sink.lifecycle(Lifecycle::Cleanup, current_pod(&state).as_ref());
         result
     }
 
@@ -434,7 +448,13 @@ impl Launcher {
         let mut outcome = await_stage(&mut starting, &built.name, state, cancel).await;
         if outcome.is_ok() {
             result.timings.time_to_running_ms = Some(elapsed_ms(run.started));
-            let followers = self.follow_logs(run, pod, state, sink);
+            sink.lifecycle(
+                Lifecycle::Started,
+                current_pod(state).as_ref().or(Some(pod)),
+            );
+            let followers = self
+                .follow_logs(run, pod, state, sink.clone(), cancel)
+                .await;
             let mut running = AwaitCompletion {
                 pod: &built.name,
                 main: &built.main_container,
@@ -442,6 +462,7 @@ impl Launcher {
             };
             outcome = await_stage(&mut running, &built.name, state, cancel).await;
             if outcome.is_ok() {
+                sink.lifecycle(Lifecycle::Completed, current_pod(state).as_ref());
                 if xcom::has_sidecar(pod) {
                     self.read_xcom(run, state, result).await;
                 }
@@ -487,48 +508,70 @@ impl Launcher {
         }
     }
 
-    /// Starts one log follower per container the [`LogMode`] asks for.
-    fn follow_logs(
+    /// Starts one log follower per container the [`LogMode`] (or the configured
+    /// [`LogSelection`]) asks for; with init containers chosen, first reads their logs whole,
+    /// one after the other (they have all terminated once the pod started), so they come
+    /// before the others'. A cancel ends that read early; the caller's next stage sees it.
+    async fn follow_logs(
         &self,
         run: &Run<'_>,
         pod: &Pod,
         state: &watch::Receiver<PodState>,
         sink: Arc<dyn LogSink>,
+        cancel: &Cancel,
     ) -> Vec<(String, JoinHandle<u32>)> {
         let built = run.built;
-        let containers: Vec<(String, Option<String>)> = match self.config.logs {
-            LogMode::None => vec![],
-            LogMode::Main => vec![(built.main_container.clone(), None)],
-            LogMode::AllContainers => current_pod(state)
-                .as_ref()
-                .or(Some(pod))
-                .and_then(|p| p.spec.as_ref())
-                .map(|s| {
-                    s.containers
-                        .iter()
-                        .map(|c| (c.name.clone(), Some(c.name.clone())))
-                        .collect()
-                })
-                .unwrap_or_default(),
+        let selection = match (self.config.logs, &self.config.log_selection) {
+            (LogMode::None, _) => return vec![],
+            (_, Some(selection)) => selection.clone(),
+            (LogMode::Main, None) => LogSelection::default(),
+            (LogMode::AllContainers, None) => LogSelection {
+                containers: selection::Containers::All,
+                init_containers: selection::Containers::None,
+            },
         };
-        containers
-            .into_iter()
-            .map(|(container, prefix)| {
-                let follower = tokio::spawn(
-                    logs::follow(
-                        run.api.clone(),
-                        built.name.clone(),
-                        container.clone(),
-                        prefix,
-                        sink.clone(),
-                        state.clone(),
-                        self.config.log.clone(),
-                    )
-                    .in_current_span(),
-                );
-                (container, follower)
-            })
-            .collect()
+        let latest = current_pod(state);
+        let plan = selection::plan(
+            &selection,
+            latest.as_ref().unwrap_or(pod),
+            &built.main_container,
+        );
+        for name in &plan.missing {
+            tracing::warn!(pod = %built.name, container = %name, "the pod has no container of this name; its logs are not followed");
+        }
+        let spawn = |container: &String| {
+            let follower = tokio::spawn(
+                logs::follow(
+                    run.api.clone(),
+                    built.name.clone(),
+                    container.clone(),
+                    plan.prefixed.then(|| container.clone()),
+                    sink.clone(),
+                    state.clone(),
+                    self.config.log.clone(),
+                )
+                .in_current_span(),
+            );
+            (container.clone(), follower)
+        };
+        let seen = latest.as_ref().unwrap_or(pod);
+        for container in &plan.init_first {
+            // Once the pod has started, every init container that is not a sidecar has run to
+            // its end; one without a terminated status has not run at all (nothing to read).
+            if !init_terminated(seen, container) {
+                tracing::warn!(pod = %built.name, container = %container, "the init container has no terminated status; its log is not read");
+                continue;
+            }
+            let (_, mut follower) = spawn(container);
+            tokio::select! {
+                _ = &mut follower => {}
+                () = cancel.cancelled() => {
+                    follower.abort();
+                    return vec![];
+                }
+            }
+        }
+        plan.concurrent.iter().map(spawn).collect()
     }
 
     /// Fills the result from the pod's last state and how the run ended: the main container's
@@ -1009,6 +1052,16 @@ fn adopt_reattached(built: &mut BuiltPod, pod: &Pod, result: &mut TaskResult) {
     result.main_container = built.main_container.clone();
     result.reattached = true;
     tracing::info!(pod = %built.name, "reattached to the running pod of this task");
+}
+
+/// Whether `pod`'s init container `name` has terminated (a status says so).
+fn init_terminated(pod: &Pod, name: &str) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.init_container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|cs| cs.name == name && cs.state.as_ref().is_some_and(|s| s.terminated.is_some()))
 }
 
 /// Waits for the log followers of terminated containers after a completion (bounded: a

@@ -86,6 +86,7 @@ pub mod many;
 pub mod podwatch;
 pub mod reaper;
 pub mod report;
+pub mod selection;
 pub mod spec;
 pub mod wait;
 pub mod watched;
@@ -99,5 +100,6 @@ pub use liveness::{LAUNCHER_LABEL, Liveness, LivenessConfig, ON_FINISH_ANNOTATIO
 pub use logs::{BufferSink, LogConfig, LogSink, NullSink, StdoutSink};
 pub use many::{Keep, Summary, run_many, run_many_kept};
 pub use report::{ContainerResult, EventSummary, TaskResult, Timings};
+pub use selection::{Containers, Lifecycle, LogSelection};
 pub use spec::{BuiltPod, LAUNCH_ID_LABEL, PullPolicy, RUN_LABEL, TASK_ID_LABEL, TaskSpec};
 pub use wait::{StartStep, StartTracker, WaitingKind};

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use crate::dedup::{Dedup, split_timestamp};
 use crate::podwatch::PodState;
+use crate::selection::Lifecycle;
 use crate::wait::container_terminated;
 
 /// Where log lines go. Each call receives one whole line (prefix, text and newline), so lines
@@ -27,6 +28,29 @@ use crate::wait::container_terminated;
 pub trait LogSink: Send + Sync {
     /// Writes one line.
     fn write_line(&self, line: &[u8]);
+
+    /// One line of `container` (`text` without its newline; `complete` is false only for a last
+    /// line the container ended without a newline). The default writes `[container] ` (when
+    /// `prefixed`), the text and the newline with [`LogSink::write_line`]; a sink that keeps
+    /// the container apart (a wrapper's JSON stream) overrides it.
+    fn container_line(&self, container: &str, prefixed: bool, text: &[u8], complete: bool) {
+        let mut out = Vec::with_capacity(text.len() + container.len() + 4);
+        if prefixed {
+            out.extend_from_slice(b"[");
+            out.extend_from_slice(container.as_bytes());
+            out.extend_from_slice(b"] ");
+        }
+        out.extend_from_slice(text);
+        if complete {
+            out.push(b'\n');
+        }
+        self.write_line(&out);
+    }
+
+    /// A point in the run's life with the pod as it was then (`None`: not known, e.g. a pod
+    /// already gone). Ignored by default; a wrapper that calls hooks at these points (Airflow's
+    /// `KubernetesPodOperatorCallback`s) receives them in order.
+    fn lifecycle(&self, _event: Lifecycle, _pod: Option<&Pod>) {}
 }
 
 /// Writes to the process's stdout (the CLI's sink).
@@ -233,17 +257,8 @@ async fn read_stream(
                 };
                 if new {
                     progressed = true;
-                    let mut out = Vec::with_capacity(text.len() + 16);
-                    if let Some(p) = prefix {
-                        out.extend_from_slice(b"[");
-                        out.extend_from_slice(p.as_bytes());
-                        out.extend_from_slice(b"] ");
-                    }
-                    out.extend_from_slice(text);
-                    if complete {
-                        out.push(b'\n');
-                    }
-                    sink.write_line(&out);
+                    let container = params.container.as_deref().unwrap_or_default();
+                    sink.container_line(container, prefix.is_some(), text, complete);
                 }
             }
         }

@@ -94,17 +94,22 @@ BEHAVIOUR: dict[str, Behaviour] = {
     "startup_timeout_seconds": _same("podline's --startup-timeout"),
     "schedule_timeout_seconds": _same("podline's --schedule-timeout (default: the startup timeout)"),
     "get_logs": _same("the main container's lines go into the task log as they come"),
-    "container_logs": _refused(
-        "True: every container's lines, each prefixed with its name; podline cannot follow a "
-        "chosen subset yet",
-        None,
-        True,
+    "container_logs": _same(
+        "the containers whose lines go into the task log (True: all but the XCom sidecar, a "
+        "name or a list; default the base container), each followed by podline and resumed "
+        "exactly after a cut stream (podline's --logs-container; a name the pod lacks is "
+        "logged as an error, as KPO does)"
     ),
-    "init_container_logs": _refused("podline does not follow init containers' logs yet"),
-    "container_name_log_prefix_enabled": _ignored(
-        "podline prefixes lines with the container's name exactly when it follows several"
+    "init_container_logs": _same(
+        "the init containers whose logs go into the task log before the others, each whole, "
+        "in the pod's order (podline's --init-logs-container)"
     ),
-    "log_formatter": _refused("podline writes each line as the container wrote it"),
+    "container_name_log_prefix_enabled": _same(
+        "each line is logged as `[container] line` (KPO's format) when True, the default"
+    ),
+    "log_formatter": _same(
+        "called with (container name, line) for every line; its result is logged instead"
+    ),
     "skip_on_exit_code": _same("the main container's exit code"),
     "base_container_name": _same(
         "the task's outcome is this container's: the task ends when it terminates (a sidecar "
@@ -135,8 +140,17 @@ BEHAVIOUR: dict[str, Behaviour] = {
     "log_events_on_failure": _ignored("podline's failure report always has the Warning events"),
     "log_events_on_startup": _ignored("podline reports scheduling and pull problems itself"),
     "log_pod_spec_on_failure": _ignored("the pod's manifest is what KPO builds; not logged again"),
-    "callbacks": _refused("podline does not call KubernetesPodOperatorCallback classes yet"),
-    "progress_callback": _refused("podline does not call progress callbacks"),
+    "callbacks": _same(
+        "the KubernetesPodOperatorCallback classes are called in sync mode at KPO's points "
+        "(on_sync_client_creation, on_pod_manifest_created, on_pod_creation, on_pod_starting, "
+        "on_pod_completion, on_pod_teardown, on_pod_cleanup, progress_callback per line) with "
+        "V1Pod objects built from the pod podline reports on its JSON stream; KPO's client; "
+        "not called with deferrable=True"
+    ),
+    "progress_callback": _ignored(
+        "as in KPO 10.x, which stores it and never calls it (the callbacks' "
+        "progress_callback is called for every line)"
+    ),
     "xcom_sidecar_container_security_context": _same("the XCom sidecar's, in the pod (KPO)"),
 }
 
@@ -261,6 +275,9 @@ class RunRequest:
     schedule_timeout: int | None = None
     delete_grace: int | None = None
     all_containers: bool = False
+    #: ``podline run``'s log flags (containers, init containers, the JSON stream), from
+    #: :func:`podline._logs.select`.
+    log_flags: tuple[str, ...] = ()
 
     def argv(
         self,
@@ -289,6 +306,7 @@ class RunRequest:
             argv += ["--delete-grace", f"{self.delete_grace}s"]
         if self.all_containers:
             argv.append("--all-containers")
+        argv += list(self.log_flags)
         return argv
 
 

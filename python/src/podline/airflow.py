@@ -26,7 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from podline import _deferrable, _kpo_surface, _mapping
+from podline import _deferrable, _kpo_surface, _logs, _mapping
 from podline._binary import find_binary
 
 try:  # Airflow 3.x: the task SDK.
@@ -136,6 +136,8 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
         self._exit_code: int | None = None
         self._skip_codes: frozenset[int] = frozenset()
         self._get_logs = True
+        #: The task's reader of podline's JSON stream (logs and callbacks), set by execute.
+        self._log_stream: _logs.LogStream | None = None
         self._grace: int | None = None
 
     __init__.__signature__ = _init_signature()  # type: ignore[attr-defined]
@@ -267,7 +269,7 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
             startup_timeout=startup or 120,
             schedule_timeout=schedule,
             delete_grace=grace,
-            all_containers=bool(kpo.get_logs) and kpo.container_logs is True,
+            log_flags=tuple(_logs.select(kpo, pod).flags()),
         )
 
     # -- running ---------------------------------------------------------------------------
@@ -286,6 +288,7 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
         self._skip_codes = _mapping.skip_codes(kpo.skip_on_exit_code or None)
         self._get_logs = bool(kpo.get_logs)
         self._grace = request.delete_grace
+        stream = self._log_stream = self._new_log_stream(kpo, pod, context)
         binary = find_binary()
         # A private directory (0700) with private files (0600), removed at the end: the pod
         # (env values) and a connection's kubeconfig (credentials) never reach a command line.
@@ -301,8 +304,27 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
             )
             self.log.info("podline: %s", " ".join(argv))
             env = _environment(access, home=tmp)
-            result = self._run(argv, result_path, context, env, pod_file)
+            try:
+                result = self._run(argv, result_path, context, env, pod_file)
+            finally:
+                stream.finished(stream.pod_request)
         return self._outcome(result, context)
+
+    def _new_log_stream(self, kpo: Any, pod: Mapping[str, Any], context: Any) -> _logs.LogStream:
+        """The reader of ``podline run --log-format json`` for this task: KPO's log parameters
+        and callbacks (:mod:`podline._logs`); calls ``on_pod_manifest_created`` now."""
+        selection = _logs.select(kpo, pod)
+        stream = _logs.LogStream(
+            log=self.log,
+            kpo=kpo,
+            context=context,
+            operator=self,
+            show=selection.containers + selection.init_containers,
+        )
+        stream.report_missing(selection.missing, str(pod["metadata"]["name"]))
+        stream.pod_request = _logs.v1_pod(pod) if stream.callbacks else None
+        stream.manifest_created(stream.pod_request)
+        return stream
 
     def _run(
         self,
@@ -353,7 +375,9 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
                     open_streams -= 1
                 elif not isinstance(item, bool):
                     prefix, line = item
-                    if prefix or self._get_logs:
+                    if not prefix and self._log_stream is not None:
+                        self._log_stream.feed(line)
+                    elif prefix or self._get_logs:
                         self.log.info("%s%s", prefix, line)
             process.wait()
         finally:

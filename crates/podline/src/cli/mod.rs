@@ -15,6 +15,7 @@ pub mod reaper_flags;
 pub mod record;
 pub mod result_file;
 pub mod run;
+pub mod run_logs;
 pub mod settings;
 pub mod signal;
 pub mod sim;

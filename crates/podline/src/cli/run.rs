@@ -17,6 +17,7 @@ use podline_launch::{
 use crate::cli::duration;
 use crate::cli::exit::{self, usage};
 use crate::cli::result_file::ResultFile;
+use crate::cli::run_logs::{JsonLinesSink, LogFormat};
 use crate::cli::signal::Signal;
 use crate::cli::{ClusterFlags, NamespaceFlag, Output, OutputFlag};
 
@@ -119,6 +120,8 @@ pub struct RunArgs {
     /// Follow the logs of every container, each line prefixed with [container].
     #[arg(help_heading = "Lifecycle", long)]
     pub all_containers: bool,
+    #[command(flatten)]
+    pub log_flags: crate::cli::run_logs::LogFlags,
     /// Duration of this run's liveness Lease (whole seconds, 1s to 1h): if podline dies and
     /// stops renewing it, a reaper (`podline gc`, `podline record --reap`) deletes its pods once
     /// it is this old plus the reaper's grace.
@@ -375,6 +378,7 @@ impl RunArgs {
             on_finish: self.on_finish,
             delete_grace: self.delete_grace,
             logs,
+            log_selection: self.log_flags.selection(self.all_containers)?,
             log: LogConfig {
                 stall_timeout: self.log_stall_timeout,
                 ..LogConfig::default()
@@ -698,7 +702,14 @@ async fn run_tasks(
     }
 
     let structured = matches!(args.output.output, Output::Json | Output::Yaml);
-    let sink: Arc<dyn LogSink> = if structured {
+    let sink: Arc<dyn LogSink> = if args.log_flags.log_format == LogFormat::Json {
+        if structured {
+            return Err(usage(anyhow::anyhow!(
+                "--log-format json writes to stdout, where -o json|yaml writes the result: use --result-file for the result"
+            )));
+        }
+        Arc::new(JsonLinesSink)
+    } else if structured {
         Arc::new(StderrSink)
     } else {
         Arc::new(StdoutSink)
