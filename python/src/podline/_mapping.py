@@ -261,6 +261,9 @@ class RunRequest:
     schedule_timeout: int | None = None
     delete_grace: int | None = None
     all_containers: bool = False
+    #: Seconds the pod outlives podline's death for the next try to reattach (0: none), see
+    #: :mod:`podline._retry`.
+    keep_for_retry: int = 0
 
     def argv(
         self,
@@ -289,6 +292,8 @@ class RunRequest:
             argv += ["--delete-grace", f"{self.delete_grace}s"]
         if self.all_containers:
             argv.append("--all-containers")
+        if self.keep_for_retry:
+            argv += ["--keep-for-retry", f"{self.keep_for_retry}s"]
         return argv
 
 
