@@ -466,7 +466,12 @@ async fn pod_owners(pods: &Api<Pod>) -> Vec<(String, String, Vec<String>, bool)>
                 .map(|o| o.uid.clone())
                 .collect();
             let deleting = p.metadata.deletion_timestamp.is_some();
-            (p.metadata.name.unwrap_or_default(), launcher, owners, deleting)
+            (
+                p.metadata.name.unwrap_or_default(),
+                launcher,
+                owners,
+                deleting,
+            )
         })
         .collect()
 }
@@ -548,11 +553,17 @@ async fn keep_for_retry_should_hold_a_killed_runs_pod_past_the_bound_then_reap_i
         !alive("last-try").await
     })
     .await;
-    assert!(prompt_gone, "the pod of the run without a keep was not reaped");
+    assert!(
+        prompt_gone,
+        "the pod of the run without a keep was not reaped"
+    );
     let took = killed.elapsed();
     assert!(took <= Duration::from_secs(8), "took {took:?}");
     // The normal bound has passed: the kept pod is there, untouched.
-    assert!(alive("retried").await, "the kept pod was reaped within the normal bound");
+    assert!(
+        alive("retried").await,
+        "the kept pod was reaped within the normal bound"
+    );
     let held_gone = wait_until(Duration::from_secs(20), || async {
         !alive("retried").await
     })
@@ -560,7 +571,10 @@ async fn keep_for_retry_should_hold_a_killed_runs_pod_past_the_bound_then_reap_i
     let took = killed.elapsed();
     assert!(held_gone, "the kept pod outlived its keep-for-retry");
     // Lease 2 s + grace 1 s + keep 6 s, then a 500 ms pass and the delete.
-    assert!(took >= Duration::from_secs(9), "reaped before its keep: {took:?}");
+    assert!(
+        took >= Duration::from_secs(9),
+        "reaped before its keep: {took:?}"
+    );
     assert!(took <= Duration::from_secs(15), "took {took:?}");
 }
 
@@ -613,7 +627,10 @@ async fn a_retry_reattaching_to_a_held_pod_should_re_own_it() {
     let swept = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{swept}");
     let swept: serde_json::Value = serde_json::from_str(&swept).unwrap();
-    assert_eq!(swept["held"], serde_json::json!([format!("default/{old_name}")]));
+    assert_eq!(
+        swept["held"],
+        serde_json::json!([format!("default/{old_name}")])
+    );
     assert_eq!(swept["reaped"], serde_json::json!([]));
     assert_eq!(swept["undecided"], serde_json::json!([]));
 
@@ -626,7 +643,11 @@ async fn a_retry_reattaching_to_a_held_pod_should_re_own_it() {
         owners.len() == 1 && owners[0].1 != old_name && !owners[0].2.is_empty()
     })
     .await;
-    assert!(re_owned, "the reattached pod was not moved: {:?}", pod_owners(&pods).await);
+    assert!(
+        re_owned,
+        "the reattached pod was not moved: {:?}",
+        pod_owners(&pods).await
+    );
     let (_, new_name, owner_uids, _) = pod_owners(&pods).await.remove(0);
     let new = leases.get(&new_name).await.unwrap();
     assert_eq!(owner_uids, vec![new.metadata.uid.clone().unwrap()]);

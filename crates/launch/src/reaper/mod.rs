@@ -380,8 +380,7 @@ impl Reaper {
                     seen.extend(sweep.work.reaped.iter().cloned());
                     // Held Leases are decided (dead), but one whose keep ends within the
                     // limit is waited for and reaped.
-                    if tracker.undecided().is_empty()
-                        && !tracker.held_expiring_by(started + limit)
+                    if tracker.undecided().is_empty() && !tracker.held_expiring_by(started + limit)
                     {
                         break;
                     }
