@@ -1,7 +1,10 @@
 """Runs one test DAG with Airflow's own dag.test() and prints a RESULT line (JSON) with every
 task instance's state and XComs. A subprocess per DAG run, as a worker would be.
 
-Usage: run_dag.py DAG [LOGICAL_DATE [RUN_ID]]"""
+Usage: run_dag.py DAG [LOGICAL_DATE [RUN_ID]]
+
+DAG is an attribute of dags/podline_test_dags.py, or FILE.py::DAG_ID: a DAG file of its own
+(e.g. KubernetesPodOperator's example, fetched by the test)."""
 
 from __future__ import annotations
 
@@ -18,8 +21,25 @@ from airflow import __version__ as AIRFLOW_VERSION  # noqa: E402
 AIRFLOW_2 = AIRFLOW_VERSION.startswith("2.")
 
 
+def load(name: str) -> object:
+    """The DAG to run: ``FILE.py::DAG_ID`` from that file, else from podline_test_dags or
+    podline_log_dags."""
+    if "::" not in name:
+        return getattr(podline_test_dags, name, None) or getattr(podline_log_dags, name)
+    import importlib.util
+
+    path, dag_id = name.split("::", 1)
+    spec = importlib.util.spec_from_file_location("podline_dag_under_test", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    dags = [v for v in vars(module).values() if getattr(v, "dag_id", None) == dag_id]
+    assert dags, f"{path} defines no DAG {dag_id}"
+    return dags[0]
+
+
 def main() -> None:
-    dag = getattr(podline_test_dags, sys.argv[1], None) or getattr(podline_log_dags, sys.argv[1])
+    dag = load(sys.argv[1])
     logical_date = datetime.fromisoformat(sys.argv[2]) if len(sys.argv) > 2 else None
     if logical_date is not None and logical_date.tzinfo is None:
         logical_date = logical_date.replace(tzinfo=timezone.utc)

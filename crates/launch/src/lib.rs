@@ -96,7 +96,10 @@ pub use cleanup::OnFinish;
 pub use dedup::Dedup;
 pub use error::{ErrorKind, LaunchError, SpecError, StatusCause};
 pub use launcher::{Cancel, CancelReason, LaunchConfig, Launcher, LogMode, find_live_task_pod};
-pub use liveness::{LAUNCHER_LABEL, Liveness, LivenessConfig, ON_FINISH_ANNOTATION};
+pub use liveness::{
+    KEEP_FOR_RETRY_ANNOTATION, LAUNCHER_LABEL, Liveness, LivenessConfig, MAX_KEEP_FOR_RETRY,
+    ON_FINISH_ANNOTATION,
+};
 pub use logs::{BufferSink, LogConfig, LogSink, NullSink, StdoutSink};
 pub use many::{Keep, Summary, run_many, run_many_kept};
 pub use report::{ContainerResult, EventSummary, TaskResult, Timings};

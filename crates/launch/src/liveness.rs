@@ -14,6 +14,10 @@
 //!   reaper nor the collector touches it;
 //! - a pod the launcher decides to keep at the end (`delete-succeeded` after a failure) loses its
 //!   `ownerReference` before the Lease goes ([`crate::Launcher`]'s clean-up);
+//! - a task that will be retried (its launcher's [`LivenessConfig::with_keep_for_retry`]) has
+//!   its Lease annotated [`KEEP_FOR_RETRY_ANNOTATION`]: the reaper deletes that Lease, and so its
+//!   pods, only that long after it expired, so the retry can reattach to the pod; the retry's
+//!   launcher then moves the pod to its own Lease, and the old one's reaping no longer touches it;
 //! - on a clean exit the launcher deletes its Lease ([`Liveness::release`]) after its own
 //!   clean-up, with background propagation: a pod whose delete failed is collected.
 
@@ -49,11 +53,22 @@ pub const DEFAULT_RENEW_EVERY: Duration = Duration::from_secs(3);
 /// Longest Lease duration accepted (an hour: a longer one would let orphans live that long).
 pub const MAX_LEASE_DURATION: Duration = Duration::from_secs(3600);
 
+/// The annotation on a launcher's Lease saying how long, in whole seconds, its pods must
+/// survive the launcher's death before a reaper deletes them: the time a retry of the task
+/// (e.g. Airflow's next try, after its retry delay) needs to come and reattach to the pod. The
+/// reaper counts it on its own clock, after the Lease expired ([`crate::reaper::Tracker`]).
+pub const KEEP_FOR_RETRY_ANNOTATION: &str = "podline.io/keep-for-retry";
+
+/// Longest keep-for-retry accepted (a day, Airflow's cap on a retry delay): a pod of a dead
+/// launcher whose retry never comes lives at most this long past its Lease's expiry.
+pub const MAX_KEEP_FOR_RETRY: Duration = Duration::from_secs(24 * 3600);
+
 /// How long the Lease lives and how often it is renewed, checked against each other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LivenessConfig {
     duration: Duration,
     renew_every: Duration,
+    keep_for_retry: Duration,
 }
 
 impl Default for LivenessConfig {
@@ -61,6 +76,7 @@ impl Default for LivenessConfig {
         Self {
             duration: DEFAULT_LEASE_DURATION,
             renew_every: DEFAULT_RENEW_EVERY,
+            keep_for_retry: Duration::ZERO,
         }
     }
 }
@@ -100,7 +116,32 @@ impl LivenessConfig {
         Ok(Self {
             duration,
             renew_every,
+            keep_for_retry: Duration::ZERO,
         })
+    }
+
+    /// This configuration, with the launcher's pods kept `keep` past its Lease's expiry (whole
+    /// seconds, 0 to [`MAX_KEEP_FOR_RETRY`]; 0: reaped at expiry), for a retry of the task to
+    /// reattach to them. Written on the Lease as [`KEEP_FOR_RETRY_ANNOTATION`].
+    pub fn with_keep_for_retry(self, keep: Duration) -> Result<Self, SpecError> {
+        if keep.subsec_nanos() != 0 || keep > MAX_KEEP_FOR_RETRY {
+            return Err(SpecError::OutOfRange {
+                flag: "keep for retry",
+                message: format!(
+                    "{keep:?} is invalid (expected whole seconds from 0 to {})",
+                    MAX_KEEP_FOR_RETRY.as_secs()
+                ),
+            });
+        }
+        Ok(Self {
+            keep_for_retry: keep,
+            ..self
+        })
+    }
+
+    /// How long the pods outlive the Lease's expiry for a retry (zero: not at all).
+    pub fn keep_for_retry(&self) -> Duration {
+        self.keep_for_retry
     }
 
     /// The Lease duration.
@@ -225,6 +266,12 @@ impl Liveness {
                     LAUNCHER_LABEL.to_owned(),
                     self.name.clone(),
                 )])),
+                annotations: (!self.config.keep_for_retry.is_zero()).then(|| {
+                    BTreeMap::from([(
+                        KEEP_FOR_RETRY_ANNOTATION.to_owned(),
+                        self.config.keep_for_retry.as_secs().to_string(),
+                    )])
+                }),
                 ..ObjectMeta::default()
             },
             spec: Some(spec(&self.identity, self.config, jiff::Timestamp::now())),
@@ -413,6 +460,13 @@ mod tests {
         assert!(
             LivenessConfig::new(Duration::from_millis(1500), Duration::from_millis(500)).is_err()
         );
+        let day = Duration::from_secs(24 * 3600);
+        assert_eq!(ok.with_keep_for_retry(day).unwrap().keep_for_retry(), day);
+        assert_eq!(ok.keep_for_retry(), Duration::ZERO);
+        for bad in [day + Duration::from_secs(1), Duration::from_millis(1500)] {
+            let err = ok.with_keep_for_retry(bad).unwrap_err().to_string();
+            assert!(err.contains("keep for retry"), "{bad:?}: {err}");
+        }
     }
 
     #[test]

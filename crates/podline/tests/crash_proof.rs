@@ -442,3 +442,232 @@ async fn bad_lease_flags_and_a_refused_lease_should_create_no_pod() {
     assert!(stderr.contains("no-such-namespace"), "{stderr}");
     assert!(sim.ground_truth().is_empty(), "a pod was created");
 }
+
+/// The pods (name, launcher label, Lease owners' uids, being deleted) in `default`.
+async fn pod_owners(pods: &Api<Pod>) -> Vec<(String, String, Vec<String>, bool)> {
+    pods.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| {
+            let launcher = p
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("podline.io/launcher").cloned())
+                .unwrap_or_default();
+            let owners = p
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .filter(|o| o.kind == "Lease")
+                .map(|o| o.uid.clone())
+                .collect();
+            let deleting = p.metadata.deletion_timestamp.is_some();
+            (
+                p.metadata.name.unwrap_or_default(),
+                launcher,
+                owners,
+                deleting,
+            )
+        })
+        .collect()
+}
+
+/// Issue 30: a run whose task will be retried (`--keep-for-retry`) annotates its Lease; killed
+/// with SIGKILL, its pod outlives the normal bound (Lease 2 s + grace 1 s), which a run killed
+/// alongside it without a keep does not, and is reaped once the reaper has also seen the Lease
+/// unchanged for the keep (6 s) on top.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_for_retry_should_hold_a_killed_runs_pod_past_the_bound_then_reap_it() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kc = kubeconfig.path();
+    let kube = client(&sim).await;
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), "default");
+    let leases: Api<Lease> = Api::namespaced(kube, "default");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("podline.db");
+    let _recorder = podline("record", kc)
+        .args(["--listen", "127.0.0.1:0", "--db"])
+        .arg(&db)
+        .args(["--reap", "--reap-grace", GRACE, "--reap-every", "500ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let task = |id: &str, keep: &str| {
+        let mut cmd = podline("run", kc);
+        cmd.args(["--image", "busybox", "--name", id, "--task-id", id])
+            .args(LEASE)
+            .args(["--keep-for-retry", keep])
+            .args(["--annotation", "sim.podline.io/duration=300s"])
+            .args(["--", "sleep", "300"])
+            .kill_on_drop(true);
+        cmd.spawn().unwrap()
+    };
+    let mut held = task("retried", "6s");
+    let mut prompt = task("last-try", "0s");
+    let ran = wait_until(Duration::from_secs(30), || async {
+        pods.list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.len() == 2 && l.items.iter().all(running))
+    })
+    .await;
+    assert!(ran, "the pods never ran");
+    let annotated: Vec<Option<String>> = leases
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|l| {
+            l.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("podline.io/keep-for-retry").cloned())
+        })
+        .collect();
+    assert_eq!(annotated.len(), 2);
+    assert!(annotated.contains(&Some("6".to_owned())), "{annotated:?}");
+    assert!(annotated.contains(&None), "{annotated:?}");
+    held.start_kill().unwrap();
+    prompt.start_kill().unwrap();
+    held.wait().await.unwrap();
+    prompt.wait().await.unwrap();
+    let killed = Instant::now();
+
+    let alive = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            pod_owners(&pods)
+                .await
+                .iter()
+                .any(|(n, _, _, deleting)| n.starts_with(name) && !deleting)
+        }
+    };
+    let prompt_gone = wait_until(Duration::from_secs(15), || async {
+        !alive("last-try").await
+    })
+    .await;
+    assert!(
+        prompt_gone,
+        "the pod of the run without a keep was not reaped"
+    );
+    let took = killed.elapsed();
+    assert!(took <= Duration::from_secs(8), "took {took:?}");
+    // The normal bound has passed: the kept pod is there, untouched.
+    assert!(
+        alive("retried").await,
+        "the kept pod was reaped within the normal bound"
+    );
+    let held_gone = wait_until(Duration::from_secs(20), || async {
+        !alive("retried").await
+    })
+    .await;
+    let took = killed.elapsed();
+    assert!(held_gone, "the kept pod outlived its keep-for-retry");
+    // Lease 2 s + grace 1 s + keep 6 s, then a 500 ms pass and the delete.
+    assert!(
+        took >= Duration::from_secs(9),
+        "reaped before its keep: {took:?}"
+    );
+    assert!(took <= Duration::from_secs(15), "took {took:?}");
+}
+
+/// Issue 30: a retry reattaching to a pod held for it moves the pod to its own Lease (label and
+/// ownerReference), so the dead launcher's Lease, reaped when its keep ends, takes no pod with
+/// it; gc reports the held Lease and stops waiting on it (its launcher is dead).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_reattaching_to_a_held_pod_should_re_own_it() {
+    let sim = start_sim(test_config()).await;
+    let kubeconfig = kubeconfig_file(&sim);
+    let kc = kubeconfig.path();
+    let kube = client(&sim).await;
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), "default");
+    let leases: Api<Lease> = Api::namespaced(kube, "default");
+    let task = |extra: &[&str]| {
+        let mut cmd = podline("run", kc);
+        cmd.args(["--image", "busybox", "--task-id", "nightly"])
+            .args(LEASE)
+            .args(["--keep-for-retry", "4s"])
+            .args(extra)
+            .args(["--annotation", "sim.podline.io/duration=20s"])
+            .args(["--", "sleep", "20"])
+            .kill_on_drop(true);
+        cmd
+    };
+    let mut first = task(&[]).spawn().unwrap();
+    let ran = wait_until(Duration::from_secs(20), || async {
+        pods.list(&ListParams::default())
+            .await
+            .is_ok_and(|l| l.items.len() == 1 && l.items.iter().all(running))
+    })
+    .await;
+    assert!(ran, "the pod never ran");
+    let old = leases.list(&ListParams::default()).await.unwrap().items[0].clone();
+    let (old_name, old_uid) = (old.metadata.name.unwrap(), old.metadata.uid.unwrap());
+    let pod_uid = pods.list(&ListParams::default()).await.unwrap().items[0]
+        .metadata
+        .uid
+        .clone();
+    first.start_kill().unwrap();
+    first.wait().await.unwrap();
+
+    // gc sees the Lease dead (2 s + 1 s) and held past its --wait (its keep ends 7 s after
+    // the kill): reported, not reaped, and gc is done.
+    let out = podline("gc", kc)
+        .args(["--grace", GRACE, "--wait", "5s", "-o", "json"])
+        .output()
+        .await
+        .unwrap();
+    let swept = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{swept}");
+    let swept: serde_json::Value = serde_json::from_str(&swept).unwrap();
+    assert_eq!(
+        swept["held"],
+        serde_json::json!([format!("default/{old_name}")])
+    );
+    assert_eq!(swept["reaped"], serde_json::json!([]));
+    assert_eq!(swept["undecided"], serde_json::json!([]));
+
+    let second = task(&["--reattach", "-o", "json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let re_owned = wait_until(Duration::from_secs(15), || async {
+        let owners = pod_owners(&pods).await;
+        owners.len() == 1 && owners[0].1 != old_name && !owners[0].2.is_empty()
+    })
+    .await;
+    assert!(
+        re_owned,
+        "the reattached pod was not moved: {:?}",
+        pod_owners(&pods).await
+    );
+    let (_, new_name, owner_uids, _) = pod_owners(&pods).await.remove(0);
+    let new = leases.get(&new_name).await.unwrap();
+    assert_eq!(owner_uids, vec![new.metadata.uid.clone().unwrap()]);
+    assert!(!owner_uids.contains(&old_uid));
+    // The old Lease's keep ends (2 + 1 + 4 s on a fresh gc's clock): reaped, without the pod.
+    let old_reaped = wait_until(Duration::from_secs(20), || async {
+        gc(kc).await;
+        leases.get_opt(&old_name).await.is_ok_and(|l| l.is_none())
+    })
+    .await;
+    assert!(old_reaped, "the dead launcher's Lease was never reaped");
+    let now = pods.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(now.len(), 1, "the reattached pod went with the old Lease");
+    assert_eq!(now[0].metadata.uid, pod_uid);
+    assert!(now[0].metadata.deletion_timestamp.is_none());
+    let out = tokio::time::timeout(Duration::from_secs(30), second.wait_with_output())
+        .await
+        .expect("the reattached run did not finish")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("\"reattached\": true"), "{stdout}");
+}

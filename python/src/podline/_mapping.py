@@ -278,6 +278,9 @@ class RunRequest:
     #: ``podline run``'s log flags (containers, init containers, the JSON stream), from
     #: :func:`podline._logs.select`.
     log_flags: tuple[str, ...] = ()
+    #: Seconds the pod outlives podline's death for the next try to reattach (0: none), see
+    #: :mod:`podline._retry`.
+    keep_for_retry: int = 0
 
     def argv(
         self,
@@ -307,6 +310,8 @@ class RunRequest:
         if self.all_containers:
             argv.append("--all-containers")
         argv += list(self.log_flags)
+        if self.keep_for_retry:
+            argv += ["--keep-for-retry", f"{self.keep_for_retry}s"]
         return argv
 
 

@@ -26,7 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from podline import _deferrable, _kpo_surface, _logs, _mapping
+from podline import _deferrable, _kpo_surface, _logs, _mapping, _retry
 from podline._binary import find_binary
 
 try:  # Airflow 3.x: the task SDK.
@@ -270,7 +270,22 @@ class PodlineOperator(BaseOperator):  # type: ignore[misc,unused-ignore]
             schedule_timeout=schedule,
             delete_grace=grace,
             log_flags=tuple(_logs.select(kpo, pod).flags()),
+            keep_for_retry=self.keep_for_retry(kpo, on_finish, context),
         )
+
+    def keep_for_retry(self, kpo: Any, on_finish: Any, context: Any) -> int:
+        """Seconds the pod outlives a lost worker, so this task's next try can reattach to it
+        (:mod:`podline._retry`): only when a next try follows a failure and would reattach."""
+        if not kpo.reattach_on_restart or str(on_finish) == "keep_pod":
+            return 0
+        keep = _retry.keep_for_retry_seconds(self, context["ti"])
+        if keep:
+            self.log.info(
+                "a retry follows a failure of this try: if this worker is lost, the pod is kept "
+                "%ss past podline's liveness Lease for the next try to reattach to it",
+                keep,
+            )
+        return keep
 
     # -- running ---------------------------------------------------------------------------
 

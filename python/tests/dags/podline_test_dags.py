@@ -116,6 +116,26 @@ with DAG("podline_reattach", schedule=None, start_date=START, catchup=False) as 
     )
 
 
+# Issue 30: a worker lost to SIGKILL. With a retry to come (Airflow's default retry delay, 5
+# minutes) the pod is kept for it; on the last try it is reaped promptly.
+with DAG("podline_retried", schedule=None, start_date=START, catchup=False) as retried:
+    PodlineOperator(
+        task_id="retried",
+        image="busybox:1.36",
+        cmds=["sh", "-c", f"echo started; while [ ! -e {GATE}-retried ]; do sleep 0.05; done; echo finished"],
+        retries=1,
+        retry_delay=timedelta(minutes=5),
+    )
+
+with DAG("podline_last_try", schedule=None, start_date=START, catchup=False) as last_try:
+    PodlineOperator(
+        task_id="last_try",
+        image="busybox:1.36",
+        cmds=["sh", "-c", f"echo started; while [ ! -e {GATE}-last ]; do sleep 0.05; done"],
+        retries=0,
+    )
+
+
 def wait_for(name: str) -> str:
     """A container command that says it started and waits for the gate file `name`."""
     gate = os.path.join(os.environ.get("PODLINE_TEST_DIR", "/tmp"), name)

@@ -20,6 +20,13 @@
 //! writes both need etcd; a server answering lists but refusing every renewal for longer than
 //! duration + grace looks like dead launchers).
 //!
+//! A Lease annotated with a keep-for-retry ([`crate::liveness::KEEP_FOR_RETRY_ANNOTATION`]: its
+//! task will be retried) is *held* once seen unchanged for its duration + the grace, and reaped
+//! only once seen unchanged for that keep on top, so the retry can reattach to its pod (and move
+//! it to its own Lease, after which this reaping no longer touches it). `sweep` waits for a
+//! held Lease whose keep ends within its limit and reaps it; one whose keep ends later counts as
+//! decided (its launcher is dead) and is reported, for a later sweep to reap.
+//!
 //! Reaping one launcher: only Leases podline's launcher made ([`LeaseView::of_launcher`]); its
 //! Lease is deleted with a `resourceVersion` precondition (a launcher that renewed meanwhile is
 //! alive: 409, left alone) and background propagation (the garbage collector deletes the pods it
@@ -111,6 +118,10 @@ pub struct Pass {
     pub pods_not_owned: usize,
     /// Leases labelled [`LAUNCHER_LABEL`] that podline's launcher did not make: left alone.
     pub foreign_leases: usize,
+    /// Leases of dead launchers (seen unchanged for their duration + the grace) kept, with
+    /// their pods, for a retry of their task (`namespace/name`), as of the last pass.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<String>,
     /// Listed Leases and pods that did not decode (`namespace/name` when readable): logged and
     /// left alone, never judged.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -227,11 +238,16 @@ impl Reaper {
             ),
             None => {}
         }
+        for lease in &verdict.newly_held {
+            tracing::info!(lease = %lease.name, namespace = %lease.namespace, keep_for_retry = ?lease.keep_for_retry,
+                "launcher Lease seen unchanged for its duration + grace, kept for a retry of its task: its pods are reaped once it stays unchanged for that long too");
+        }
         for lease in verdict.expired {
             if self.reap(&lease, &mut pass).await? {
                 tracker.forget(&lease);
             }
         }
+        pass.held = tracker.held();
         Ok(pass)
     }
 
@@ -333,7 +349,8 @@ impl Reaper {
     }
 
     /// Passes every `period` (shorter than the grace) until every podline Lease in scope was
-    /// seen renewed (alive), expired and reaped, or gone; or until `limit` has passed, leaving
+    /// seen renewed (alive), expired and reaped, held for a retry of its task past `limit` (dead;
+    /// reaped by a later sweep; one whose keep ends within `limit` is waited for), or gone; or until `limit` has passed, leaving
     /// the rest [`Sweep::undecided`]. A failed list restarts every clock, so no Lease is reaped
     /// on the first answer after errors. Fails at once on an error no later pass can fix
     /// (e.g. 403), and when not one list succeeded within `limit`.
@@ -358,9 +375,13 @@ impl Reaper {
                         }
                     }
                     sweep.work.foreign_leases = sweep.work.foreign_leases.max(pass.foreign_leases);
+                    sweep.work.held = pass.held;
                     seen.extend(tracker.tracked());
                     seen.extend(sweep.work.reaped.iter().cloned());
-                    if tracker.undecided().is_empty() {
+                    // Held Leases are decided (dead), but one whose keep ends within the
+                    // limit is waited for and reaped.
+                    if tracker.undecided().is_empty() && !tracker.held_expiring_by(started + limit)
+                    {
                         break;
                     }
                 }

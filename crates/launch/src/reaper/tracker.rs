@@ -19,6 +19,11 @@
 //!   last: a slow list, a stalled process, passes that took long), every Lease's clock restarts
 //!   at the next answer. An outage the reaper missed between two listings is thus shorter than
 //!   the grace, which a Lease's duration + grace covers.
+//!
+//! A Lease annotated with a keep-for-retry (its task will be retried, see
+//! [`crate::liveness::KEEP_FOR_RETRY_ANNOTATION`]) is *held* once seen unchanged for its duration
+//! plus the grace (its launcher is dead, but a retry may still come for its pod) and expires only
+//! once seen unchanged for duration + grace + keep-for-retry, counted the same way.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -48,8 +53,11 @@ pub enum Blindness {
 /// What one sighting decided.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Verdict {
-    /// Leases seen unchanged for their duration + the grace.
+    /// Leases seen unchanged for their duration + the grace (+ their keep-for-retry).
     pub expired: Vec<LeaseView>,
+    /// Leases that became held at this sighting: seen unchanged for their duration + the grace
+    /// (their launcher is dead) but kept for their keep-for-retry, for a retry to reattach.
+    pub newly_held: Vec<LeaseView>,
     /// Set when the reaper had been blind: every clock restarted, nothing expired.
     pub restarted: Option<Blindness>,
 }
@@ -61,6 +69,10 @@ struct Entry {
     since: Instant,
     /// The Lease changed while tracked: its launcher was alive then.
     renewed: bool,
+    /// Seen unchanged for its duration + the grace, kept for its keep-for-retry.
+    held: bool,
+    /// Its duration + the grace + its keep-for-retry, as last listed.
+    expire_after: Duration,
 }
 
 /// Remembers, per Lease, its version and since when it is seen unchanged; decides expiry.
@@ -111,24 +123,36 @@ impl Tracker {
         }
         let listed: std::collections::BTreeSet<(String, String)> = leases.iter().map(key).collect();
         self.seen.retain(|k, _| listed.contains(k));
-        let mut expired = Vec::new();
+        let (mut expired, mut newly_held) = (Vec::new(), Vec::new());
         for lease in leases {
             let entry = self.seen.entry(key(lease)).or_insert_with(|| Entry {
                 version: lease.resource_version.clone(),
                 since: sight.answered,
                 renewed: false,
+                held: false,
+                expire_after: Duration::ZERO,
             });
             if entry.version != lease.resource_version {
                 entry.version.clone_from(&lease.resource_version);
                 entry.since = sight.answered;
                 entry.renewed = true;
+                entry.held = false;
             }
             let unchanged = sight.asked.saturating_duration_since(entry.since);
-            if unchanged > lease.duration.saturating_add(self.grace) {
+            let dead_after = lease.duration.saturating_add(self.grace);
+            entry.expire_after = dead_after.saturating_add(lease.keep_for_retry);
+            if unchanged > entry.expire_after {
                 expired.push(lease.clone());
+            } else if unchanged > dead_after && !entry.held {
+                entry.held = true;
+                newly_held.push(lease.clone());
             }
         }
-        Verdict { expired, restarted }
+        Verdict {
+            expired,
+            newly_held,
+            restarted,
+        }
     }
 
     /// Stops tracking a Lease (it was reaped).
@@ -144,11 +168,30 @@ impl Tracker {
             .collect()
     }
 
-    /// Leases tracked that were not seen to change yet: neither known alive nor expired.
+    /// Leases tracked that were not seen to change yet: neither known alive nor expired nor
+    /// held.
     pub fn undecided(&self) -> Vec<String> {
         self.seen
             .iter()
-            .filter(|(_, e)| !e.renewed)
+            .filter(|(_, e)| !e.renewed && !e.held)
+            .map(|((ns, name), _)| format!("{ns}/{name}"))
+            .collect()
+    }
+
+    /// Whether a held Lease expires by `deadline` on the current count (unless a failed list
+    /// restarts it): a sweep that may watch until then waits for it.
+    pub fn held_expiring_by(&self, deadline: Instant) -> bool {
+        self.seen
+            .values()
+            .any(|e| e.held && e.since + e.expire_after <= deadline)
+    }
+
+    /// Leases of dead launchers kept for a retry (`namespace/name`): seen unchanged for their
+    /// duration + the grace, not yet for their keep-for-retry on top.
+    pub fn held(&self) -> Vec<String> {
+        self.seen
+            .iter()
+            .filter(|(_, e)| e.held)
             .map(|((ns, name), _)| format!("{ns}/{name}"))
             .collect()
     }
@@ -172,6 +215,7 @@ mod tests {
             uid: format!("uid-{name}"),
             resource_version: rv.into(),
             duration: Duration::from_secs(10),
+            keep_for_retry: Duration::ZERO,
         }
     }
 
@@ -388,5 +432,69 @@ mod tests {
         }
         assert!(dead.iter().all(|n| n == "ahead"), "{dead:?}");
         assert!(!dead.is_empty());
+    }
+
+    /// Issue 30: a Lease whose task will be retried is held, not reaped, once seen unchanged for
+    /// duration + grace (dead, and no longer undecided), and expires only once seen unchanged
+    /// for its keep-for-retry on top; a renewal meanwhile (the launcher was alive after all)
+    /// ends the hold and restarts the count.
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_kept_for_retry_should_be_held_then_expire_after_its_keep() {
+        let mut tracker = Tracker::new(GRACE);
+        let keep = |name: &str, rv: &str| LeaseView {
+            keep_for_retry: Duration::from_secs(60),
+            ..view(name, rv)
+        };
+        let mut leases = vec![keep("retried", "1"), view("last-try", "1")];
+        let start = Instant::now();
+        let (mut held_at, mut expired) = (None, Vec::new());
+        while start.elapsed() < Duration::from_secs(120) {
+            let v = tracker.observe(&leases, sighting(Duration::ZERO));
+            if !v.newly_held.is_empty() {
+                assert!(held_at.is_none(), "held twice: {v:?}");
+                assert_eq!(v.newly_held[0].name, "retried");
+                held_at = Some(start.elapsed());
+                assert_eq!(tracker.held(), ["ns/retried"]);
+            }
+            for lease in v.expired {
+                // Reaped: gone from the next listings.
+                expired.push((lease.name.clone(), start.elapsed()));
+                tracker.forget(&lease);
+                leases.retain(|l| l.name != lease.name);
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        // The normal bound is 10 + 5 s (the first listing after 15 s); the kept one 60 s more.
+        assert_eq!(held_at, Some(Duration::from_secs(16)));
+        assert_eq!(
+            expired,
+            [
+                ("last-try".to_owned(), Duration::from_secs(16)),
+                ("retried".to_owned(), Duration::from_secs(76)),
+            ]
+        );
+        // Held is decided: a sweep stops waiting on it.
+        let mut tracker = Tracker::new(GRACE);
+        let one = [keep("retried", "1")];
+        let t0 = Instant::now();
+        tracker.observe(&one, sighting(Duration::ZERO));
+        assert_eq!(tracker.undecided(), ["ns/retried"]);
+        let mut held = 0;
+        for _ in 0..16 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let v = tracker.observe(&one, sighting(Duration::ZERO));
+            assert!(v.expired.is_empty() && v.restarted.is_none(), "{v:?}");
+            held += v.newly_held.len();
+        }
+        assert_eq!(held, 1);
+        assert!(tracker.undecided().is_empty());
+        // Seen at t0: it expires once seen unchanged for 10 + 5 + 60 s.
+        assert!(!tracker.held_expiring_by(t0 + Duration::from_secs(74)));
+        assert!(tracker.held_expiring_by(t0 + Duration::from_secs(75)));
+        // A renewal ends the hold: the launcher lives, counted afresh.
+        let renewed = [keep("retried", "2")];
+        let v = tracker.observe(&renewed, sighting(Duration::ZERO));
+        assert!(v.expired.is_empty() && v.newly_held.is_empty(), "{v:?}");
+        assert!(tracker.held().is_empty());
     }
 }

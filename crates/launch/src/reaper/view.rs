@@ -8,7 +8,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::liveness::{
-    LAUNCHER_LABEL, LEASE_NAME_PREFIX, MAX_LEASE_DURATION, ON_FINISH_ANNOTATION,
+    KEEP_FOR_RETRY_ANNOTATION, LAUNCHER_LABEL, LEASE_NAME_PREFIX, MAX_KEEP_FOR_RETRY,
+    MAX_LEASE_DURATION, ON_FINISH_ANNOTATION,
 };
 
 /// What the reaper needs to know of one launcher Lease.
@@ -24,14 +25,18 @@ pub struct LeaseView {
     pub resource_version: String,
     /// `spec.leaseDurationSeconds`.
     pub duration: Duration,
+    /// How long past its expiry the Lease (and so its pods) is kept for a retry of the task to
+    /// reattach ([`KEEP_FOR_RETRY_ANNOTATION`]; zero without it).
+    pub keep_for_retry: Duration,
 }
 
 impl LeaseView {
     /// The view of a listed Lease if podline's launcher made it ([`crate::Liveness`]): named
     /// `podline-launcher-…`, labelled [`LAUNCHER_LABEL`] with its own name, with a uid, a
     /// `leaseDurationSeconds` from 1 s to [`MAX_LEASE_DURATION`], a `holderIdentity` and a
-    /// `renewTime` (present, as the launcher always writes them; the time itself is never read).
-    /// Any other Lease carrying the label (someone else's, or hand-made) is none of the
+    /// `renewTime` (present, as the launcher always writes them; the time itself is never read),
+    /// and, if annotated [`KEEP_FOR_RETRY_ANNOTATION`], whole seconds up to
+    /// [`MAX_KEEP_FOR_RETRY`] there. Any other Lease carrying the label (someone else's, or hand-made) is none of the
     /// reaper's business: `None`.
     pub fn of_launcher(lease: &Lease) -> Option<Self> {
         let meta = &lease.metadata;
@@ -52,12 +57,22 @@ impl LeaseView {
         if duration.is_zero() || duration > MAX_LEASE_DURATION {
             return None;
         }
+        let keep_for_retry = match meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(KEEP_FOR_RETRY_ANNOTATION))
+        {
+            None => Duration::ZERO,
+            Some(text) => Some(Duration::from_secs(text.parse::<u64>().ok()?))
+                .filter(|keep| *keep <= MAX_KEEP_FOR_RETRY)?,
+        };
         Some(Self {
             namespace: meta.namespace.clone()?,
             name: name.to_owned(),
             uid: meta.uid.clone().filter(|u| !u.is_empty())?,
             resource_version: meta.resource_version.clone()?,
             duration,
+            keep_for_retry,
         })
     }
 
@@ -131,12 +146,24 @@ mod tests {
         }
     }
 
+    fn keep(name: &str, seconds: &str) -> Lease {
+        let mut l = lease(name, Some(name), Some(10));
+        l.metadata.annotations = Some(BTreeMap::from([(
+            KEEP_FOR_RETRY_ANNOTATION.to_owned(),
+            seconds.to_owned(),
+        )]));
+        l
+    }
+
     /// Only Leases shaped as podline's launcher makes them are the reaper's.
     #[test]
     fn only_podline_launcher_leases_should_be_viewed() {
         let ours = "podline-launcher-abc";
         let view = LeaseView::of_launcher(&lease(ours, Some(ours), Some(10))).unwrap();
         assert_eq!(view.duration, Duration::from_secs(10));
+        assert_eq!(view.keep_for_retry, Duration::ZERO);
+        let kept = LeaseView::of_launcher(&keep(ours, "300")).unwrap();
+        assert_eq!(kept.keep_for_retry, Duration::from_secs(300));
         assert_eq!(view.key(), "ns/podline-launcher-abc");
         for (what, l) in [
             (
@@ -165,6 +192,9 @@ mod tests {
                 l.spec.as_mut().unwrap().holder_identity = None;
                 l
             }),
+            ("a keep-for-retry that is not seconds", keep(ours, "5m")),
+            ("a keep-for-retry over podline's bound", keep(ours, "86401")),
+            ("a negative keep-for-retry", keep(ours, "-1")),
         ] {
             assert_eq!(LeaseView::of_launcher(&l), None, "{what}");
         }

@@ -32,6 +32,11 @@ dead; at most --wait). A failed list restarts every Lease's clock: an API outage
 no launcher can renew either, never counts against a Lease. Assumed: a live launcher renews at
 least once per duration + grace while the API server answers (podline run renews 3 times per
 duration), and the API server does not answer lists while refusing every renewal for that long.
+A Lease annotated podline.io/keep-for-retry (`podline run --keep-for-retry`: its task will be
+retried) is held, not reaped, once seen unchanged for duration + --grace (its launcher is dead), and
+reaped with its pods once seen unchanged for that long on top: gc waits for it if that falls
+within --wait, else reports it held and leaves it to a later gc (or record --reap). A retry that
+reattached to the pod meanwhile moved the pod to its own Lease: the held Lease goes without it.
 Only Leases podline made are reaped, and only the pods they own; Leases and pods that merely
 carry the podline.io/launcher label are left alone, and so are Leases and pods that do not
 decode (each is logged and listed; the rest are judged as usual).
@@ -127,6 +132,13 @@ fn print_sweep(sweep: &Sweep, output: Output) -> anyhow::Result<()> {
                 println!(
                     "left alone: {} lease(s) labelled podline.io/launcher that podline did not make, {} labelled pod(s) a reaped Lease did not own",
                     work.foreign_leases, work.pods_not_owned
+                );
+            }
+            if !work.held.is_empty() {
+                println!(
+                    "held for a retry: {} expired lease(s) whose task will be retried, kept with their pods for the time their annotation podline.io/keep-for-retry gives, beyond --wait (a later gc or record --reap deletes them): {}",
+                    work.held.len(),
+                    work.held.join(", ")
                 );
             }
             if !work.undecodable.is_empty() {

@@ -1,5 +1,5 @@
 //! The reaper's duration flags, parsed alike by `gc` (`--grace`, `--wait`) and `record --reap`
-//! (`--reap-grace`, `--reap-every`).
+//! (`--reap-grace`, `--reap-every`), and `run --keep-for-retry`, which the reaper honours.
 
 use std::time::Duration;
 
@@ -19,6 +19,16 @@ pub(crate) fn parse_grace(s: &str) -> Result<Duration, String> {
 /// How long `gc` watches at most: 1 s to 2 h.
 pub(crate) fn parse_wait(s: &str) -> Result<Duration, String> {
     duration::bounded(s, Duration::from_secs(1), Duration::from_secs(2 * 3600))
+}
+
+/// `run --keep-for-retry`: whole seconds from 0 to a day
+/// ([`podline_launch::MAX_KEEP_FOR_RETRY`]), sent on the Lease in seconds.
+pub(crate) fn parse_keep_for_retry(s: &str) -> Result<Duration, String> {
+    let d = duration::bounded(s, Duration::ZERO, podline_launch::MAX_KEEP_FOR_RETRY)?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!("{s:?} is not whole seconds"));
+    }
+    Ok(d)
 }
 
 /// The time between two of `gc`'s lists: a third of the grace, at most 1 s (well inside the
@@ -43,5 +53,15 @@ mod tests {
         assert!(parse_wait("3h").is_err());
         assert!(sweep_period(Duration::from_secs(1)) < Duration::from_secs(1));
         assert_eq!(sweep_period(Duration::from_secs(9)), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn keep_for_retry_should_be_whole_seconds_up_to_a_day() {
+        assert_eq!(parse_keep_for_retry("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_keep_for_retry("24h"), Ok(Duration::from_secs(86400)));
+        assert_eq!(parse_keep_for_retry("330"), Ok(Duration::from_secs(330)));
+        for bad in ["24h1s", "1500ms", "-1s", "soon"] {
+            assert!(parse_keep_for_retry(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -130,6 +130,12 @@ pub struct RunArgs {
     /// How often the liveness Lease is renewed (100ms to half --lease-duration).
     #[arg(help_heading = "Lifecycle", long, value_name = "DURATION", default_value = "3s", value_parser = duration::positive)]
     pub lease_renew_every: Duration,
+    /// If podline dies, keep its pods this long past its Lease's expiry (0s to 24h, whole
+    /// seconds) for a retry of the task to reattach to them (--reattach, same --task-id), which
+    /// moves them to its own Lease. Written on the Lease as podline.io/keep-for-retry; 0s: the
+    /// reaper deletes them at expiry. The Airflow operator sets it when the task will be retried.
+    #[arg(help_heading = "Lifecycle", long, value_name = "DURATION", default_value = "0s", value_parser = crate::cli::reaper_flags::parse_keep_for_retry)]
+    pub keep_for_retry: Duration,
     /// Create each pod with the finalizer podline.io/record, so that a pod deleted while no
     /// recorder runs waits in Terminating, with its final state, until `podline record
     /// --finalize` has recorded it (nothing is lost however long the recorder was down). Opt-in:
@@ -606,11 +612,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Err(err) => return Err(usage(err)),
     };
     let liveness_config =
-        match podline_launch::LivenessConfig::new(args.lease_duration, args.lease_renew_every) {
+        match podline_launch::LivenessConfig::new(args.lease_duration, args.lease_renew_every)
+            .and_then(|c| c.with_keep_for_retry(args.keep_for_retry))
+        {
             Ok(c) => c,
             Err(err) => {
                 return Err(usage(anyhow::anyhow!(
-                    "--lease-duration/--lease-renew-every: {err}"
+                    "--lease-duration/--lease-renew-every/--keep-for-retry: {err}"
                 )));
             }
         };
