@@ -46,8 +46,7 @@ impl Cluster {
                     &podline_launch::spec::new_launch_id(),
                     holder_identity(),
                     config,
-                    RetryPolicy::default()
-                        .with_deadline(Some(std::time::Duration::from_secs(30))),
+                    RetryPolicy::default().with_deadline(Some(std::time::Duration::from_secs(30))),
                     default_create_policy(),
                 )
             })
@@ -61,7 +60,11 @@ fn holder_identity() -> String {
         .or_else(|_| std::fs::read_to_string("/etc/hostname"))
         .map(|h| h.trim().to_owned())
         .unwrap_or_default();
-    let host = if host.is_empty() { "unknown-host".to_owned() } else { host };
+    let host = if host.is_empty() {
+        "unknown-host".to_owned()
+    } else {
+        host
+    };
     format!("podline-triggerer/{host}/{}", std::process::id())
 }
 

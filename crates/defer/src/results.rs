@@ -71,14 +71,13 @@ pub async fn read_log(
         limit_bytes: Some(i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1)),
         ..LogParams::default()
     };
-    let mut text = podline_client::retry::retry(&calls, "read the pod's log", || {
-        api.logs(name, &params)
-    })
-    .await
-    .map_err(|source| DeferError::Api {
-        action: "reading the base container's log",
-        source,
-    })?;
+    let mut text =
+        podline_client::retry::retry(&calls, "read the pod's log", || api.logs(name, &params))
+            .await
+            .map_err(|source| DeferError::Api {
+                action: "reading the base container's log",
+                source,
+            })?;
     let truncated = text.len() > limit;
     if truncated {
         let mut cut = limit;

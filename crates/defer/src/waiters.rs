@@ -5,10 +5,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use podline_client::retry::RetryPolicy;
+use podline_launch::podwatch::{PodState, SharedPodWatches};
 use podline_launch::wait::{StartStep, StartTracker};
 use podline_launch::{LAUNCH_ID_LABEL, Liveness};
 use tokio::time::Instant;
-use podline_launch::podwatch::{PodState, SharedPodWatches};
 
 use crate::error::DeferError;
 use crate::outcome::{Outcome, judge};
@@ -82,8 +82,14 @@ impl Waiters {
             && !crate::ownership::owned_by(&pod, liveness)
         {
             match crate::ownership::own(&api, &pod, liveness, &self.calls).await {
-                Ok(_) => tracing::debug!(pod = name, lease = liveness.name(), "pod owned by this process's Lease"),
-                Err(err) => tracing::warn!(pod = name, error = %err, "could not move the pod to this process's Lease; it stays with its previous owner"),
+                Ok(_) => tracing::debug!(
+                    pod = name,
+                    lease = liveness.name(),
+                    "pod owned by this process's Lease"
+                ),
+                Err(err) => {
+                    tracing::warn!(pod = name, error = %err, "could not move the pod to this process's Lease; it stays with its previous owner")
+                }
             }
         }
         let mut start = options.start.map(|limits| {
@@ -149,7 +155,13 @@ impl Waiters {
 
     /// An ended pod of this launch leaves every podline Lease (only when this process owns
     /// pods at all).
-    async fn release(&self, api: &Api<Pod>, pod: Option<&Pod>, launch_id: &str, owner: Option<&Liveness>) {
+    async fn release(
+        &self,
+        api: &Api<Pod>,
+        pod: Option<&Pod>,
+        launch_id: &str,
+        owner: Option<&Liveness>,
+    ) {
         if let (Some(_), Some(pod)) = (owner, pod)
             && label(pod, LAUNCH_ID_LABEL).as_deref() == Some(launch_id)
         {
@@ -178,7 +190,12 @@ pub struct WaitOptions<'a> {
 }
 
 /// The outcome of a pod that could not start: the launcher's error as the task's.
-fn start_failed(pod: &Pod, namespace: &str, name: &str, err: &podline_launch::LaunchError) -> Outcome {
+fn start_failed(
+    pod: &Pod,
+    namespace: &str,
+    name: &str,
+    err: &podline_launch::LaunchError,
+) -> Outcome {
     let waiting = pod
         .status
         .as_ref()

@@ -89,7 +89,13 @@ async fn many_waits_in_one_process_should_share_one_watch_and_all_complete() {
         let s = s.clone();
         tokio::spawn(async move {
             waiters
-                .wait(&s.namespace, &s.name, &s.launch_id, &s.main_container, &WaitOptions::default())
+                .wait(
+                    &s.namespace,
+                    &s.name,
+                    &s.launch_id,
+                    &s.main_container,
+                    &WaitOptions::default(),
+                )
                 .await
         })
     });
@@ -146,7 +152,13 @@ async fn a_wait_begun_after_the_pod_ended_should_resolve_at_once() {
         let waiters = waiters.clone();
         async move {
             waiters
-                .wait(&other.namespace, &other.name, &other.launch_id, "base", &WaitOptions::default())
+                .wait(
+                    &other.namespace,
+                    &other.name,
+                    &other.launch_id,
+                    "base",
+                    &WaitOptions::default(),
+                )
                 .await
         }
     });
@@ -167,7 +179,13 @@ async fn a_wait_begun_after_the_pod_ended_should_resolve_at_once() {
     );
     let outcome = tokio::time::timeout(
         Duration::from_secs(10),
-        waiters.wait(&done.namespace, &done.name, &done.launch_id, "base", &WaitOptions::default()),
+        waiters.wait(
+            &done.namespace,
+            &done.name,
+            &done.launch_id,
+            "base",
+            &WaitOptions::default(),
+        ),
     )
     .await
     .expect("resolves at once")
@@ -196,7 +214,13 @@ async fn start_with_reattach_should_take_the_live_pod_and_a_foreign_launch_id_is
     );
     let waiters = Waiters::new(client.clone());
     let foreign = waiters
-        .wait("default", &created.name, "not-this-launch", "base", &WaitOptions::default())
+        .wait(
+            "default",
+            &created.name,
+            "not-this-launch",
+            "base",
+            &WaitOptions::default(),
+        )
         .await
         .unwrap();
     assert!(
@@ -208,7 +232,13 @@ async fn start_with_reattach_should_take_the_live_pod_and_a_foreign_launch_id_is
         "{foreign:?}"
     );
     let outcome = waiters
-        .wait("default", &again.name, &again.launch_id, "base", &WaitOptions::default())
+        .wait(
+            "default",
+            &again.name,
+            &again.launch_id,
+            "base",
+            &WaitOptions::default(),
+        )
         .await
         .unwrap();
     assert!(outcome.succeeded, "{outcome:?}");
@@ -231,7 +261,13 @@ async fn a_pod_deleted_while_waited_for_should_end_the_wait_as_gone() {
     let waiters = Waiters::new(client.clone());
     let wait = tokio::spawn(async move {
         waiters
-            .wait(&s.namespace, &s.name, &s.launch_id, "base", &WaitOptions::default())
+            .wait(
+                &s.namespace,
+                &s.name,
+                &s.launch_id,
+                "base",
+                &WaitOptions::default(),
+            )
             .await
     });
     assert!(
@@ -264,7 +300,10 @@ fn lease_owners(pod: &Pod) -> Vec<String> {
         .collect()
 }
 
-fn triggerer_lease(client: &kube::Client, seconds: u64) -> std::sync::Arc<podline_launch::Liveness> {
+fn triggerer_lease(
+    client: &kube::Client,
+    seconds: u64,
+) -> std::sync::Arc<podline_launch::Liveness> {
     let config = podline_launch::LivenessConfig::new(
         Duration::from_secs(seconds),
         Duration::from_millis(200),
@@ -302,7 +341,16 @@ async fn a_dead_triggerers_pods_should_be_reaped_unless_a_new_one_reattached() {
         let (waiters, s, owner) = (waiters.clone(), s.clone(), first.clone());
         first_waits.push(tokio::spawn(async move {
             waiters
-                .wait(&s.namespace, &s.name, &s.launch_id, "base", &WaitOptions { owner: Some(&owner), ..WaitOptions::default() })
+                .wait(
+                    &s.namespace,
+                    &s.name,
+                    &s.launch_id,
+                    "base",
+                    &WaitOptions {
+                        owner: Some(&owner),
+                        ..WaitOptions::default()
+                    },
+                )
                 .await
         }));
     }
@@ -330,14 +378,26 @@ async fn a_dead_triggerers_pods_should_be_reaped_unless_a_new_one_reattached() {
     let owner = second.clone();
     let _second_wait = tokio::spawn(async move {
         second_waiters
-            .wait(&taken.namespace, &taken.name, &taken.launch_id, "base", &WaitOptions { owner: Some(&owner), ..WaitOptions::default() })
+            .wait(
+                &taken.namespace,
+                &taken.name,
+                &taken.launch_id,
+                "base",
+                &WaitOptions {
+                    owner: Some(&owner),
+                    ..WaitOptions::default()
+                },
+            )
             .await
     });
     let moved = wait_until(Duration::from_secs(10), || async {
         lease_owners(&pods.get("taken-over").await.unwrap()) == vec![second.name().to_owned()]
     })
     .await;
-    assert!(moved, "the reattached pod moved to the second triggerer's Lease");
+    assert!(
+        moved,
+        "the reattached pod moved to the second triggerer's Lease"
+    );
     // The reaper: the first Lease expires and is reaped with the pod nobody took over.
     let reaper = podline_launch::reaper::Reaper::new(
         client.clone(),
@@ -345,13 +405,19 @@ async fn a_dead_triggerers_pods_should_be_reaped_unless_a_new_one_reattached() {
         Duration::from_millis(500),
     );
     let mut tracker = reaper.tracker();
-    let reaped = wait_until(Duration::from_secs(20), || async {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
         let pass = reaper.pass(&mut tracker).await.unwrap();
+        if pass.reaped.iter().any(|r| r.ends_with(&first_name)) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the dead triggerer's Lease is reaped"
+        );
+        // The reaper's own period (its passes are how it observes time).
         tokio::time::sleep(Duration::from_millis(100)).await;
-        pass.reaped.iter().any(|r| r.ends_with(&first_name))
-    })
-    .await;
-    assert!(reaped, "the dead triggerer's Lease is reaped");
+    }
     let abandoned_gone = wait_until(Duration::from_secs(10), || async {
         pods.get_opt("abandoned")
             .await
@@ -361,6 +427,88 @@ async fn a_dead_triggerers_pods_should_be_reaped_unless_a_new_one_reattached() {
     .await;
     assert!(abandoned_gone, "the pod nobody reattached to is reaped");
     let kept = pods.get("taken-over").await.unwrap();
-    assert!(kept.metadata.deletion_timestamp.is_none(), "the reattached pod survives");
-    assert!(pods.get_opt("ends").await.unwrap().is_some_and(|p| p.metadata.deletion_timestamp.is_none()));
+    assert!(
+        kept.metadata.deletion_timestamp.is_none(),
+        "the reattached pod survives"
+    );
+    assert!(
+        pods.get_opt("ends")
+            .await
+            .unwrap()
+            .is_some_and(|p| p.metadata.deletion_timestamp.is_none())
+    );
+}
+
+/// Issue 31, start failures while deferred: a permanent image error ends the wait at once with
+/// the launcher's error and the container's waiting reason; a pod that is never scheduled ends
+/// it at the schedule timeout, as `podline run` reports them.
+#[tokio::test]
+async fn a_pod_that_cannot_start_should_end_the_wait_as_in_sync_mode() {
+    let (_sim, client, _pods) = setup().await;
+    let limits = podline_defer::StartLimits {
+        schedule_timeout: Duration::from_millis(800),
+        startup_timeout: Duration::from_secs(30),
+    };
+    let options = WaitOptions {
+        start: Some(limits),
+        ..WaitOptions::default()
+    };
+    let waiters = Waiters::new(client.clone());
+    let bad = start(
+        client.clone(),
+        request(scripted("bad-image", &[("image-error", "ErrImagePull")])),
+    )
+    .await
+    .unwrap();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(20),
+        waiters.wait("default", &bad.name, &bad.launch_id, "base", &options),
+    )
+    .await
+    .expect("an image error ends the wait")
+    .unwrap();
+    assert!(!outcome.succeeded, "{outcome:?}");
+    assert_eq!(
+        outcome.reason.as_deref(),
+        Some("ErrImagePull"),
+        "{outcome:?}"
+    );
+    assert!(
+        outcome
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("ErrImagePull"),
+        "{outcome:?}"
+    );
+
+    let stuck = start(
+        client.clone(),
+        request(scripted("never-scheduled", &[("unschedulable", "true")])),
+    )
+    .await
+    .unwrap();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(20),
+        waiters.wait("default", &stuck.name, &stuck.launch_id, "base", &options),
+    )
+    .await
+    .expect("the schedule timeout ends the wait")
+    .unwrap();
+    assert!(!outcome.succeeded, "{outcome:?}");
+    let error = outcome.error.unwrap_or_default();
+    assert!(error.contains("schedul"), "{error}");
+    // Without limits the same pod is simply waited for.
+    let plain = tokio::time::timeout(
+        Duration::from_millis(1500),
+        waiters.wait(
+            "default",
+            &stuck.name,
+            &stuck.launch_id,
+            "base",
+            &WaitOptions::default(),
+        ),
+    )
+    .await;
+    assert!(plain.is_err(), "no start limits: still waiting");
 }

@@ -59,7 +59,9 @@ fn seconds(value: Option<f64>) -> PyResult<Duration> {
     const DAY: f64 = 86_400.0;
     match value {
         None => Ok(podline_launch::wait::DEFAULT_STARTUP_TIMEOUT),
-        Some(secs) if secs.is_finite() && secs > 0.0 && secs <= DAY => Ok(Duration::from_secs_f64(secs)),
+        Some(secs) if secs.is_finite() && secs > 0.0 && secs <= DAY => {
+            Ok(Duration::from_secs_f64(secs))
+        }
         Some(secs) => Err(PodlineError::new_err(format!(
             "a start timeout must be from 0 (excluded) to {DAY} seconds, got {secs}"
         ))),
