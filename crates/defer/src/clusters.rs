@@ -26,6 +26,9 @@ pub struct ClusterKey {
 pub struct Cluster {
     /// The client, with podline's stack.
     pub client: kube::Client,
+    /// A client over HTTP/1.1 for calls that upgrade the connection (`pods/exec`: KPO's XCom
+    /// sidecar), which HTTP/2 cannot carry.
+    pub upgrade_client: kube::Client,
     /// The namespace the configuration names (for a pod that names none).
     pub namespace: String,
     /// The waits on this cluster, one watch per namespace.
@@ -107,6 +110,7 @@ impl Clusters {
         let cluster = Arc::new(Cluster {
             waiters: Waiters::new(done.client.clone()),
             client: done.client,
+            upgrade_client: done.upgrade_client,
             namespace: done.namespace,
             liveness: OnceLock::new(),
         });

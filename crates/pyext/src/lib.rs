@@ -205,7 +205,7 @@ fn read_xcom(
     let read = py.detach(|| {
         runtime.block_on(async {
             let cluster = clusters().get(&key).await?;
-            let api: Api<Pod> = Api::namespaced(cluster.client.clone(), &namespace);
+            let api: Api<Pod> = Api::namespaced(cluster.upgrade_client.clone(), &namespace);
             podline_defer::results::read_xcom(&api, &name).await
         })
     });
