@@ -2,9 +2,12 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use podline_client::connect::{ConnectOptions, connect};
+use podline_client::retry::RetryPolicy;
+use podline_launch::create::default_create_policy;
+use podline_launch::{Liveness, LivenessConfig};
 
 use crate::error::DeferError;
 use crate::waiters::Waiters;
@@ -23,10 +26,49 @@ pub struct ClusterKey {
 pub struct Cluster {
     /// The client, with podline's stack.
     pub client: kube::Client,
+    /// A client over HTTP/1.1 for calls that upgrade the connection (`pods/exec`: KPO's XCom
+    /// sidecar), which HTTP/2 cannot carry.
+    pub upgrade_client: kube::Client,
     /// The namespace the configuration names (for a pod that names none).
     pub namespace: String,
     /// The waits on this cluster, one watch per namespace.
     pub waiters: Waiters,
+    /// This process's Lease on this cluster (see [`crate::ownership`]), started on first use.
+    liveness: OnceLock<Arc<Liveness>>,
+}
+
+impl Cluster {
+    /// This process's Lease on this cluster, which owns the pods its waits follow; started
+    /// (renewed every `config`'s period from then on, never released) on the first call, whose
+    /// `config` is kept. Must be called on a tokio runtime (it spawns the renewal).
+    pub fn liveness(&self, config: LivenessConfig) -> Arc<Liveness> {
+        self.liveness
+            .get_or_init(|| {
+                Liveness::start(
+                    self.client.clone(),
+                    &podline_launch::spec::new_launch_id(),
+                    holder_identity(),
+                    config,
+                    RetryPolicy::default().with_deadline(Some(std::time::Duration::from_secs(30))),
+                    default_create_policy(),
+                )
+            })
+            .clone()
+    }
+}
+
+/// Who holds a triggerer's Lease: this process on this host, for people reading the Lease.
+fn holder_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let host = if host.is_empty() {
+        "unknown-host".to_owned()
+    } else {
+        host
+    };
+    format!("podline-triggerer/{host}/{}", std::process::id())
 }
 
 impl std::fmt::Debug for Cluster {
@@ -68,7 +110,9 @@ impl Clusters {
         let cluster = Arc::new(Cluster {
             waiters: Waiters::new(done.client.clone()),
             client: done.client,
+            upgrade_client: done.upgrade_client,
             namespace: done.namespace,
+            liveness: OnceLock::new(),
         });
         connected.insert(key.clone(), cluster.clone());
         Ok(cluster)

@@ -18,6 +18,9 @@ pub enum DeferError {
     /// The pod given as JSON does not decode (told by position only: it may hold env values).
     #[error("the pod does not decode as a Kubernetes Pod: {0}")]
     Pod(String),
+    /// KPO's XCom value could not be read through the sidecar.
+    #[error("cannot read /airflow/xcom/return.json: {0}")]
+    Xcom(String),
     /// An API call other than the create failed.
     #[error("{action}: {source}")]
     Api {

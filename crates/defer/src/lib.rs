@@ -16,6 +16,8 @@
 pub mod clusters;
 pub mod error;
 pub mod outcome;
+pub mod ownership;
+pub mod results;
 pub mod start;
 pub mod waiters;
 
@@ -23,4 +25,4 @@ pub use clusters::{Cluster, ClusterKey, Clusters};
 pub use error::DeferError;
 pub use outcome::{Outcome, judge};
 pub use start::{StartRequest, Started, start};
-pub use waiters::Waiters;
+pub use waiters::{StartLimits, WaitOptions, Waiters};

@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use podline_defer::{ClusterKey, Clusters, DeferError, StartRequest};
+use podline_defer::{ClusterKey, Clusters, DeferError, StartLimits, StartRequest, WaitOptions};
+use podline_launch::LivenessConfig;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
@@ -51,6 +52,20 @@ fn to_py(err: DeferError) -> PyErr {
 
 fn json<T: serde::Serialize>(value: &T) -> PyResult<String> {
     serde_json::to_string(value).map_err(|err| PodlineError::new_err(err.to_string()))
+}
+
+/// A start limit given in seconds (None: the launcher's default), bounded to a day.
+fn seconds(value: Option<f64>) -> PyResult<Duration> {
+    const DAY: f64 = 86_400.0;
+    match value {
+        None => Ok(podline_launch::wait::DEFAULT_STARTUP_TIMEOUT),
+        Some(secs) if secs.is_finite() && secs > 0.0 && secs <= DAY => {
+            Ok(Duration::from_secs_f64(secs))
+        }
+        Some(secs) => Err(PodlineError::new_err(format!(
+            "a start timeout must be from 0 (excluded) to {DAY} seconds, got {secs}"
+        ))),
+    }
 }
 
 /// The executable's allocator tuning has no meaning in a Python process.
@@ -93,7 +108,13 @@ fn start_pod(
 
 /// An awaitable that resolves with pod `namespace/name`'s outcome (podline-defer's `Outcome`
 /// as JSON) once its base container has ended, on this process's shared watch.
+///
+/// With `lease_seconds`, the pod is owned while it runs by this process's Lease of that
+/// duration (one per process and cluster, renewed every third of it, never released: see
+/// podline-defer's `ownership`); the first wait's duration is the process's.
 #[pyfunction]
+#[pyo3(signature = (kubeconfig, context, namespace, name, launch_id, base_container, lease_seconds=None, schedule_timeout=None, startup_timeout=None))]
+#[allow(clippy::too_many_arguments)]
 fn wait_pod<'py>(
     py: Python<'py>,
     kubeconfig: Option<String>,
@@ -102,13 +123,40 @@ fn wait_pod<'py>(
     name: String,
     launch_id: String,
     base_container: String,
+    lease_seconds: Option<u32>,
+    schedule_timeout: Option<f64>,
+    startup_timeout: Option<f64>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let key = key(kubeconfig, context);
+    let start = match (schedule_timeout, startup_timeout) {
+        (None, None) => None,
+        (schedule, startup) => Some(StartLimits {
+            schedule_timeout: seconds(schedule)?,
+            startup_timeout: seconds(startup)?,
+        }),
+    };
+    let config = lease_seconds
+        .map(|secs| {
+            let duration = Duration::from_secs(u64::from(secs));
+            LivenessConfig::new(duration, duration / 3)
+                .map_err(|err| PodlineError::new_err(err.to_string()))
+        })
+        .transpose()?;
     pyo3_async_runtimes::tokio::future_into_py(py, async move {
         let cluster = clusters().get(&key).await.map_err(to_py)?;
+        let owner = config.map(|config| cluster.liveness(config));
         let outcome = cluster
             .waiters
-            .wait(&namespace, &name, &launch_id, &base_container)
+            .wait(
+                &namespace,
+                &name,
+                &launch_id,
+                &base_container,
+                &WaitOptions {
+                    owner: owner.as_deref(),
+                    start,
+                },
+            )
             .await
             .map_err(to_py)?;
         json(&outcome)
@@ -141,6 +189,53 @@ fn delete_pod(
     deleted.map_err(to_py)
 }
 
+/// Reads KPO's XCom value of the ended pod `namespace/name` through its sidecar (then stops
+/// the sidecar); returns podline-defer's `Xcom` as JSON (`sidecar` false: the pod has none).
+/// Blocking, without the GIL.
+#[pyfunction]
+fn read_xcom(
+    py: Python<'_>,
+    kubeconfig: Option<String>,
+    context: Option<String>,
+    namespace: String,
+    name: String,
+) -> PyResult<String> {
+    let key = key(kubeconfig, context);
+    let runtime = pyo3_async_runtimes::tokio::get_runtime();
+    let read = py.detach(|| {
+        runtime.block_on(async {
+            let cluster = clusters().get(&key).await?;
+            let api: Api<Pod> = Api::namespaced(cluster.upgrade_client.clone(), &namespace);
+            podline_defer::results::read_xcom(&api, &name).await
+        })
+    });
+    json(&read.map_err(to_py)?)
+}
+
+/// Reads container `container` of pod `namespace/name`'s log, at most `limit_bytes`; returns
+/// podline-defer's `Log` as JSON. Blocking, without the GIL.
+#[pyfunction]
+fn read_log(
+    py: Python<'_>,
+    kubeconfig: Option<String>,
+    context: Option<String>,
+    namespace: String,
+    name: String,
+    container: String,
+    limit_bytes: usize,
+) -> PyResult<String> {
+    let key = key(kubeconfig, context);
+    let runtime = pyo3_async_runtimes::tokio::get_runtime();
+    let read = py.detach(|| {
+        runtime.block_on(async {
+            let cluster = clusters().get(&key).await?;
+            let api: Api<Pod> = Api::namespaced(cluster.client.clone(), &namespace);
+            podline_defer::results::read_log(&api, &name, &container, limit_bytes).await
+        })
+    });
+    json(&read.map_err(to_py)?)
+}
+
 /// The module: `podline._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -148,6 +243,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(start_pod, m)?)?;
     m.add_function(wrap_pyfunction!(wait_pod, m)?)?;
     m.add_function(wrap_pyfunction!(delete_pod, m)?)?;
+    m.add_function(wrap_pyfunction!(read_xcom, m)?)?;
+    m.add_function(wrap_pyfunction!(read_log, m)?)?;
     m.add("PodlineError", m.py().get_type::<PodlineError>())?;
     Ok(())
 }

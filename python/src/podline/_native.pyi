@@ -20,6 +20,9 @@ def wait_pod(
     name: str,
     launch_id: str,
     base_container: str,
+    lease_seconds: int | None = None,
+    schedule_timeout: float | None = None,
+    startup_timeout: float | None = None,
 ) -> Awaitable[str]: ...
 def delete_pod(
     kubeconfig: str | None,
@@ -29,3 +32,12 @@ def delete_pod(
     launch_id: str,
     grace_seconds: int | None = None,
 ) -> bool: ...
+def read_xcom(kubeconfig: str | None, context: str | None, namespace: str, name: str) -> str: ...
+def read_log(
+    kubeconfig: str | None,
+    context: str | None,
+    namespace: str,
+    name: str,
+    container: str,
+    limit_bytes: int,
+) -> str: ...

@@ -170,7 +170,9 @@ with DAG("podline_deferrable", schedule=None, start_date=START, catchup=False) a
         image="busybox:1.36",
         annotations={
             "sim.podline.io/duration": "500ms",
-            "sim.podline.io/termination-message": '{"rows": 7}',
+            # KPO's XCom sidecar serves /airflow/xcom/return.json (read through pods/exec, as in
+            # sync mode); the sim scripts the exec's answer.
+            "sim.podline.io/exec-airflow-xcom-sidecar": '{"stdout": "{\\"rows\\": 7}\\n"}',
         },
         do_xcom_push=True,
         deferrable=True,
