@@ -429,7 +429,9 @@ fn list<K: ApiKind>(
             _ => out.extend_from_slice(json),
         }
     }
-    out.extend_from_slice(b"]}");
+    // The newline Go's encoder ends a body with (`end_json_with_newline` would otherwise copy
+    // the whole list to add it).
+    out.extend_from_slice(b"]}\n");
     Ok(json_response(StatusCode::OK, out))
 }
 
