@@ -33,6 +33,11 @@ pub trait Kind:
         None
     }
 
+    /// Whether objects of this kind are stored compressed once idle (see `table.rs`): kinds
+    /// kept by the hundred thousand, written a few times early in their life and then mostly
+    /// left alone (pods). Their writes stay uncompressed.
+    const PACK_IDLE: bool = false;
+
     /// Writes the object's JSON as kube-apiserver answers it; serde's serialization unless a
     /// kind's wire form has fields serde leaves out (pods: see `impl Kind for Pod`).
     fn write_json(&self, buf: &mut Vec<u8>) {
@@ -62,6 +67,7 @@ impl Kind for Pod {
     const API_VERSION: &'static str = "v1";
     const RESOURCE: &'static str = "pods";
     const NAMESPACED: bool = true;
+    const PACK_IDLE: bool = true;
     const FIELDS: &'static [&'static str] = &[
         "metadata.name",
         "metadata.namespace",
