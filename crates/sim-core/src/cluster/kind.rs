@@ -2,7 +2,7 @@
 //! [`GenericObject`], the schemaless object used for custom resources (workflowtaskresults).
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod, PodCondition};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
@@ -33,6 +33,11 @@ pub trait Kind:
         None
     }
 
+    /// Whether objects of this kind are stored compressed once idle (see `table.rs`): kinds
+    /// kept by the hundred thousand, written a few times early in their life and then mostly
+    /// left alone (pods). Their writes stay uncompressed.
+    const PACK_IDLE: bool = false;
+
     /// Writes the object's JSON as kube-apiserver answers it; serde's serialization unless a
     /// kind's wire form has fields serde leaves out (pods: see `impl Kind for Pod`).
     fn write_json(&self, buf: &mut Vec<u8>) {
@@ -62,6 +67,7 @@ impl Kind for Pod {
     const API_VERSION: &'static str = "v1";
     const RESOURCE: &'static str = "pods";
     const NAMESPACED: bool = true;
+    const PACK_IDLE: bool = true;
     const FIELDS: &'static [&'static str] = &[
         "metadata.name",
         "metadata.namespace",
@@ -75,30 +81,17 @@ impl Kind for Pod {
     /// which Go's `omitempty` never omits: kube-apiserver writes `null` for unset ones (k8s.io/api
     /// `core/v1/types.go` `PodCondition`; metav1 `Time.MarshalJSON`), where serde leaves them out.
     fn write_json(&self, buf: &mut Vec<u8>) {
-        let conditions = self
+        // Invariant: as the default `write_json`, a pod always serializes.
+        let start = buf.len();
+        serde_json::to_writer(&mut *buf, self).expect("k8s objects always serialize");
+        if let Some(conditions) = self
             .status
             .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| !c.is_empty());
-        // Invariant: as the default `write_json`, a pod always serializes.
-        if !conditions {
-            serde_json::to_writer(buf, self).expect("k8s objects always serialize");
-            return;
-        }
-        // k8s-openapi writes fields in alphabetical order, as a `Value`'s sorted map does, so
-        // the bytes are serde's but for the nulls added.
-        let mut value = serde_json::to_value(self).expect("k8s objects always serialize");
-        if let Some(list) = value
-            .pointer_mut("/status/conditions")
-            .and_then(serde_json::Value::as_array_mut)
+            .and_then(|s| s.conditions.as_deref())
+            .filter(|c| !c.is_empty())
         {
-            for condition in list.iter_mut().filter_map(serde_json::Value::as_object_mut) {
-                for time in ["lastProbeTime", "lastTransitionTime"] {
-                    condition.entry(time).or_insert(serde_json::Value::Null);
-                }
-            }
+            go_conditions(buf, start, conditions);
         }
-        serde_json::to_writer(buf, &value).expect("JSON values always serialize");
     }
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
@@ -145,6 +138,52 @@ impl Kind for Pod {
             },
         }
     }
+}
+
+/// Rewrites the `status.conditions` of the pod serialized at `buf[start..]` the way Go writes
+/// them: unset `lastProbeTime` and `lastTransitionTime` as `null` (see `impl Kind for Pod`).
+///
+/// Only that array is rewritten, in place: a pod's `status` is its last field and `conditions`
+/// the first field of a status (k8s-openapi writes fields in alphabetical order), so the array
+/// starts right after the last `"status":{"conditions":` of the text (an unescaped `"` never
+/// occurs inside a JSON string) and is exactly as long as `conditions` serialized alone. Each
+/// condition is then written with the two times first (they sort first) and the rest of its
+/// fields as serde writes them.
+fn go_conditions(buf: &mut Vec<u8>, start: usize, conditions: &[PodCondition]) {
+    const PREFIX: &[u8] = br#""status":{"conditions":"#;
+    // Invariant (as above): conditions serialize.
+    let as_serde = serde_json::to_vec(conditions).expect("k8s objects always serialize");
+    let Some(at) = memchr::memmem::rfind(&buf[start..], PREFIX).map(|i| start + i + PREFIX.len())
+    else {
+        return;
+    };
+    if buf.get(at..at + as_serde.len()) != Some(&as_serde[..]) {
+        return;
+    }
+    let mut go = Vec::with_capacity(as_serde.len() + 64 * conditions.len());
+    go.push(b'[');
+    for (i, condition) in conditions.iter().enumerate() {
+        if i > 0 {
+            go.push(b',');
+        }
+        go.extend_from_slice(br#"{"lastProbeTime":"#);
+        serde_json::to_writer(&mut go, &condition.last_probe_time).expect("times serialize");
+        go.extend_from_slice(br#","lastTransitionTime":"#);
+        serde_json::to_writer(&mut go, &condition.last_transition_time).expect("times serialize");
+        let rest = PodCondition {
+            last_probe_time: None,
+            last_transition_time: None,
+            ..condition.clone()
+        };
+        let rest = serde_json::to_vec(&rest).expect("k8s objects always serialize");
+        // `rest` is `{...}`: append its fields (if any) after the times.
+        if rest.len() > 2 {
+            go.push(b',');
+        }
+        go.extend_from_slice(&rest[1..]);
+    }
+    go.push(b']');
+    buf.splice(at..at + as_serde.len(), go);
 }
 
 impl Kind for Namespace {
@@ -329,6 +368,64 @@ mod tests {
             assert!(probe.field(field).is_some(), "{} {field}", K::KIND);
         }
         assert!(probe.field("spec.nope").is_none(), "{}", K::KIND);
+    }
+
+    /// The condition times go in as `null` where unset, in place, and the rest of the pod is
+    /// serde's bytes: what rewriting the whole pod as a `Value` tree gave.
+    #[test]
+    fn a_pods_unset_condition_times_are_written_as_null() {
+        use k8s_openapi::api::core::v1::{PodSpec, PodStatus};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+        let set = Time(jiff::Timestamp::from_second(1_764_561_600).expect("a valid time"));
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("web".into());
+        // A string that looks like the pattern must not be taken for it.
+        pod.metadata.annotations =
+            Some([("x".into(), r#""status":{"conditions":[]"#.into())].into());
+        pod.spec = Some(PodSpec::default());
+        pod.status = Some(PodStatus {
+            conditions: Some(vec![
+                PodCondition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    last_transition_time: Some(set.clone()),
+                    ..PodCondition::default()
+                },
+                PodCondition {
+                    type_: "PodScheduled".into(),
+                    status: "True".into(),
+                    last_probe_time: Some(set),
+                    reason: Some("r".into()),
+                    ..PodCondition::default()
+                },
+            ]),
+            phase: Some("Running".into()),
+            ..PodStatus::default()
+        });
+        let mut expected = serde_json::to_value(&pod).expect("serializes");
+        for condition in expected
+            .pointer_mut("/status/conditions")
+            .and_then(serde_json::Value::as_array_mut)
+            .expect("conditions")
+            .iter_mut()
+            .filter_map(serde_json::Value::as_object_mut)
+        {
+            for time in ["lastProbeTime", "lastTransitionTime"] {
+                condition.entry(time).or_insert(serde_json::Value::Null);
+            }
+        }
+        let mut buf = b"prefix".to_vec();
+        pod.write_json(&mut buf);
+        assert_eq!(&buf[..6], b"prefix");
+        assert_eq!(
+            std::str::from_utf8(&buf[6..]).expect("UTF-8"),
+            serde_json::to_string(&expected).expect("serializes")
+        );
+        let mut plain = Vec::new();
+        pod.status.as_mut().expect("status").conditions = None;
+        pod.write_json(&mut plain);
+        assert_eq!(plain, serde_json::to_vec(&pod).expect("serializes"));
     }
 
     #[test]

@@ -13,12 +13,18 @@
 //! Kinds with a [`Kind::dictionary`] (Events) are stored compressed instead, in the table and in
 //! the history alike; live watchers still get the line serialized before compression, and a
 //! resume from the history rebuilds the lines it replays.
+//!
+//! Kinds that [`Kind::PACK_IDLE`] (pods) are stored plain while they are written, and compressed
+//! once idle ([`Table::pack_idle`]): when the history lets go of an object's current version,
+//! nothing but the table holds its JSON, and most of it is what every object of the kind shares.
+//! The dictionary is the JSON of the first objects that went idle (the table's own objects, so it
+//! fits whatever shape they have), made once per table; writes never pay for compression.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::marker::PhantomData;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -27,6 +33,7 @@ use tokio::time::Instant;
 
 use super::facts::Facts;
 use super::kind::Kind;
+use super::packed::Dictionary;
 
 /// (namespace, name); the namespace is empty for cluster-scoped kinds. Ordered like etcd keys, so
 /// LIST order and continue tokens are stable.
@@ -72,6 +79,8 @@ enum Body {
     Plain(Bytes),
     /// Compressed with the kind's [`Kind::dictionary`].
     Packed(Bytes),
+    /// Compressed once idle, with its table's dictionary (see [`Table::pack_idle`]).
+    Idle(Bytes, Arc<Dictionary>),
 }
 
 impl<K> Clone for Stored<K> {
@@ -107,13 +116,14 @@ impl<K: Kind> Stored<K> {
                 // Invariant: only kinds with a dictionary store `Packed` bodies (`new`).
                 .expect("a compressed object's kind has a dictionary")
                 .unpack(packed),
+            Body::Idle(packed, dictionary) => dictionary.unpack(packed),
         }
     }
 
     /// Bytes the object's JSON takes in the store (compressed, if it is).
     pub fn stored_len(&self) -> usize {
         match &self.body {
-            Body::Plain(bytes) | Body::Packed(bytes) => bytes.len(),
+            Body::Plain(bytes) | Body::Packed(bytes) | Body::Idle(bytes, _) => bytes.len(),
         }
     }
 
@@ -124,6 +134,11 @@ impl<K: Kind> Stored<K> {
 
     fn is_plain(&self) -> bool {
         matches!(self.body, Body::Plain(_))
+    }
+
+    /// Whether the object is stored as exactly these bytes (not a copy: the same allocation).
+    fn is_stored_as(&self, json: &Bytes) -> bool {
+        matches!(&self.body, Body::Plain(plain) if plain.as_ptr() == json.as_ptr() && plain.len() == json.len())
     }
 }
 
@@ -335,6 +350,9 @@ struct State<K> {
     compacted_rv: u64,
     /// resourceVersion of this table's latest event.
     last_rv: u64,
+    /// Events the history let go of whose object may now be idle, for [`Table::pack_idle`]
+    /// (kinds that [`Kind::PACK_IDLE`] only).
+    retired: Vec<Arc<WatchEvent<K>>>,
 }
 
 /// One resource's objects, history and live fan-out. See the module docs.
@@ -343,7 +361,19 @@ pub struct Table<K: Kind> {
     tx: broadcast::Sender<Arc<WatchEvent<K>>>,
     clock: Arc<RvClock>,
     limits: HistoryLimits,
+    /// The dictionary idle objects are packed with, made from the first ones (see the module
+    /// docs).
+    idle_dictionary: OnceLock<Arc<Dictionary>>,
 }
+
+/// At most this many bytes of idle objects' JSON make a table's dictionary: a few objects, which
+/// is what zstd needs to find an object's common parts.
+const IDLE_DICTIONARY_BYTES: usize = 16 * 1024;
+
+/// At most this many retired events wait for [`Table::pack_idle`] (the sim's history pruner
+/// calls it every second): a table nobody prunes keeps the rest of its objects plain rather than
+/// pinning every version the history let go of.
+const MAX_RETIRED: usize = 1 << 16;
 
 impl<K: Kind> std::fmt::Debug for Table<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -398,10 +428,12 @@ impl<K: Kind> Table<K> {
                 history: VecDeque::new(),
                 compacted_rv: 0,
                 last_rv: 0,
+                retired: Vec::new(),
             }),
             tx,
             clock,
             limits,
+            idle_dictionary: OnceLock::new(),
         }
     }
 
@@ -568,7 +600,51 @@ impl<K: Kind> Table<K> {
                 break;
             }
             state.compacted_rv = front.rv();
-            state.history.pop_front();
+            if let Some(Recorded::Live(event)) = state.history.pop_front()
+                && K::PACK_IDLE
+                && event.kind != ChangeKind::Deleted
+                && state.retired.len() < MAX_RETIRED
+            {
+                state.retired.push(event);
+            }
+        }
+    }
+
+    /// Compresses the objects whose current version the history let go of since the last call
+    /// (see the module docs), for kinds that [`Kind::PACK_IDLE`]. Compression runs without the
+    /// lock; an object written meanwhile stays as written.
+    pub fn pack_idle(&self) {
+        let retired = std::mem::take(&mut self.lock().retired);
+        if retired.is_empty() {
+            return;
+        }
+        let Some(name_field) = K::FIELDS.iter().position(|f| *f == "metadata.name") else {
+            return;
+        };
+        let dictionary = self.idle_dictionary.get_or_init(|| {
+            let mut samples = Vec::with_capacity(IDLE_DICTIONARY_BYTES);
+            for event in retired.iter().rev() {
+                if samples.len() + event.json.len() > IDLE_DICTIONARY_BYTES {
+                    break;
+                }
+                samples.extend_from_slice(&event.json);
+            }
+            Arc::new(Dictionary::new(&samples))
+        });
+        let packed: Vec<(PackedKey, &Bytes, Bytes)> = retired
+            .iter()
+            .filter_map(|event| {
+                let key = PackedKey::new(event.facts.namespace(), event.facts.field(name_field));
+                Some((key, &event.json, dictionary.pack(&event.json)?))
+            })
+            .collect();
+        let mut state = self.lock();
+        for (key, json, packed) in packed {
+            if let Some(stored) = state.objects.get_mut(&key)
+                && stored.is_stored_as(json)
+            {
+                stored.body = Body::Idle(packed, dictionary.clone());
+            }
         }
     }
 
@@ -624,17 +700,28 @@ impl<K: Kind> Table<K> {
     /// Drops history events older than the window, so an idle sim frees memory too (writes and
     /// watch starts also evict; this is for the time in between).
     pub fn prune_history(&self) {
-        let mut state = self.lock();
-        self.evict(&mut state);
-        if state.history.capacity() > 4 * state.history.len().max(1024) {
-            state.history.shrink_to_fit();
+        {
+            let mut state = self.lock();
+            self.evict(&mut state);
+            if state.history.capacity() > 4 * state.history.len().max(1024) {
+                state.history.shrink_to_fit();
+            }
         }
+        self.pack_idle();
     }
 
     /// Drops the whole history: resumes from any resourceVersion before now answer 410.
     pub fn compact(&self) {
         let mut state = self.lock();
-        state.history.clear();
+        let history = std::mem::take(&mut state.history);
+        if K::PACK_IDLE {
+            state
+                .retired
+                .extend(history.into_iter().filter_map(|recorded| match recorded {
+                    Recorded::Live(event) if event.kind != ChangeKind::Deleted => Some(event),
+                    _ => None,
+                }));
+        }
         state.compacted_rv = self.clock.current();
     }
 
@@ -856,6 +943,66 @@ mod tests {
             stored.facts, commit.event.facts,
             "selectors see the same facts"
         );
+    }
+
+    /// Pods are stored plain while the history holds their current version, and compressed once
+    /// it lets go of it, yet GET, LIST, a decode and a later write see exactly what was written.
+    #[test]
+    fn idle_pods_are_packed_once_the_history_lets_go_of_them_and_served_byte_identical() {
+        let table = table();
+        let mut written = Vec::new();
+        for i in 0..150 {
+            let mut pod = pod(&format!("p{i:03}"), "web");
+            pod.metadata.annotations = Some([("note".to_owned(), "x".repeat(400))].into());
+            written.push(create(&table, pod));
+        }
+        table.pack_idle();
+        for (i, commit) in written.iter().enumerate() {
+            let name = format!("p{i:03}");
+            let stored = table.get("default", &name).expect("stored");
+            // The history keeps the last 100 events: the first 50 pods are idle.
+            assert_eq!(stored.is_plain(), i >= 50, "{name}");
+            assert_eq!(
+                stored.json(),
+                commit.event.json,
+                "{name} is served as written"
+            );
+            assert_eq!(stored.decode(), *commit.obj);
+        }
+        let idle = table.get("default", "p000").expect("stored");
+        assert!(
+            idle.stored_len() * 3 < written[0].event.json.len(),
+            "{} bytes stored for {} bytes of JSON",
+            idle.stored_len(),
+            written[0].event.json.len()
+        );
+        let (listed, _) = table.snapshot(Some("default"), None);
+        assert_eq!(listed[0].json(), written[0].event.json, "LIST too");
+        let (commit, ()) = table
+            .write(
+                key("p000"),
+                |current| {
+                    let mut pod = current.expect("exists").decode();
+                    pod.metadata.labels = Some([("app".to_owned(), "db".to_owned())].into());
+                    Ok::<_, ()>((Write::Replace(pod), ()))
+                },
+                |_, _| {},
+            )
+            .expect("replace");
+        let commit = commit.expect("a change commits");
+        let prev = commit
+            .event
+            .prev
+            .as_ref()
+            .expect("MODIFIED keeps the old version");
+        assert_eq!(
+            prev.json(),
+            written[0].event.json,
+            "the packed version is the prev"
+        );
+        let stored = table.get("default", "p000").expect("stored");
+        assert!(stored.is_plain(), "a written pod is plain again");
+        assert_eq!(stored.json(), commit.event.json);
     }
 
     #[test]

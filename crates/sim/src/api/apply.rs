@@ -305,6 +305,7 @@ fn now() -> Time {
 /// Records a non-apply write of `new` over `old` (None for a create) by `writer` in `new`'s
 /// `metadata.managedFields`: the fields it changed become the writer's, and no longer anyone
 /// else's; fields it removed are no one's.
+#[cfg(test)]
 pub fn record_update(
     new: &mut Value,
     old: Option<&Value>,
@@ -312,7 +313,28 @@ pub fn record_update(
     writer: &Writer,
     api_version: &str,
 ) {
+    let entries = entries_after_update(new, old, old_entries, writer, api_version);
+    put_entries(new, entries);
+}
+
+/// The managed fields [`record_update`] writes into `new`, for a caller that sets them on the
+/// typed object instead of decoding the whole `new` tree back (the create path).
+pub fn entries_after_update(
+    new: &Value,
+    old: Option<&Value>,
+    old_entries: &[ManagedFieldsEntry],
+    writer: &Writer,
+    api_version: &str,
+) -> Vec<ManagedFieldsEntry> {
     let new_fields = fields_of(new, writer.part);
+    if old.is_none() && old_entries.is_empty() {
+        // A create: every field is the writer's (what the general case below comes to, without
+        // copying the set three times).
+        let mut entries = Vec::new();
+        let changed = !new_fields.is_empty();
+        set_entry(&mut entries, writer, new_fields, api_version, changed);
+        return entries;
+    }
     let old_fields = old.map(|o| fields_of(o, writer.part)).unwrap_or_default();
     let changed: FieldSet = new_fields
         .iter()
@@ -341,7 +363,7 @@ pub fn record_update(
     mine.extend(changed.iter().cloned());
     mine.retain(|p| new_fields.contains(p));
     set_entry(&mut entries, writer, mine, api_version, !changed.is_empty());
-    put_entries(new, entries);
+    entries
 }
 
 /// Sets `writer`'s entry to `set` (dropping it when empty), stamping the time when it changed.

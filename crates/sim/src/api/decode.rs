@@ -56,6 +56,12 @@ pub fn decode_validated<K: ApiKind>(
         api_versions: &[K::API_VERSION],
         any_kind: K::CUSTOM_RESOURCE,
     };
+    if !K::CUSTOM_RESOURCE
+        && body.media_type != "application/yaml"
+        && let Some(obj) = decode_canonical::<K>(&body.bytes)
+    {
+        return Ok((obj, Vec::new()));
+    }
     let value = parse_body(body, expected.kind)?;
     let obj: K = decode_value(&value, &expected)?;
     if validation == FieldValidation::Ignore || K::CUSTOM_RESOURCE {
@@ -79,6 +85,20 @@ pub fn decode_validated<K: ApiKind>(
         )));
     }
     Ok((obj, warnings))
+}
+
+/// `bytes` decoded as `K` if they are exactly what `K` serializes back to: then every field of the
+/// body is one `K` has (no unknown field to warn about or refuse), and `apiVersion` and `kind` are
+/// `K`'s own, so the general path (a `Value` tree, a typed decode of it, and a re-encoded tree to
+/// compare for unknown fields) would decode the same object with no warning. Clients that
+/// serialize with the same types (kube-rs with k8s-openapi, podline itself) send such bodies,
+/// which makes this the common create. None otherwise: the caller takes the general path, which
+/// words the errors and warnings.
+fn decode_canonical<K: ApiKind>(bytes: &[u8]) -> Option<K> {
+    let obj: K = serde_json::from_slice(bytes).ok()?;
+    let mut again = Vec::with_capacity(bytes.len());
+    serde_json::to_writer(&mut again, &obj).ok()?;
+    (again.as_slice() == bytes.trim_ascii_end()).then_some(obj)
 }
 
 /// The paths (`spec.containers[0].imagee`) of the fields of `input` that the typed object,
@@ -451,6 +471,32 @@ mod tests {
         decode_validated::<Pod>(&body(text), FieldValidation::Ignore)
             .expect_err("an error")
             .message
+    }
+
+    /// A body exactly as k8s-openapi serializes it takes the direct decode, and gives what the
+    /// general path gives; one that differs in any way (an unknown field, a null) does not.
+    #[test]
+    fn a_canonical_body_decodes_directly_to_what_the_general_path_gives() {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("x".into());
+        pod.metadata.labels = Some([("app".into(), "web".into())].into());
+        let text = serde_json::to_string(&pod).expect("serializes");
+        let direct = decode_canonical::<Pod>(text.as_bytes()).expect("canonical");
+        assert_eq!(direct, pod);
+        let (obj, warnings) =
+            decode_validated::<Pod>(&body(&text), FieldValidation::Strict).expect("decodes");
+        assert_eq!((obj, warnings), (pod, Vec::new()));
+        for other in [
+            text.replacen("\"metadata\":{", "\"metadata\":{\"bogus\":1,", 1),
+            text.replacen("\"metadata\":{", "\"metadata\":{\"namespace\":null,", 1),
+            text.replacen("\"v1\"", "\"v2\"", 1),
+            format!(" {text}"),
+        ] {
+            assert!(
+                decode_canonical::<Pod>(other.as_bytes()).is_none(),
+                "{other}"
+            );
+        }
     }
 
     #[test]

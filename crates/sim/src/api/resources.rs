@@ -429,7 +429,9 @@ fn list<K: ApiKind>(
             _ => out.extend_from_slice(json),
         }
     }
-    out.extend_from_slice(b"]}");
+    // The newline Go's encoder ends a body with (`end_json_with_newline` would otherwise copy
+    // the whole list to add it).
+    out.extend_from_slice(b"]}\n");
     Ok(json_response(StatusCode::OK, out))
 }
 
@@ -603,14 +605,18 @@ const APPLY_PATCH: &str = "application/apply-patch+yaml";
 /// `obj` with `writer`'s non-apply write over `old` (None: a create) in its managed fields.
 fn with_update_fields<K: ApiKind>(obj: K, old: Option<&K>, writer: &Writer) -> Result<K, ApiError> {
     let internal = |e: serde_json::Error| ApiError::internal(format!("managed fields: {e}"));
-    let mut new = serde_json::to_value(&obj).map_err(internal)?;
+    let new = serde_json::to_value(&obj).map_err(internal)?;
     let old = old
         .map(serde_json::to_value)
         .transpose()
         .map_err(internal)?;
     let entries = old.as_ref().map(apply::entries_of).unwrap_or_default();
-    apply::record_update(&mut new, old.as_ref(), &entries, writer, K::API_VERSION);
-    serde_json::from_value(new).map_err(internal)
+    let entries = apply::entries_after_update(&new, old.as_ref(), &entries, writer, K::API_VERSION);
+    // Only the managed fields change: set them on the typed object rather than decoding the
+    // whole tree back.
+    let mut obj = obj;
+    obj.meta_mut().managed_fields = (!entries.is_empty()).then_some(entries);
+    Ok(obj)
 }
 
 /// The shared tail of update and patch: preconditions, admission, commit, response.
