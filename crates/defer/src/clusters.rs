@@ -47,7 +47,7 @@ impl Cluster {
                 Liveness::start(
                     self.client.clone(),
                     &podline_launch::spec::new_launch_id(),
-                    holder_identity(),
+                    podline_launch::liveness::holder_identity("podline-triggerer"),
                     config,
                     RetryPolicy::default().with_deadline(Some(std::time::Duration::from_secs(30))),
                     default_create_policy(),
@@ -55,20 +55,6 @@ impl Cluster {
             })
             .clone()
     }
-}
-
-/// Who holds a triggerer's Lease: this process on this host, for people reading the Lease.
-fn holder_identity() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_default();
-    let host = if host.is_empty() {
-        "unknown-host".to_owned()
-    } else {
-        host
-    };
-    format!("podline-triggerer/{host}/{}", std::process::id())
 }
 
 impl std::fmt::Debug for Cluster {

@@ -437,6 +437,22 @@ async fn renew_loop(
     }
 }
 
+/// Who holds a liveness Lease, for people reading it: `ROLE/HOST/PID` (e.g. `podline-run/...`
+/// or `podline-triggerer/...`). One spelling for every kind of holder, so `kubectl get lease`
+/// tells which process on which host owns a pod.
+pub fn holder_identity(role: &str) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let host = if host.is_empty() {
+        "unknown-host".to_owned()
+    } else {
+        host
+    };
+    format!("{role}/{host}/{}", std::process::id())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

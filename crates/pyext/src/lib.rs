@@ -15,13 +15,16 @@
 // PyO3's macros expand to FFI code (`unsafe` blocks) in this crate; no hand-written unsafe here.
 #![allow(unsafe_code)]
 
+use std::future::Future;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use podline_defer::{ClusterKey, Clusters, DeferError, StartLimits, StartRequest, WaitOptions};
+use podline_defer::{
+    Cluster, ClusterKey, Clusters, DeferError, StartLimits, StartRequest, WaitOptions,
+};
 use podline_launch::LivenessConfig;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -44,6 +47,19 @@ fn key(kubeconfig: Option<String>, context: Option<String>) -> ClusterKey {
         kubeconfig: kubeconfig.filter(|p| !p.is_empty()).map(PathBuf::from),
         context: context.filter(|c| !c.is_empty()),
     }
+}
+
+/// Runs `call` with the cluster `key` names on the process's one runtime, without the GIL, and
+/// waits for it: the shape every blocking call of this module shares.
+fn blocking<T, F, Fut>(py: Python<'_>, key: ClusterKey, call: F) -> PyResult<T>
+where
+    T: Send,
+    F: FnOnce(Arc<Cluster>) -> Fut + Send,
+    Fut: Future<Output = Result<T, DeferError>>,
+{
+    let runtime = pyo3_async_runtimes::tokio::get_runtime();
+    py.detach(|| runtime.block_on(async { call(clusters().get(&key).await?).await }))
+        .map_err(to_py)
 }
 
 fn to_py(err: DeferError) -> PyErr {
@@ -90,20 +106,15 @@ fn start_pod(
     task_id: Option<String>,
     reattach: bool,
 ) -> PyResult<String> {
-    let key = key(kubeconfig, context);
-    let runtime = pyo3_async_runtimes::tokio::get_runtime();
-    let started = py.detach(|| {
-        runtime.block_on(async {
-            let cluster = clusters().get(&key).await?;
-            let pod = podline_defer::start::pod_from_json(&pod_json)?;
-            let ns = namespace.unwrap_or_else(|| cluster.namespace.clone());
-            let mut request = StartRequest::new(pod, &ns);
-            request.task_id = task_id;
-            request.reattach = reattach;
-            podline_defer::start(cluster.client.clone(), request).await
-        })
-    });
-    json(&started.map_err(to_py)?)
+    let started = blocking(py, key(kubeconfig, context), |cluster| async move {
+        let pod = podline_defer::start::pod_from_json(&pod_json)?;
+        let ns = namespace.unwrap_or_else(|| cluster.namespace.clone());
+        let mut request = StartRequest::new(pod, &ns);
+        request.task_id = task_id;
+        request.reattach = reattach;
+        podline_defer::start(cluster.client.clone(), request).await
+    })?;
+    json(&started)
 }
 
 /// An awaitable that resolves with pod `namespace/name`'s outcome (podline-defer's `Outcome`
@@ -176,17 +187,12 @@ fn delete_pod(
     launch_id: String,
     grace_seconds: Option<u32>,
 ) -> PyResult<bool> {
-    let key = key(kubeconfig, context);
-    let runtime = pyo3_async_runtimes::tokio::get_runtime();
-    let deleted = py.detach(|| {
-        runtime.block_on(async {
-            let cluster = clusters().get(&key).await?;
-            let api: Api<Pod> = Api::namespaced(cluster.client.clone(), &namespace);
-            let grace = grace_seconds.map(|s| Duration::from_secs(u64::from(s)));
-            podline_defer::start::delete_if_ours(&api, &name, &launch_id, grace).await
-        })
-    });
-    deleted.map_err(to_py)
+    let deleted = blocking(py, key(kubeconfig, context), |cluster| async move {
+        let api: Api<Pod> = Api::namespaced(cluster.client.clone(), &namespace);
+        let grace = grace_seconds.map(|s| Duration::from_secs(u64::from(s)));
+        podline_defer::start::delete_if_ours(&api, &name, &launch_id, grace).await
+    })?;
+    Ok(deleted)
 }
 
 /// Reads KPO's XCom value of the ended pod `namespace/name` through its sidecar (then stops
@@ -200,16 +206,11 @@ fn read_xcom(
     namespace: String,
     name: String,
 ) -> PyResult<String> {
-    let key = key(kubeconfig, context);
-    let runtime = pyo3_async_runtimes::tokio::get_runtime();
-    let read = py.detach(|| {
-        runtime.block_on(async {
-            let cluster = clusters().get(&key).await?;
-            let api: Api<Pod> = Api::namespaced(cluster.upgrade_client.clone(), &namespace);
-            podline_defer::results::read_xcom(&api, &name).await
-        })
-    });
-    json(&read.map_err(to_py)?)
+    let read = blocking(py, key(kubeconfig, context), |cluster| async move {
+        let api: Api<Pod> = Api::namespaced(cluster.upgrade_client.clone(), &namespace);
+        podline_defer::results::read_xcom(&api, &name).await
+    })?;
+    json(&read)
 }
 
 /// Reads container `container` of pod `namespace/name`'s log, at most `limit_bytes`; returns
@@ -224,16 +225,11 @@ fn read_log(
     container: String,
     limit_bytes: usize,
 ) -> PyResult<String> {
-    let key = key(kubeconfig, context);
-    let runtime = pyo3_async_runtimes::tokio::get_runtime();
-    let read = py.detach(|| {
-        runtime.block_on(async {
-            let cluster = clusters().get(&key).await?;
-            let api: Api<Pod> = Api::namespaced(cluster.client.clone(), &namespace);
-            podline_defer::results::read_log(&api, &name, &container, limit_bytes).await
-        })
-    });
-    json(&read.map_err(to_py)?)
+    let read = blocking(py, key(kubeconfig, context), |cluster| async move {
+        let api: Api<Pod> = Api::namespaced(cluster.client.clone(), &namespace);
+        podline_defer::results::read_log(&api, &name, &container, limit_bytes).await
+    })?;
+    json(&read)
 }
 
 /// The module: `podline._native`.

@@ -633,7 +633,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let liveness = podline_launch::Liveness::start(
         client.clone(),
         &run_id,
-        holder_identity(),
+        podline_launch::liveness::holder_identity("podline-run"),
         liveness_config,
         calls,
         create,
@@ -654,20 +654,6 @@ fn interrupted(cancel: &Cancel) -> ExitCode {
     let reason = cancel.reason().unwrap_or(CancelReason::Terminate);
     eprintln!("podline: stopped by a signal before any pod was created");
     ExitCode::from(reason.exit_code())
-}
-
-/// Who holds the liveness Lease: this process on this host, for people reading the Lease.
-fn holder_identity() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_default();
-    let host = if host.is_empty() {
-        "unknown-host".to_owned()
-    } else {
-        host
-    };
-    format!("podline-run/{host}/{}", std::process::id())
 }
 
 /// The tasks themselves, once connected; the caller releases the liveness Lease after.
