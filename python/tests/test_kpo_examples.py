@@ -327,7 +327,9 @@ def test_example_kubernetes_runs_end_to_end_with_only_the_import_switched(
 
     # write-xcom's return.json is its return value, and the BashOperator templated it in.
     assert run.xcoms["write-xcom"]["return_value"] == [1, 2, 3, 4]
-    assert run.xcoms["pod_task_xcom_result"]["return_value"] == "1"
+    # The BashOperator's last output line, "1": Airflow 3 keeps it a string; the run harness
+    # reads Airflow 2.11's XCom back as the JSON number 1.
+    assert str(run.xcoms["pod_task_xcom_result"]["return_value"]) == "1"
     assert "+ echo 10" in run.log("task") or "10" in run.log("task"), run.log("task")[-3000:]
 
     # Each pod, as created, carries what KPO's builder gives it for the same arguments.
@@ -344,7 +346,9 @@ def test_example_kubernetes_runs_end_to_end_with_only_the_import_switched(
         from kubernetes.client import ApiClient
 
         built = ApiClient().sanitize_for_serialization(kpo.build_pod_request_obj(context, dry_run=True))
-        missing = carries(as_stored(strip(pod)["spec"]), strip(built)["spec"])
+        actual = strip(pod)["spec"]
+        __import__("test_parity").strip_token_volume(actual, built.get("spec") or {})
+        missing = carries(as_stored(actual), strip(built)["spec"])
         assert not missing, f"{task_id}: " + "\n".join(missing)
         if task_id != "write-xcom":  # the example labels the other two
             assert pod["metadata"]["labels"]["foo"] == "bar"

@@ -301,6 +301,22 @@ def prune(value: Any) -> Any:
     return value
 
 
+def strip_token_volume(spec: dict[str, Any], want_spec: dict[str, Any]) -> None:
+    """Removes from the pod spec `spec` (in place) the token volume and mounts the API server's
+    ServiceAccount admission added, as a real cluster adds them, unless `want_spec` has them."""
+    added = {
+        v.get("name") for v in spec.get("volumes") or []
+        if v.get("name", "").startswith(TOKEN_VOLUME_PREFIX)
+    } - {v.get("name") for v in want_spec.get("volumes") or []}
+    spec["volumes"] = [v for v in spec.get("volumes") or [] if v.get("name") not in added]
+    for kind in ("containers", "initContainers"):
+        for container in spec.get(kind) or []:
+            container["volumeMounts"] = [
+                m for m in container.get("volumeMounts") or []
+                if not (m.get("name") in added and m.get("mountPath") == TOKEN_MOUNT_PATH)
+            ]
+
+
 def without_server_and_podline_fields(actual: dict[str, Any], expected: dict[str, Any]) -> dict[str, Any]:
     out = json.loads(json.dumps(actual))
     out.pop("status", None)
@@ -328,21 +344,13 @@ def without_server_and_podline_fields(actual: dict[str, Any], expected: dict[str
         t for t in spec.get("tolerations") or []
         if t.get("key") not in DEFAULT_TOLERATION_KEYS or t.get("key") in wanted_tolerations
     ]
-    added = {
-        v.get("name") for v in spec.get("volumes") or []
-        if v.get("name", "").startswith(TOKEN_VOLUME_PREFIX)
-    } - {v.get("name") for v in want_spec.get("volumes") or []}
-    spec["volumes"] = [v for v in spec.get("volumes") or [] if v.get("name") not in added]
+    strip_token_volume(spec, want_spec)
     for kind in ("containers", "initContainers"):
         wanted = {c.get("name"): c for c in want_spec.get(kind) or []}
         for container in spec.get(kind) or []:
             for key in SERVER_CONTAINER_FIELDS:
                 if key not in wanted.get(container.get("name"), {}):
                     container.pop(key, None)
-            container["volumeMounts"] = [
-                m for m in container.get("volumeMounts") or []
-                if not (m.get("name") in added and m.get("mountPath") == TOKEN_MOUNT_PATH)
-            ]
     return out
 
 

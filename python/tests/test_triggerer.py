@@ -193,6 +193,12 @@ def pod_names(sim: Sim, dag_id: str) -> list[str]:
     return sorted(p.metadata.name for p in sim.pods(f"dag_id={dag_id}") if p.metadata.deletion_timestamp is None)
 
 
+@pytest.mark.skipif(
+    AIRFLOW_2,
+    reason="not yet on Airflow 2.11: its SequentialExecutor (the only one on SQLite) runs one "
+    "task at a time inside the scheduler's loop, so the second DAG's task never defers while "
+    "the first is held; needs LocalExecutor on PostgreSQL (issue 31)",
+)
 def test_a_real_triggerer_honours_timeouts_kills_and_restarts(deployment: Deployment, sim: Sim) -> None:
     dep = deployment
     detail = dep.tail
